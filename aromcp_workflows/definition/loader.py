@@ -1,0 +1,243 @@
+"""Loading workflow files: documents → definitions, `imports`, and whole bundles.
+
+A *bundle* is a workflow plus every workflow it can include, each already validated.
+Running instances keep a snapshot of their bundle, so editing a YAML file never changes
+a workflow that is already running.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aromcp_workflows.definition.build import build_definition
+from aromcp_workflows.definition.errors import DefinitionError, Problem
+from aromcp_workflows.definition.resolver import Source, WorkflowResolver, check_name
+from aromcp_workflows.definition.steps import IncludeWorkflowStep, child_step_lists
+from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.definition.yaml_source import Positions, parse_yaml
+
+
+@dataclass
+class LoadedWorkflow:
+    """One validated definition and where it came from (file, positions, source)."""
+
+    definition: WorkflowDefinition
+    file: str
+    positions: Positions
+    source: Source | str
+    imported: dict[str, "LoadedWorkflow"] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+
+@dataclass
+class WorkflowBundle:
+    """A main workflow and every workflow reachable from it through `include_workflow`."""
+
+    main: LoadedWorkflow
+    workflows: dict[str, LoadedWorkflow]
+
+    def get(self, name: str) -> WorkflowDefinition:
+        return self.workflows[name].definition
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-safe copy that `from_snapshot` turns back into definitions."""
+        return {
+            "main": self.main.name,
+            "definitions": {
+                name: {
+                    "definition": loaded.definition.model_dump(mode="json", by_alias=True),
+                    "file": loaded.file,
+                    "source": loaded.source,
+                }
+                for name, loaded in self.workflows.items()
+            },
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> "WorkflowBundle":
+        workflows = {
+            name: LoadedWorkflow(
+                WorkflowDefinition.model_validate(entry["definition"]),
+                entry["file"],
+                Positions(entry["file"]),
+                entry["source"],
+            )
+            for name, entry in data["definitions"].items()
+        }
+        return cls(workflows[data["main"]], workflows)
+
+
+class WorkflowLoader:
+    """Reads workflow files (cached by modification time) and resolves names and imports."""
+
+    def __init__(self, resolver: WorkflowResolver | None = None):
+        self.resolver = resolver or WorkflowResolver()
+        self._cache: dict[Path, tuple[float, list[LoadedWorkflow]]] = {}
+
+    # -- single files -------------------------------------------------------------
+    def load_file(self, path: str | os.PathLike[str], source: Source | str = "file",
+                  _importing: tuple[Path, ...] = ()) -> list[LoadedWorkflow]:
+        """Every workflow a file holds, with its own imports resolved."""
+        resolved = Path(path).resolve()
+        try:
+            stamp = resolved.stat().st_mtime
+        except OSError as exc:
+            raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None
+        cached = self._cache.get(resolved)
+        if cached and cached[0] == stamp:
+            return cached[1]
+        text = _read_text(resolved)
+        loaded = [
+            LoadedWorkflow(definition, str(resolved), positions, source)
+            for definition, positions in _definitions_in(text, str(resolved))
+        ]
+        for workflow in loaded:
+            workflow.imported = self._load_imports(workflow, (*_importing, resolved))
+        self._cache[resolved] = (stamp, loaded)
+        return loaded
+
+    def load_one_file(self, path: str | os.PathLike[str], source: Source | str = "file") -> LoadedWorkflow:
+        workflows = self.load_file(path, source)
+        if len(workflows) != 1:
+            raise DefinitionError([Problem(
+                f"file holds {len(workflows)} workflows; name one of: "
+                + ", ".join(w.name for w in workflows), str(path))])
+        return workflows[0]
+
+    def _load_imports(self, workflow: LoadedWorkflow, chain: tuple[Path, ...]) -> dict[str, LoadedWorkflow]:
+        imported: dict[str, LoadedWorkflow] = {}
+        problems: list[Problem] = []
+        base = Path(workflow.file).parent
+        for index, entry in enumerate(workflow.definition.imports):
+            target = (base / entry).resolve()
+            where = ("imports", index)
+            if not self._import_allowed(target, chain[0].parent):
+                problems.append(workflow.positions.problem(
+                    where, f"import {entry!r} leaves the workflow directories; "
+                    "keep shared files under .aromcp/workflows/ (or beside the importing file)"))
+                continue
+            if target in chain:
+                cycle = " → ".join(p.name for p in (*chain, target))
+                problems.append(workflow.positions.problem(where, f"circular import: {cycle}"))
+                continue
+            if not target.is_file():
+                problems.append(workflow.positions.problem(where, f"imported file not found: {target}"))
+                continue
+            for child in self.load_file(target, "import", chain):
+                imported[child.name] = child
+        if problems:
+            raise DefinitionError(problems)
+        return imported
+
+    def _import_allowed(self, target: Path, root_dir: Path) -> bool:
+        allowed = [*self.resolver.roots(), root_dir.resolve()]
+        return any(target == d or d in target.parents for d in allowed)
+
+    # -- names and bundles --------------------------------------------------------
+    def load(self, name_or_file: str) -> LoadedWorkflow:
+        """A workflow by name (project, global, built-in) or by path to a .yaml file."""
+        if _looks_like_file(name_or_file):
+            return self.load_one_file(name_or_file)
+        location = self.resolver.find(name_or_file)
+        for workflow in self.load_file(location.path, location.source):
+            if workflow.name == name_or_file or len(self.load_file(location.path)) == 1:
+                return workflow
+        raise DefinitionError([Problem(f"{location.path} holds no workflow named {name_or_file!r}",
+                                       str(location.path))])
+
+    def load_bundle(self, name_or_file: str) -> WorkflowBundle:
+        """The workflow and, recursively, every workflow it includes; cycles are errors."""
+        main = self.load(name_or_file)
+        workflows: dict[str, LoadedWorkflow] = {main.name: main}
+        problems: list[Problem] = []
+        self._collect_includes(main, workflows, (main.name,), problems)
+        if problems:
+            raise DefinitionError(problems)
+        return WorkflowBundle(main, workflows)
+
+    def _collect_includes(self, workflow: LoadedWorkflow, found: dict[str, LoadedWorkflow],
+                          chain: tuple[str, ...], problems: list[Problem]) -> None:
+        for path, step in iter_steps_with_paths(workflow.definition):
+            if not isinstance(step, IncludeWorkflowStep):
+                continue
+            target = step.workflow
+            if target in chain:
+                cycle = " → ".join((*chain, target))
+                problems.append(workflow.positions.problem((*path, "workflow"), f"circular include: {cycle}"))
+                continue
+            child = workflow.imported.get(target) or found.get(target)
+            if child is None:
+                try:
+                    check_name(target)
+                    child = self.load(target)
+                except DefinitionError as exc:
+                    first = exc.problems[0].message if exc.problems else str(exc)
+                    problems.append(workflow.positions.problem(
+                        (*path, "workflow"), f"include_workflow names an unknown workflow: {first}"))
+                    continue
+            found[target] = child
+            self._collect_includes(child, found, (*chain, target), problems)
+
+
+def iter_steps_with_paths(definition: WorkflowDefinition):
+    """Every step of a definition (main steps, tasks, handlers) with its data path."""
+    roots: list[tuple[tuple[Any, ...], list[Any]]] = [(("steps",), definition.steps)]
+    for task_name, task in definition.sub_agent_tasks.items():
+        roots.append((("sub_agent_tasks", task_name, "steps"), task.steps))
+        roots.append((("sub_agent_tasks", task_name, "error_handling", "cleanup_on_error"),
+                      task.error_handling.cleanup_on_error))
+    roots.append((("error_handling", "on_failure"), definition.error_handling.on_failure))
+    for prefix, steps in roots:
+        yield from _walk_steps(prefix, steps)
+
+
+def _walk_steps(prefix: tuple[Any, ...], steps: list[Any]):
+    for index, step in enumerate(steps):
+        path = (*prefix, index)
+        yield path, step
+        for key, children in child_step_lists(step):
+            yield from _walk_steps((*path, key), children)
+
+
+def _definitions_in(text: str, file: str) -> list[tuple[WorkflowDefinition, Positions]]:
+    """A file holds one workflow, one wrapped in `workflow:`, a `workflows:` list, or a stream."""
+    documents = parse_yaml(text, file)
+    bodies: list[tuple[Any, Positions]] = []
+    for document in documents:
+        data, positions = document.data, document.positions
+        if isinstance(data, dict) and set(data) == {"workflow"}:
+            bodies.append((data["workflow"], positions.shifted(("workflow",))))
+        elif isinstance(data, dict) and set(data) == {"workflows"} and isinstance(data["workflows"], list):
+            for index, item in enumerate(data["workflows"]):
+                bodies.append((item, positions.shifted(("workflows", index))))
+        elif data is not None or len(documents) == 1:
+            bodies.append((data, positions))
+    problems: list[Problem] = []
+    results = []
+    for body, positions in bodies:
+        try:
+            results.append((build_definition(body, positions), positions))
+        except DefinitionError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise DefinitionError(problems)
+    return results
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DefinitionError([Problem(f"file is not UTF-8 text ({exc.reason} at byte {exc.start})", str(path))]) from None
+    except OSError as exc:
+        raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None
+
+
+def _looks_like_file(value: str) -> bool:
+    return value.endswith((".yaml", ".yml")) and ("/" in value or "\\" in value or os.path.exists(value))

@@ -1,0 +1,104 @@
+"""Where workflows live: name → file, in the order project, global, built-in.
+
+A name is checked before any file is touched, so `../../etc/passwd` never reaches the
+file system.  The project root is `--project-dir`, else `AROMCP_PROJECT_DIR`, else the
+current directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path, PureWindowsPath
+from typing import Literal
+
+from aromcp_workflows.definition.errors import DefinitionError, Problem, WorkflowNotFound
+
+Source = Literal["project", "global", "builtin", "file"]
+VALID_NAME = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_:\-]*$")
+PROJECT_SUBDIR = Path(".aromcp") / "workflows"
+
+
+@dataclass(frozen=True)
+class WorkflowLocation:
+    name: str
+    path: Path
+    source: Source
+
+
+def builtin_workflow_dir() -> Path:
+    """Built-ins ship inside the wheel; in a source checkout they are the top-level folder."""
+    packaged = Path(__file__).resolve().parent.parent / "_data" / "workflows"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent.parent / "workflows"
+
+
+def project_root(explicit: str | os.PathLike[str] | None = None) -> Path:
+    chosen = explicit or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()
+    return Path(chosen).expanduser().resolve()
+
+
+def check_name(name: str) -> None:
+    """Refuse names that could point outside the workflow directories."""
+    reason = None
+    if not name:
+        reason = "it is empty"
+    elif "/" in name or "\\" in name:
+        reason = "it contains a path separator"
+    elif ".." in name:
+        reason = "it contains '..'"
+    elif Path(name).is_absolute() or PureWindowsPath(name).drive:
+        reason = "it looks like an absolute path or a drive"
+    elif not VALID_NAME.match(name):
+        reason = "only letters, digits, '-', '_' and ':' are allowed"
+    if reason:
+        raise DefinitionError(
+            [Problem(f"invalid workflow name {name!r}: {reason}; use a name like 'standards:fix'")]
+        )
+
+
+class WorkflowResolver:
+    """Finds workflow files by name and lists what exists, honouring shadowing."""
+
+    def __init__(
+        self,
+        project_dir: str | os.PathLike[str] | None = None,
+        home: str | os.PathLike[str] | None = None,
+        builtin_dir: Path | None = None,
+    ):
+        self.project_dir = project_root(project_dir)
+        self.home = Path(home).expanduser() if home else Path.home()
+        self.builtin_dir = builtin_dir or builtin_workflow_dir()
+
+    def search_dirs(self, include_global: bool = True) -> list[tuple[Source, Path]]:
+        dirs: list[tuple[Source, Path]] = [("project", self.project_dir / PROJECT_SUBDIR)]
+        if include_global:
+            dirs.append(("global", self.home / PROJECT_SUBDIR))
+        dirs.append(("builtin", self.builtin_dir))
+        return dirs
+
+    def find(self, name: str) -> WorkflowLocation:
+        check_name(name)
+        for source, directory in self.search_dirs():
+            candidate = directory / f"{name}.yaml"
+            if candidate.is_file():
+                return WorkflowLocation(name, candidate, source)
+        searched = [str(d / f"{name}.yaml") for _, d in self.search_dirs()]
+        raise WorkflowNotFound(name, searched, [w.name for w in self.list()])
+
+    def list(self, include_global: bool = True) -> list[WorkflowLocation]:
+        """Every reachable workflow once; a project file shadows a global or built-in one."""
+        found: dict[str, WorkflowLocation] = {}
+        for source, directory in self.search_dirs(include_global):
+            if not directory.is_dir():
+                continue
+            for path in sorted(directory.glob("*.yaml")):
+                if path.is_file() and VALID_NAME.match(path.stem):
+                    found.setdefault(path.stem, WorkflowLocation(path.stem, path, source))
+        return sorted(found.values(), key=lambda w: w.name)
+
+    def roots(self) -> list[Path]:
+        """Directories that imports may reach into."""
+        return [d.resolve() for _, d in self.search_dirs()]

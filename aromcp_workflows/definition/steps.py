@@ -1,0 +1,304 @@
+"""Pydantic models of every step type of the workflow language (DESIGN.md §3).
+
+Steps are a discriminated union on `type`, so a typo in a step type or in a key is a
+validation error with a position instead of a silently ignored field.  Accepted aliases
+(`then_steps`/`else_steps`, top-level `method`/`params` on `mcp_call`) are normalised
+here, once, so nothing downstream has to know about them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+OutputFormat = Literal["text", "lines", "json", "key_value"]
+UpdateOperation = Literal["set", "append", "increment", "merge", "delete"]
+Template = Union[str, bool]
+
+MAX_ITERATIONS_LIMIT = 10_000
+MAX_PARALLEL_LIMIT = 100
+
+
+class Strict(BaseModel):
+    """Base for every language model: unknown keys are errors, aliases are accepted."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class StateUpdateSpec(Strict):
+    """Where a step's result goes: `path`, optional `value` (may use `result`)."""
+
+    path: str
+    value: Any = None
+    operation: UpdateOperation = "set"
+
+
+class UpdateItem(Strict):
+    """One entry of a `state_update` step's `updates:` list."""
+
+    path: str
+    value: Any = None
+    operation: UpdateOperation = "set"
+
+
+class ValidationSpec(Strict):
+    """`user_input.validation`: a regular expression the answer must match."""
+
+    pattern: str | None = None
+    error_message: str | None = None
+
+
+class StepBase(Strict):
+    """Fields every step may carry."""
+
+    id: str | None = None
+    when: Template | None = None
+    description: str | None = None
+
+
+class _ResultStep(StepBase):
+    """A step that produces a result which the server stores for the agent."""
+
+    state_update: StateUpdateSpec | None = None
+    error_state_update: StateUpdateSpec | None = None
+
+
+class ShellCommandStep(_ResultStep):
+    type: Literal["shell_command"]
+    command: str
+    output_format: OutputFormat = "text"
+    working_dir: str | None = None
+    timeout: int | None = Field(default=None, ge=1, description="milliseconds")
+    env: dict[str, str] = Field(default_factory=dict)
+    on_error: Literal["fail", "continue", "retry"] = "fail"
+    retry_count: int = Field(default=3, ge=0, le=100)
+    retry_delay: int = Field(default=1000, ge=0, description="milliseconds")
+    fallback_value: Any = None
+
+
+class AgentShellCommandStep(_ResultStep):
+    type: Literal["agent_shell_command"]
+    command: str
+    reason: str | None = None
+    output_format: OutputFormat = "text"
+    working_dir: str | None = None
+    timeout: int | None = Field(default=None, ge=1, description="milliseconds")
+    on_error: Literal["fail", "continue"] = "fail"
+    fallback_value: Any = None
+
+
+class McpSpec(Strict):
+    method: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class McpCallStep(_ResultStep):
+    type: Literal["mcp_call"]
+    mcp: McpSpec
+    on_error: Literal["fail", "continue"] = "fail"
+    fallback_value: Any = None
+    timeout: int | None = Field(default=None, ge=1, description="milliseconds")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_top_level_method(cls, data: Any) -> Any:
+        """The seed also writes `method:`/`params:` beside `type`; fold them into `mcp`."""
+        if isinstance(data, dict) and "mcp" not in data and "method" in data:
+            data = dict(data)
+            data["mcp"] = {"method": data.pop("method"), "params": data.pop("params", {})}
+        return data
+
+
+class UserMessageStep(StepBase):
+    type: Literal["user_message"]
+    message: str
+
+
+class UserInputStep(_ResultStep):
+    type: Literal["user_input"]
+    prompt: str
+    validation: ValidationSpec | None = None
+    choices: list[Any] | None = None
+    default: Any = None
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    on_error: Literal["fail", "continue"] = "fail"
+    fallback_value: Any = None
+
+
+class AgentPromptStep(_ResultStep):
+    type: Literal["agent_prompt"]
+    prompt: str
+    context: Any = None
+    response_schema: dict[str, Any] | None = None
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    on_error: Literal["fail", "continue"] = "fail"
+    fallback_value: Any = None
+
+
+class ApplyHintsStep(_ResultStep):
+    """The seed's specialised agent prompt: apply `hints` to `file`."""
+
+    type: Literal["apply_hints"]
+    file: str
+    hints: Any
+    prompt: str | None = None
+    response_schema: dict[str, Any] | None = None
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    on_error: Literal["fail", "continue"] = "fail"
+    fallback_value: Any = None
+
+
+class ConditionalStep(StepBase):
+    type: Literal["conditional"]
+    condition: Template
+    then: list["Step"] = Field(default_factory=list, validation_alias=AliasChoices("then", "then_steps"))
+    else_: list["Step"] = Field(
+        default_factory=list, alias="else", validation_alias=AliasChoices("else", "else_steps")
+    )
+
+
+class WhileStep(StepBase):
+    type: Literal["while"]
+    condition: Template
+    max_iterations: int = Field(default=100, ge=1, le=MAX_ITERATIONS_LIMIT)
+    body: list["Step"]
+
+
+class ForeachStep(StepBase):
+    type: Literal["foreach"]
+    items: Any
+    steps: list["Step"]
+
+
+class SubAgentErrorPolicy(Strict):
+    strategy: Literal["retry_failed", "continue", "fail_all"] = "fail_all"
+    max_retries: int = Field(default=2, ge=0, le=20)
+    collect_errors: bool = False
+    error_state_path: str | None = None
+
+
+class ParallelForeachStep(StepBase):
+    type: Literal["parallel_foreach"]
+    items: Any
+    sub_agent_task: str
+    max_parallel: int = Field(default=10, ge=1, le=MAX_PARALLEL_LIMIT)
+    wait_for_all: bool = True
+    sub_agent_prompt_override: str | None = None
+    on_sub_agent_error: SubAgentErrorPolicy = Field(default_factory=SubAgentErrorPolicy)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_strategy_string(cls, data: Any) -> Any:
+        """`on_sub_agent_error: continue` is shorthand for `{strategy: continue}`."""
+        if isinstance(data, dict) and isinstance(data.get("on_sub_agent_error"), str):
+            data = dict(data)
+            data["on_sub_agent_error"] = {"strategy": data["on_sub_agent_error"]}
+        return data
+
+
+class BreakStep(StepBase):
+    type: Literal["break"]
+
+
+class ContinueStep(StepBase):
+    type: Literal["continue"]
+
+
+class IncludeWorkflowStep(StepBase):
+    type: Literal["include_workflow"]
+    workflow: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    state_update: StateUpdateSpec | None = None
+
+
+class ExitStep(StepBase):
+    type: Literal["exit"]
+    status: Literal["completed", "failed"] = "completed"
+    message: str | None = None
+
+
+class StateUpdateStep(StepBase):
+    """Server-side state change: one `path`/`value`/`operation`, or an `updates` list."""
+
+    type: Literal["state_update"]
+    path: str | None = None
+    value: Any = None
+    operation: UpdateOperation = "set"
+    updates: list[UpdateItem] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "StateUpdateStep":
+        if self.updates is None and self.path is None:
+            raise ValueError("a state_update step needs `path` (with `value`) or an `updates` list")
+        if self.updates is not None and self.path is not None:
+            raise ValueError("a state_update step takes either `path` or `updates`, not both")
+        return self
+
+    def as_updates(self) -> list[UpdateItem]:
+        """Both forms as one list, so the interpreter handles a single shape."""
+        if self.updates is not None:
+            return list(self.updates)
+        return [UpdateItem(path=self.path or "", value=self.value, operation=self.operation)]
+
+
+Step = Annotated[
+    Union[
+        ShellCommandStep,
+        AgentShellCommandStep,
+        StateUpdateStep,
+        McpCallStep,
+        UserMessageStep,
+        UserInputStep,
+        AgentPromptStep,
+        ApplyHintsStep,
+        ConditionalStep,
+        WhileStep,
+        ForeachStep,
+        ParallelForeachStep,
+        BreakStep,
+        ContinueStep,
+        IncludeWorkflowStep,
+        ExitStep,
+    ],
+    Field(discriminator="type"),
+]
+
+
+STEP_TYPES: tuple[str, ...] = (
+    "shell_command",
+    "agent_shell_command",
+    "state_update",
+    "mcp_call",
+    "user_message",
+    "user_input",
+    "agent_prompt",
+    "apply_hints",
+    "conditional",
+    "while",
+    "foreach",
+    "parallel_foreach",
+    "break",
+    "continue",
+    "include_workflow",
+    "exit",
+)
+
+SERVER_SIDE_TYPES = frozenset(
+    {"shell_command", "state_update", "conditional", "while", "foreach", "break", "continue",
+     "include_workflow", "exit"}
+)
+
+for _model in (ConditionalStep, WhileStep, ForeachStep):
+    _model.model_rebuild()
+
+
+def child_step_lists(step: Any) -> list[tuple[str, list[Any]]]:
+    """The nested step lists of a container step, labelled by the key that holds them."""
+    if isinstance(step, ConditionalStep):
+        return [("then", step.then), ("else", step.else_)]
+    if isinstance(step, WhileStep):
+        return [("body", step.body)]
+    if isinstance(step, ForeachStep):
+        return [("steps", step.steps)]
+    return []
