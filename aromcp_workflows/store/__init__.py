@@ -1,0 +1,106 @@
+"""Durable workflow instances: where they live and how to open the store.
+
+`open_store()` resolves the location (explicit path > ``AROMCP_WORKFLOWS_STORE`` >
+the platform's user data directory) and returns a lazily opened `SqliteStore`: no file
+is created or read until the first call that needs it, so server start-up stays fast.
+Cheap checks that need no file (the path is a directory, its parent is a file) fail
+here, at once, with the path and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from aromcp_workflows.store.base import (
+    EVENT_KINDS,
+    STATUSES,
+    Checkpoint,
+    ConflictError,
+    HistoryEvent,
+    InstanceRecord,
+    InstanceStatus,
+    InstanceSummary,
+    NotFoundError,
+    Store,
+    StoreError,
+    StoreOpenError,
+    utc_now,
+)
+from aromcp_workflows.store.sqlite import SqliteStore
+
+ENV_VAR = "AROMCP_WORKFLOWS_STORE"
+APP_NAME = "aromcp-workflows"
+FILE_NAME = "workflows.sqlite3"
+
+__all__ = [
+    "APP_NAME",
+    "ENV_VAR",
+    "EVENT_KINDS",
+    "FILE_NAME",
+    "STATUSES",
+    "Checkpoint",
+    "ConflictError",
+    "HistoryEvent",
+    "InstanceRecord",
+    "InstanceStatus",
+    "InstanceSummary",
+    "NotFoundError",
+    "SqliteStore",
+    "Store",
+    "StoreError",
+    "StoreOpenError",
+    "default_store_path",
+    "open_store",
+    "resolve_store_path",
+    "utc_now",
+]
+
+
+def default_store_path() -> Path:
+    """Where instances live when nothing else is said: the user data dir, per platform.
+
+    Linux ``~/.local/share/aromcp-workflows/workflows.sqlite3`` (honours XDG_DATA_HOME),
+    macOS ``~/Library/Application Support/aromcp-workflows/...``, Windows
+    ``%LOCALAPPDATA%\\aromcp-workflows\\...``.
+    """
+    import platformdirs  # imported here: only needed when no path is given
+
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / FILE_NAME
+
+
+def resolve_store_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """Explicit path > ``AROMCP_WORKFLOWS_STORE`` > `default_store_path()`; ``~`` expanded."""
+    if path is not None and str(path) != "":
+        chosen = Path(path)
+    elif os.environ.get(ENV_VAR):
+        chosen = Path(os.environ[ENV_VAR])
+    else:
+        return default_store_path()
+    return chosen.expanduser().absolute()
+
+
+def open_store(path: str | os.PathLike[str] | None = None) -> Store:
+    """The store at the resolved path (see `resolve_store_path`), opened lazily.
+
+    Raises StoreOpenError now if the path obviously cannot hold a store; other problems
+    (permissions, a file that is not a database) surface on first use, or at once if the
+    caller calls ``.open()`` on the result.
+    """
+    resolved = resolve_store_path(path)
+    source = "given path" if path else (ENV_VAR if os.environ.get(ENV_VAR) else "default")
+    if resolved.is_dir():
+        raise StoreOpenError(
+            f"The workflow store path {resolved} ({source}) is a directory. Give a file path, "
+            f"for example {resolved / FILE_NAME}."
+        )
+    for parent in resolved.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise StoreOpenError(
+                    f"The workflow store path {resolved} ({source}) cannot be created: "
+                    f"{parent} is a file, not a directory. Choose another location with "
+                    f"--store or {ENV_VAR}."
+                )
+            break
+    return SqliteStore(resolved)

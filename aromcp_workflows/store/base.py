@@ -1,0 +1,242 @@
+"""The persistence contract: records, history events, checkpoints and the `Store` protocol.
+
+The service talks to storage only through this module, so SQLite (the embedded default)
+and a future PostgreSQL store are interchangeable and no SQL leaks upward. Records are
+plain dataclasses holding JSON-safe data: the store never interprets `state`, `threads`
+or `definition`, it only keeps them safe and versioned.
+
+Timestamps are ISO-8601 strings in UTC with microseconds and an explicit offset
+(``2026-11-22T02:48:07.123456+00:00``, see `utc_now`): readable in history dumps, sortable
+as text, and identical across processes and machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
+STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled")
+
+# History kinds the service writes. The store accepts any non-empty kind, so adding a
+# kind never needs a schema change; these names are the shared vocabulary.
+EVENT_KINDS: tuple[str, ...] = (
+    "instance_created",
+    "step_delivered",
+    "step_completed",
+    "state_changed",
+    "transform_trace",
+    "checkpoint",
+    "status_changed",
+    "error",
+)
+
+
+def utc_now() -> str:
+    """The store's timestamp format: ISO-8601, UTC, microseconds, explicit offset."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass
+class InstanceRecord:
+    """Everything needed to resume one workflow instance after a restart.
+
+    `definition` is a JSON snapshot of the workflow definition taken at start, so editing
+    the YAML file never changes a running instance. `state` and `threads` are opaque JSON
+    snapshots owned by the state store and the interpreter. `version` is managed by the
+    store: `create` sets it to 1 and every successful `save` increments it.
+    """
+
+    workflow_id: str
+    workflow: str
+    project_dir: str
+    status: InstanceStatus = "running"
+    definition: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    threads: dict[str, Any] = field(default_factory=dict)
+    current_steps: list[str] = field(default_factory=list)
+    error: str | None = None
+    version: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+
+    def snapshot(self) -> dict[str, Any]:
+        """The part of the record a checkpoint keeps (what `workflow_resume` restores)."""
+        return {
+            "status": self.status,
+            "state": self.state,
+            "threads": self.threads,
+            "current_steps": list(self.current_steps),
+            "error": self.error,
+            "version": self.version,
+        }
+
+
+@dataclass(frozen=True)
+class InstanceSummary:
+    """One row of `list_instances`: the record without its large JSON blobs."""
+
+    workflow_id: str
+    workflow: str
+    project_dir: str
+    status: InstanceStatus
+    current_steps: list[str]
+    error: str | None
+    version: int
+    created_at: str
+    updated_at: str
+
+
+@dataclass
+class HistoryEvent:
+    """One append-only entry of an instance's history (the source of truth for debugging).
+
+    `seq` is assigned by the store (1, 2, 3 ... per instance, in commit order); leave it
+    None when appending. An empty `workflow_id` or `timestamp` is filled in by the store.
+    """
+
+    kind: str
+    step_id: str | None = None
+    task_id: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    workflow_id: str = ""
+    timestamp: str = ""
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A saved point an instance can be resumed from (`workflow_checkpoint`).
+
+    `checkpoint_id` is an opaque token (``cp-<n>``, n counting per instance); `snapshot`
+    is what the caller passed, typically `InstanceRecord.snapshot()`.
+    """
+
+    checkpoint_id: str
+    workflow_id: str
+    step_id: str | None
+    reason: str
+    created_at: str
+    snapshot: dict[str, Any]
+
+
+class StoreError(Exception):
+    """Base class of every error the store raises on purpose."""
+
+
+class NotFoundError(StoreError, KeyError):
+    """No instance with this id exists in this store."""
+
+    def __init__(self, workflow_id: str, store_path: str = "") -> None:
+        where = f" in the store at {store_path}" if store_path else ""
+        super().__init__(
+            f"No workflow instance with id {workflow_id!r}{where}. Check the id "
+            "(workflow_status without an id lists the instances), or start the workflow again."
+        )
+        self.workflow_id = workflow_id
+
+    def __str__(self) -> str:  # KeyError would wrap the message in quotes
+        return str(self.args[0])
+
+
+class ConflictError(StoreError):
+    """Another writer changed the instance since the caller loaded it; nothing was written."""
+
+    def __init__(self, workflow_id: str, expected_version: int, found_version: int) -> None:
+        if expected_version == 0:
+            what = f"Workflow instance {workflow_id!r} already exists (version {found_version})"
+            todo = "choose another workflow_id"
+        else:
+            what = (
+                f"Workflow instance {workflow_id!r} was changed by another writer: expected "
+                f"version {expected_version}, found version {found_version}"
+            )
+            todo = "reload the instance with load() and apply the change again"
+        super().__init__(f"{what}. Nothing was written; {todo}.")
+        self.workflow_id = workflow_id
+        self.expected_version = expected_version
+        self.found_version = found_version
+
+
+class StoreOpenError(StoreError):
+    """The store file could not be opened or created (path, reason and remedy in the text)."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable, versioned storage of workflow instances, their history and checkpoints.
+
+    Every method commits before it returns (an answered tool call is never lost) and is
+    safe to call from many threads. Implementations must keep `save` atomic: either the
+    record and all its events are written, or nothing is.
+    """
+
+    path: str
+
+    def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
+        """Insert a new instance at version 1 (set on `record` too) with its first events.
+
+        Raises ConflictError (expected_version 0) if the id is taken.
+        """
+        ...
+
+    def load(self, workflow_id: str) -> InstanceRecord:
+        """The stored record; NotFoundError if there is none."""
+        ...
+
+    def save(
+        self,
+        record: InstanceRecord,
+        expected_version: int,
+        events: Iterable[HistoryEvent] = (),
+    ) -> int:
+        """Compare-and-set: write `record` and append `events` if the stored version is
+        still `expected_version`, in one transaction. Returns the new version and updates
+        `record.version`/`record.updated_at` in place. Raises ConflictError (nothing
+        written) when another writer got there first, NotFoundError if the instance is gone.
+        """
+        ...
+
+    def list_instances(
+        self, project_dir: str | None = None, statuses: Sequence[str] | None = None
+    ) -> list[InstanceSummary]:
+        """Summaries, most recently updated first; filtered by project and/or status."""
+        ...
+
+    def history(
+        self,
+        workflow_id: str,
+        kinds: Sequence[str] | None = None,
+        task_id: str | None = None,
+        limit: int | None = None,
+        after_seq: int | None = None,
+    ) -> list[HistoryEvent]:
+        """Events in commit order (ascending seq). `limit` keeps the *latest* N matches."""
+        ...
+
+    def add_checkpoint(
+        self,
+        workflow_id: str,
+        step_id: str | None,
+        reason: str,
+        snapshot: Mapping[str, Any],
+    ) -> Checkpoint:
+        """Store a checkpoint (and a `checkpoint` history event). NotFoundError if no instance."""
+        ...
+
+    def get_checkpoint(
+        self, workflow_id: str, checkpoint_id: str | None = None
+    ) -> Checkpoint | None:
+        """The named checkpoint of this instance, or its latest when `checkpoint_id` is None."""
+        ...
+
+    def open(self) -> None:
+        """Open now (create file and schema) instead of on first use; StoreOpenError if not."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; idempotent. A later call reopens lazily."""
+        ...

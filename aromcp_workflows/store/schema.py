@@ -1,0 +1,92 @@
+"""The SQLite schema of the workflow store and its migrations.
+
+The ``schema_version`` table holds one row per applied migration. Migrations run in one
+``BEGIN IMMEDIATE`` transaction, so two processes opening a new file at once apply each
+migration exactly once. A file written by a newer release (a version this code does not
+know) is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from aromcp_workflows.store.base import StoreOpenError, utc_now
+
+# Append new migrations; never edit a released one.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            """CREATE TABLE instances (
+                workflow_id   TEXT PRIMARY KEY,
+                workflow      TEXT NOT NULL,
+                project_dir   TEXT NOT NULL,
+                status        TEXT NOT NULL,
+                definition    TEXT NOT NULL,
+                inputs        TEXT NOT NULL,
+                state         TEXT NOT NULL,
+                threads       TEXT NOT NULL,
+                current_steps TEXT NOT NULL,
+                error         TEXT,
+                version       INTEGER NOT NULL,
+                created_at    TEXT NOT NULL,
+                updated_at    TEXT NOT NULL
+            )""",
+            "CREATE INDEX instances_project_dir ON instances (project_dir)",
+            """CREATE TABLE history (
+                workflow_id TEXT NOT NULL,
+                seq         INTEGER NOT NULL,
+                kind        TEXT NOT NULL,
+                step_id     TEXT,
+                task_id     TEXT,
+                timestamp   TEXT NOT NULL,
+                data        TEXT NOT NULL,
+                PRIMARY KEY (workflow_id, seq)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE checkpoints (
+                workflow_id   TEXT NOT NULL,
+                n             INTEGER NOT NULL,
+                checkpoint_id TEXT NOT NULL,
+                step_id       TEXT,
+                reason        TEXT NOT NULL,
+                created_at    TEXT NOT NULL,
+                snapshot      TEXT NOT NULL,
+                PRIMARY KEY (workflow_id, n)
+            )""",
+            "CREATE UNIQUE INDEX checkpoints_id ON checkpoints (workflow_id, checkpoint_id)",
+        ],
+    ),
+]
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> int:
+    """Bring the file to `SCHEMA_VERSION`; returns the version found before migrating."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version "
+            "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        current = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
+        if current > SCHEMA_VERSION:
+            raise StoreOpenError(
+                f"The workflow store {path} has schema version {current}, but this release of "
+                f"aromcp-workflows knows only up to version {SCHEMA_VERSION}. Upgrade "
+                "aromcp-workflows, or use another store file (--store / AROMCP_WORKFLOWS_STORE)."
+            )
+        for version, statements in MIGRATIONS:
+            if version <= current:
+                continue
+            for sql in statements:
+                conn.execute(sql)
+            conn.execute(
+                "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                (version, utc_now()),
+            )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return int(current)

@@ -1,0 +1,404 @@
+"""`SqliteStore`: the embedded default store (stdlib sqlite3, one file, WAL).
+
+Why these choices (numbers in docs/store-and-claude.md, from benchmarks/bench_store.py):
+
+- WAL journal: readers never block the writer, and several server processes (two Claude
+  Code windows on one project) can share the file.
+- ``synchronous=FULL``: every commit is fsynced before `save` returns, so an answered
+  tool call survives power loss, not only a process crash. NORMAL would be faster but
+  loses the last commits on power loss, which breaks the "nothing lost" promise.
+- One connection per store guarded by a lock, not one per thread: SQLite admits a
+  single writer anyway, and in-process contention on a lock is far cheaper than
+  SQLite's busy handler (which sleeps in steps of milliseconds). Other *processes* are
+  handled by ``busy_timeout`` and ``BEGIN IMMEDIATE``.
+- Opened lazily on first use: constructing the store touches no file, so server
+  start-up stays fast and a bad path is reported by the first tool that needs it
+  (`open()` fails fast for callers that prefer that).
+- Versioned writes: ``UPDATE ... WHERE version = expected`` inside ``BEGIN IMMEDIATE``,
+  so a second writer (thread or process) gets `ConflictError` instead of overwriting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from aromcp_workflows.store.base import (
+    Checkpoint,
+    ConflictError,
+    HistoryEvent,
+    InstanceRecord,
+    InstanceSummary,
+    NotFoundError,
+    StoreError,
+    StoreOpenError,
+    utc_now,
+)
+from aromcp_workflows.store.schema import migrate
+
+BUSY_TIMEOUT_MS = 10_000
+
+_INSTANCE_COLUMNS = (
+    "workflow_id, workflow, project_dir, status, definition, inputs, state, threads, "
+    "current_steps, error, version, created_at, updated_at"
+)
+_SUMMARY_COLUMNS = (
+    "workflow_id, workflow, project_dir, status, current_steps, error, version, "
+    "created_at, updated_at"
+)
+
+
+def _dumps(value: Any, what: str) -> str:
+    """JSON text for a column; a non-JSON value is the caller's bug, named precisely."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot store {what}: it is not JSON-serializable ({exc})") from exc
+
+
+class SqliteStore:
+    """A `Store` in one SQLite file. Thread-safe; safe to share a file across processes."""
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "FULL") -> None:
+        if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):
+            raise ValueError(f"synchronous must be FULL, NORMAL, EXTRA or OFF, not {synchronous!r}")
+        self.path = str(path)
+        self.synchronous = synchronous.upper()
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+
+    # -- connection ---------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open (creating file and schema) now instead of on first use; StoreOpenError if not."""
+        with self._lock:
+            self._connection()
+
+    def _connection(self) -> sqlite3.Connection:
+        """The live connection, opened on first use (and again in a forked child)."""
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        # A connection inherited through fork() must not be used (or closed) by the child.
+        self._conn = None
+        path = Path(self.path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreOpenError(
+                f"Cannot create the directory for the workflow store {self.path}: "
+                f"{exc.strerror or exc}. Choose another location with --store or "
+                "AROMCP_WORKFLOWS_STORE."
+            ) from exc
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise sqlite3.OperationalError(f"journal_mode WAL refused (got {mode})")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrate(conn, self.path)
+        except StoreError:
+            if conn is not None:
+                conn.close()
+            raise
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            raise StoreOpenError(
+                f"Cannot open the workflow store {self.path}: {exc}. If the file is not an "
+                "aromcp-workflows store, move it away or choose another location with "
+                "--store or AROMCP_WORKFLOWS_STORE; if the directory is read-only, choose a "
+                "writable one."
+            ) from exc
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding SQLite's write lock from the start (no upgrade race)."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._failure("start a write", exc) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure("write", exc) from exc
+                raise
+
+    def _failure(self, action: str, exc: sqlite3.Error) -> StoreError:
+        """A sqlite3 error as a StoreError that names the file and what to do."""
+        hint = (
+            "another process held the write lock for too long; retry"
+            if "locked" in str(exc) or "busy" in str(exc)
+            else "check free disk space and that the file is writable"
+        )
+        return StoreError(f"Could not {action} the workflow store {self.path}: {exc}; {hint}.")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    # -- instances ----------------------------------------------------------------
+
+    def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
+        now = utc_now()
+        created = record.created_at or now
+        row = self._instance_values(record, version=1, created_at=created, updated_at=now)
+        events = list(events)
+        with self._write() as conn:
+            found = conn.execute(
+                "SELECT version FROM instances WHERE workflow_id = ?", (record.workflow_id,)
+            ).fetchone()
+            if found is not None:
+                raise ConflictError(record.workflow_id, 0, found[0])
+            conn.execute(
+                f"INSERT INTO instances ({_INSTANCE_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            self._append(conn, record.workflow_id, events, now)
+        record.version, record.created_at, record.updated_at = 1, created, now
+        return 1
+
+    def load(self, workflow_id: str) -> InstanceRecord:
+        with self._lock:
+            row = self._connection().execute(
+                f"SELECT {_INSTANCE_COLUMNS} FROM instances WHERE workflow_id = ?",
+                (workflow_id,),
+            ).fetchone()
+        if row is None:
+            raise NotFoundError(workflow_id, self.path)
+        return InstanceRecord(
+            workflow_id=row[0], workflow=row[1], project_dir=row[2], status=row[3],
+            definition=json.loads(row[4]), inputs=json.loads(row[5]), state=json.loads(row[6]),
+            threads=json.loads(row[7]), current_steps=json.loads(row[8]), error=row[9],
+            version=row[10], created_at=row[11], updated_at=row[12],
+        )
+
+    def save(
+        self,
+        record: InstanceRecord,
+        expected_version: int,
+        events: Iterable[HistoryEvent] = (),
+    ) -> int:
+        now = utc_now()
+        new_version = expected_version + 1
+        values = self._instance_values(
+            record, version=new_version, created_at=record.created_at, updated_at=now
+        )
+        events = list(events)
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE instances SET workflow = ?, project_dir = ?, status = ?, definition = ?, "
+                "inputs = ?, state = ?, threads = ?, current_steps = ?, error = ?, version = ?, "
+                "updated_at = ? WHERE workflow_id = ? AND version = ?",
+                (*values[1:11], now, record.workflow_id, expected_version),
+            )
+            if cur.rowcount != 1:
+                found = conn.execute(
+                    "SELECT version FROM instances WHERE workflow_id = ?", (record.workflow_id,)
+                ).fetchone()
+                if found is None:
+                    raise NotFoundError(record.workflow_id, self.path)
+                raise ConflictError(record.workflow_id, expected_version, found[0])
+            self._append(conn, record.workflow_id, events, now)
+        record.version, record.updated_at = new_version, now
+        return new_version
+
+    def list_instances(
+        self, project_dir: str | None = None, statuses: Sequence[str] | None = None
+    ) -> list[InstanceSummary]:
+        sql = f"SELECT {_SUMMARY_COLUMNS} FROM instances"
+        where: list[str] = []
+        params: list[Any] = []
+        if project_dir is not None:
+            where.append("project_dir = ?")
+            params.append(project_dir)
+        if statuses:
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+            params.extend(statuses)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_at DESC, workflow_id"
+        with self._lock:
+            rows = self._connection().execute(sql, params).fetchall()
+        return [
+            InstanceSummary(
+                workflow_id=r[0], workflow=r[1], project_dir=r[2], status=r[3],
+                current_steps=json.loads(r[4]), error=r[5], version=r[6],
+                created_at=r[7], updated_at=r[8],
+            )
+            for r in rows
+        ]
+
+    # -- history ------------------------------------------------------------------
+
+    def history(
+        self,
+        workflow_id: str,
+        kinds: Sequence[str] | None = None,
+        task_id: str | None = None,
+        limit: int | None = None,
+        after_seq: int | None = None,
+    ) -> list[HistoryEvent]:
+        where = ["workflow_id = ?"]
+        params: list[Any] = [workflow_id]
+        if kinds:
+            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
+            params.extend(kinds)
+        if task_id is not None:
+            where.append("task_id = ?")
+            params.append(task_id)
+        if after_seq is not None:
+            where.append("seq > ?")
+            params.append(after_seq)
+        sql = (
+            "SELECT seq, workflow_id, kind, step_id, task_id, timestamp, data FROM history "
+            f"WHERE {' AND '.join(where)} ORDER BY seq DESC"
+        )
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, int(limit)))
+        with self._lock:
+            rows = self._connection().execute(sql, params).fetchall()
+        rows.reverse()
+        return [
+            HistoryEvent(
+                seq=r[0], workflow_id=r[1], kind=r[2], step_id=r[3], task_id=r[4],
+                timestamp=r[5], data=json.loads(r[6]),
+            )
+            for r in rows
+        ]
+
+    @staticmethod
+    def _append(
+        conn: sqlite3.Connection, workflow_id: str, events: list[HistoryEvent], now: str
+    ) -> None:
+        """Append events inside the caller's write transaction; assigns seq in place.
+
+        seq is assigned on the event objects before commit; if the transaction rolls back
+        the caller discards them together with the failed save.
+        """
+        if not events:
+            return
+        last = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM history WHERE workflow_id = ?", (workflow_id,)
+        ).fetchone()[0]
+        rows = []
+        for offset, event in enumerate(events, start=1):
+            if not event.kind:
+                raise ValueError(f"history event for {workflow_id!r} has an empty kind")
+            if event.workflow_id and event.workflow_id != workflow_id:
+                raise ValueError(
+                    f"history event of kind {event.kind!r} names instance "
+                    f"{event.workflow_id!r} but is being saved with {workflow_id!r}"
+                )
+            event.workflow_id = workflow_id
+            event.timestamp = event.timestamp or now
+            event.seq = last + offset
+            rows.append((
+                workflow_id, event.seq, event.kind, event.step_id, event.task_id,
+                event.timestamp, _dumps(event.data, f"history event {event.kind!r} data"),
+            ))
+        conn.executemany(
+            "INSERT INTO history (workflow_id, seq, kind, step_id, task_id, timestamp, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    # -- checkpoints ----------------------------------------------------------------
+
+    def add_checkpoint(
+        self,
+        workflow_id: str,
+        step_id: str | None,
+        reason: str,
+        snapshot: Mapping[str, Any],
+    ) -> Checkpoint:
+        now = utc_now()
+        text = _dumps(dict(snapshot), f"checkpoint snapshot of {workflow_id!r}")
+        with self._write() as conn:
+            if conn.execute(
+                "SELECT 1 FROM instances WHERE workflow_id = ?", (workflow_id,)
+            ).fetchone() is None:
+                raise NotFoundError(workflow_id, self.path)
+            n = conn.execute(
+                "SELECT COALESCE(MAX(n), 0) + 1 FROM checkpoints WHERE workflow_id = ?",
+                (workflow_id,),
+            ).fetchone()[0]
+            checkpoint_id = f"cp-{n}"
+            conn.execute(
+                "INSERT INTO checkpoints (workflow_id, n, checkpoint_id, step_id, reason, "
+                "created_at, snapshot) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (workflow_id, n, checkpoint_id, step_id, reason, now, text),
+            )
+            event = HistoryEvent(
+                kind="checkpoint", step_id=step_id,
+                data={"checkpoint_id": checkpoint_id, "reason": reason},
+            )
+            self._append(conn, workflow_id, [event], now)
+        # A detached copy: later changes to the caller's state must not alter the checkpoint.
+        return Checkpoint(checkpoint_id, workflow_id, step_id, reason, now, json.loads(text))
+
+    def get_checkpoint(
+        self, workflow_id: str, checkpoint_id: str | None = None
+    ) -> Checkpoint | None:
+        sql = (
+            "SELECT checkpoint_id, workflow_id, step_id, reason, created_at, snapshot "
+            "FROM checkpoints WHERE workflow_id = ?"
+        )
+        params: tuple[Any, ...] = (workflow_id,)
+        if checkpoint_id is None:
+            sql += " ORDER BY n DESC LIMIT 1"
+        else:
+            sql += " AND checkpoint_id = ?"
+            params = (workflow_id, checkpoint_id)
+        with self._lock:
+            row = self._connection().execute(sql, params).fetchone()
+        if row is None:
+            return None
+        return Checkpoint(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
+
+    # -- helpers --------------------------------------------------------------------
+
+    @staticmethod
+    def _instance_values(
+        record: InstanceRecord, *, version: int, created_at: str, updated_at: str
+    ) -> tuple[Any, ...]:
+        """Column values in `_INSTANCE_COLUMNS` order; JSON errors name the field."""
+        wid = record.workflow_id
+        if not wid or any(ch.isspace() for ch in wid):
+            raise ValueError(f"workflow_id must be a non-empty token without whitespace: {wid!r}")
+        return (
+            wid, record.workflow, record.project_dir, record.status,
+            _dumps(record.definition, f"the definition of {wid!r}"),
+            _dumps(record.inputs, f"the inputs of {wid!r}"),
+            _dumps(record.state, f"the state of {wid!r}"),
+            _dumps(record.threads, f"the threads of {wid!r}"),
+            _dumps(list(record.current_steps), f"the current_steps of {wid!r}"),
+            record.error, version, created_at, updated_at,
+        )
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"

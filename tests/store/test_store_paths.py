@@ -1,0 +1,90 @@
+"""Where the store lives: explicit path > AROMCP_WORKFLOWS_STORE > platform data dir."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from aromcp_workflows.store import (
+    ENV_VAR,
+    InstanceRecord,
+    SqliteStore,
+    StoreOpenError,
+    default_store_path,
+    open_store,
+    resolve_store_path,
+)
+
+
+def test_default_is_user_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    expected = tmp_path / "xdg" / "aromcp-workflows" / "workflows.sqlite3"
+    if os.name == "posix" and os.uname().sysname == "Linux":
+        assert default_store_path() == expected
+    assert resolve_store_path() == default_store_path()
+    store = open_store()
+    assert store.path == str(default_store_path())
+
+
+def test_env_var_overrides_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    target = tmp_path / "env" / "w.sqlite3"
+    monkeypatch.setenv(ENV_VAR, str(target))
+    store = open_store()
+    assert store.path == str(target)
+    store.create(InstanceRecord("wf-1", "demo", "/p"))
+    assert target.exists()  # parent directories were made
+    store.close()
+
+
+def test_explicit_path_beats_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "env.sqlite3"))
+    assert open_store(tmp_path / "explicit.sqlite3").path == str(tmp_path / "explicit.sqlite3")
+
+
+def test_tilde_is_expanded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert resolve_store_path("~/x.sqlite3") == tmp_path / "x.sqlite3"
+
+
+def test_directory_path_is_refused_at_once(tmp_path: Path) -> None:
+    with pytest.raises(StoreOpenError, match=f"{tmp_path}.*is a directory"):
+        open_store(tmp_path)
+
+
+def test_parent_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(StoreOpenError, match="afile is a file, not a directory"):
+        open_store(tmp_path / "afile" / "sub" / "w.sqlite3")
+
+
+def test_not_a_database_says_which_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.sqlite3"
+    path.write_text("these are my notes, not a database" * 100)
+    store = open_store(path)  # lazy: nothing read yet
+    with pytest.raises(StoreOpenError, match=f"Cannot open the workflow store {path}"):
+        store.open()
+    assert "my notes" in path.read_text()  # not clobbered
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True,
+                    reason="root ignores directory permissions")
+def test_unwritable_directory(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(StoreOpenError, match=str(locked)):
+            SqliteStore(locked / "sub" / "w.sqlite3").open()
+    finally:
+        locked.chmod(0o700)
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="needs Linux /proc")
+def test_uncreatable_directory_even_as_root() -> None:
+    target = Path("/proc/aromcp-no-such-dir/w.sqlite3")
+    store = open_store(target)
+    with pytest.raises(StoreOpenError, match="Cannot create the directory .*/proc/aromcp-no-such-dir"):
+        store.open()

@@ -1,0 +1,308 @@
+"""Store CRUD, history, checkpoints and in-process conflicts, against a real SQLite file."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from aromcp_workflows.store import (
+    ConflictError,
+    HistoryEvent,
+    InstanceRecord,
+    NotFoundError,
+    SqliteStore,
+    Store,
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = SqliteStore(tmp_path / "store.sqlite3")
+    yield s
+    s.close()
+
+
+def make(workflow_id: str = "wf-1", project_dir: str = "/proj/a", **kw) -> InstanceRecord:
+    return InstanceRecord(
+        workflow_id=workflow_id,
+        workflow="standards:fix",
+        project_dir=project_dir,
+        definition={"name": "standards:fix", "steps": [{"type": "shell_command"}]},
+        inputs={"branch": "main"},
+        state={"raw": {"files": ["a.py", "ü.py"]}, "state": {}},
+        threads={"main": {"pc": 0, "loops": []}},
+        current_steps=["detect"],
+        **kw,
+    )
+
+
+def test_satisfies_protocol(store: SqliteStore) -> None:
+    assert isinstance(store, Store)
+
+
+def test_constructing_touches_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "dir" / "store.sqlite3"
+    s = SqliteStore(path)
+    assert not (tmp_path / "deep").exists()
+    s.list_instances()
+    assert path.exists()
+    s.close()
+
+
+def test_create_load_round_trip(store: SqliteStore) -> None:
+    record = make()
+    assert store.create(record) == 1
+    assert record.version == 1 and record.created_at and record.updated_at
+    loaded = store.load("wf-1")
+    assert loaded == record
+    assert loaded.state["raw"]["files"] == ["a.py", "ü.py"]
+    assert loaded.created_at.endswith("+00:00")
+
+
+def test_create_existing_id_conflicts(store: SqliteStore) -> None:
+    store.create(make())
+    with pytest.raises(ConflictError, match="already exists") as info:
+        store.create(make())
+    assert info.value.expected_version == 0 and info.value.found_version == 1
+
+
+def test_load_missing_names_id(store: SqliteStore) -> None:
+    with pytest.raises(NotFoundError) as info:
+        store.load("nope-123")
+    message = str(info.value)
+    assert "nope-123" in message and store.path in message
+    assert "wf-" not in message  # lists nothing else
+    assert isinstance(info.value, KeyError)
+
+
+def test_save_increments_version_and_persists(store: SqliteStore) -> None:
+    record = make()
+    store.create(record)
+    record.state["raw"]["files"].append("b.py")
+    record.status = "waiting"
+    record.current_steps = ["fix#1", "fix#2"]
+    assert store.save(record, 1) == 2
+    assert record.version == 2
+    loaded = store.load("wf-1")
+    assert loaded.version == 2
+    assert loaded.status == "waiting"
+    assert loaded.current_steps == ["fix#1", "fix#2"]
+    assert loaded.state["raw"]["files"][-1] == "b.py"
+    assert loaded.created_at == record.created_at
+    assert loaded.updated_at >= loaded.created_at
+
+
+def test_stale_save_conflicts_and_writes_nothing(store: SqliteStore) -> None:
+    record = make()
+    store.create(record)
+    first, second = store.load("wf-1"), store.load("wf-1")
+    first.state["who"] = "first"
+    store.save(first, 1, [HistoryEvent("state_changed")])
+    second.state["who"] = "second"
+    with pytest.raises(ConflictError) as info:
+        store.save(second, 1, [HistoryEvent("state_changed", data={"lost": True})])
+    err = info.value
+    assert (err.workflow_id, err.expected_version, err.found_version) == ("wf-1", 1, 2)
+    assert "wf-1" in str(err) and "reload" in str(err)
+    loaded = store.load("wf-1")
+    assert loaded.state["who"] == "first" and loaded.version == 2
+    assert [e.data for e in store.history("wf-1")] == [{}]  # the losing event is not there
+    assert second.version == 1  # unchanged on failure
+
+
+def test_save_missing_instance(store: SqliteStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.save(make("ghost"), 1)
+
+
+def test_non_json_value_is_refused_with_field_name(store: SqliteStore) -> None:
+    record = make()
+    record.state["bad"] = {1, 2}
+    with pytest.raises(ValueError, match="state of 'wf-1'"):
+        store.create(record)
+    with pytest.raises(NotFoundError):
+        store.load("wf-1")
+
+
+def test_bad_workflow_id_refused(store: SqliteStore) -> None:
+    with pytest.raises(ValueError, match="whitespace"):
+        store.create(make("has space"))
+
+
+def test_history_order_filters_and_limit(store: SqliteStore) -> None:
+    record = make()
+    store.create(record, [HistoryEvent("instance_created")])
+    events = [
+        HistoryEvent("step_delivered", step_id="s1"),
+        HistoryEvent("step_completed", step_id="s1", data={"result": "ok"}),
+        HistoryEvent("step_delivered", step_id="t1", task_id="task-0"),
+        HistoryEvent("transform_trace", data={"field": "batches"}),
+    ]
+    store.save(record, 1, events)
+    assert [e.seq for e in events] == [2, 3, 4, 5]  # assigned in place
+    store.save(record, 2, [HistoryEvent("step_completed", step_id="t1", task_id="task-0")])
+    history = store.history("wf-1")
+    assert [e.seq for e in history] == [1, 2, 3, 4, 5, 6]
+    assert [e.kind for e in history][:3] == ["instance_created", "step_delivered", "step_completed"]
+    assert all(e.workflow_id == "wf-1" and e.timestamp for e in history)
+    assert history[2].data == {"result": "ok"}
+    kinds = store.history("wf-1", kinds=["step_delivered", "step_completed"])
+    assert [e.seq for e in kinds] == [2, 3, 4, 6]
+    assert [e.seq for e in store.history("wf-1", task_id="task-0")] == [4, 6]
+    assert [e.seq for e in store.history("wf-1", limit=2)] == [5, 6]  # the latest, in order
+    assert [e.seq for e in store.history("wf-1", after_seq=4)] == [5, 6]
+    assert store.history("unknown") == []
+
+
+def test_history_is_per_instance(store: SqliteStore) -> None:
+    a, b = make("a"), make("b")
+    store.create(a, [HistoryEvent("instance_created")])
+    store.create(b, [HistoryEvent("instance_created")])
+    store.save(a, 1, [HistoryEvent("error", data={"message": "x"})])
+    assert [e.seq for e in store.history("a")] == [1, 2]
+    assert [e.seq for e in store.history("b")] == [1]
+
+
+def test_event_for_other_instance_refused(store: SqliteStore) -> None:
+    record = make()
+    store.create(record)
+    with pytest.raises(ValueError, match="names instance 'other'"):
+        store.save(record, 1, [HistoryEvent("error", workflow_id="other")])
+    assert store.load("wf-1").version == 1
+
+
+def test_list_instances_by_project_and_status(store: SqliteStore) -> None:
+    a, b, c = make("a", "/p1"), make("b", "/p2"), make("c", "/p1")
+    for r in (a, b, c):
+        store.create(r)
+    c.status = "completed"
+    store.save(c, 1)
+    assert [s.workflow_id for s in store.list_instances()][0] == "c"  # latest update first
+    assert {s.workflow_id for s in store.list_instances()} == {"a", "b", "c"}
+    assert {s.workflow_id for s in store.list_instances("/p1")} == {"a", "c"}
+    assert [s.workflow_id for s in store.list_instances(statuses=["completed"])] == ["c"]
+    summary = store.list_instances("/p2")[0]
+    assert summary.current_steps == ["detect"] and summary.version == 1
+    assert not hasattr(summary, "state")
+
+
+def test_checkpoints_latest_and_by_id(store: SqliteStore) -> None:
+    record = make()
+    store.create(record)
+    assert store.get_checkpoint("wf-1") is None
+    first = store.add_checkpoint("wf-1", "detect", "before fix", record.snapshot())
+    record.state["raw"]["files"] = []
+    store.save(record, 1)
+    second = store.add_checkpoint("wf-1", None, "context high", record.snapshot())
+    assert (first.checkpoint_id, second.checkpoint_id) == ("cp-1", "cp-2")
+    latest = store.get_checkpoint("wf-1")
+    assert latest == second and latest.snapshot["version"] == 2
+    assert latest.snapshot["state"]["raw"]["files"] == []
+    by_id = store.get_checkpoint("wf-1", "cp-1")
+    assert by_id == first and by_id.snapshot["state"]["raw"]["files"] == ["a.py", "ü.py"]
+    assert by_id.step_id == "detect" and by_id.reason == "before fix"
+    assert store.get_checkpoint("wf-1", "cp-9") is None
+    marks = store.history("wf-1", kinds=["checkpoint"])
+    assert [e.data["checkpoint_id"] for e in marks] == ["cp-1", "cp-2"]
+
+
+def test_checkpoint_of_missing_instance(store: SqliteStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.add_checkpoint("ghost", None, "", {})
+
+
+def test_checkpoint_ids_are_scoped_to_instance(store: SqliteStore) -> None:
+    store.create(make("a"))
+    store.create(make("b"))
+    store.add_checkpoint("a", None, "", {"x": 1})
+    assert store.get_checkpoint("b", "cp-1") is None
+
+
+def test_reopen_after_close_sees_everything(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    s1 = SqliteStore(path)
+    s1.create(make(), [HistoryEvent("instance_created")])
+    s1.close()
+    s1.close()  # idempotent
+    s2 = SqliteStore(path)
+    assert s2.load("wf-1").version == 1
+    assert len(s2.history("wf-1")) == 1
+    s2.close()
+
+
+def test_wal_and_full_sync_and_schema(tmp_path: Path, store: SqliteStore) -> None:
+    store.open()
+    conn = store._connection()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+    raw = sqlite3.connect(store.path)
+    assert raw.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 1
+    names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "instances_project_dir" in names
+    raw.close()
+
+
+def test_newer_schema_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    SqliteStore(path).open()
+    raw = sqlite3.connect(path)
+    raw.execute("INSERT INTO schema_version VALUES (99, 'x')")
+    raw.commit()
+    raw.close()
+    with pytest.raises(Exception, match="schema version 99.*Upgrade"):
+        SqliteStore(path).open()
+
+
+def test_concurrent_saves_20_threads_different_instances(store: SqliteStore) -> None:
+    saves, errors = 25, []
+
+    def work(n: int) -> None:
+        try:
+            record = make(f"t-{n}")
+            store.create(record, [HistoryEvent("instance_created")])
+            for i in range(saves):
+                record.state["i"] = i
+                store.save(record, record.version, [HistoryEvent("state_changed", data={"i": i})])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for n in range(20):
+        loaded = store.load(f"t-{n}")
+        assert loaded.version == saves + 1 and loaded.state["i"] == saves - 1
+        history = store.history(f"t-{n}")
+        assert [e.seq for e in history] == list(range(1, saves + 2))
+        assert [e.data.get("i") for e in history[1:]] == list(range(saves))
+
+
+def test_concurrent_increments_one_instance_lose_nothing(store: SqliteStore) -> None:
+    store.create(make())
+    conflicts = []
+
+    def work() -> None:
+        for _ in range(20):
+            while True:
+                record = store.load("wf-1")
+                record.state["counter"] = record.state.get("counter", 0) + 1
+                try:
+                    store.save(record, record.version)
+                    break
+                except ConflictError:
+                    conflicts.append(1)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    loaded = store.load("wf-1")
+    assert loaded.state["counter"] == 160 and loaded.version == 161
