@@ -88,3 +88,18 @@ def test_uncreatable_directory_even_as_root() -> None:
     store = open_store(target)
     with pytest.raises(StoreOpenError, match="Cannot create the directory .*/proc/aromcp-no-such-dir"):
         store.open()
+
+
+def test_sync_mode_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from aromcp_workflows.store import SYNC_ENV_VAR
+
+    assert open_store(tmp_path / "a.sqlite3").synchronous == "FULL"
+    monkeypatch.setenv(SYNC_ENV_VAR, "normal")
+    store = open_store(tmp_path / "b.sqlite3")
+    assert store.synchronous == "NORMAL"
+    store.open()
+    assert store._connection().execute("PRAGMA synchronous").fetchone()[0] == 1
+    store.close()
+    monkeypatch.setenv(SYNC_ENV_VAR, "sometimes")
+    with pytest.raises(StoreOpenError, match="FULL .* or NORMAL"):
+        open_store(tmp_path / "c.sqlite3")
