@@ -1,0 +1,72 @@
+"""The workflow language: YAML files → validated `WorkflowDefinition`s (runs nothing).
+
+`check()` is the one call the CLI, the MCP `workflow_validate` tool and the service use:
+it loads a workflow by name or path, resolves imports and includes, and returns every
+error and warning with file, line and column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aromcp_workflows.definition.errors import DefinitionError, Problem, WorkflowNotFound
+from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle, WorkflowLoader
+from aromcp_workflows.definition.resolver import WorkflowLocation, WorkflowResolver, check_name
+from aromcp_workflows.definition.validation import validate_bundle
+from aromcp_workflows.definition.workflow import WorkflowDefinition
+
+
+@dataclass
+class CheckReport:
+    """What `validate` tells an author: valid or not, every problem, and the bundle."""
+
+    target: str
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    bundle: WorkflowBundle | None = None
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+
+def check(target: str, loader: WorkflowLoader) -> CheckReport:
+    """Load and validate a workflow by name or file path; never raises for bad input."""
+    report = CheckReport(target)
+    try:
+        report.bundle = loader.load_bundle(target)
+    except DefinitionError as exc:
+        _split(exc.problems, report)
+        return report
+    _split(validate_bundle(report.bundle), report)
+    return report
+
+
+def load_valid_bundle(target: str, loader: WorkflowLoader) -> WorkflowBundle:
+    """A bundle ready to run, or `DefinitionError` listing every error."""
+    report = check(target, loader)
+    if report.errors or report.bundle is None:
+        raise DefinitionError(report.errors)
+    return report.bundle
+
+
+def _split(problems: list[Problem], report: CheckReport) -> None:
+    for problem in problems:
+        (report.errors if problem.severity == "error" else report.warnings).append(problem)
+
+
+__all__ = [
+    "CheckReport",
+    "DefinitionError",
+    "LoadedWorkflow",
+    "Problem",
+    "WorkflowBundle",
+    "WorkflowDefinition",
+    "WorkflowLoader",
+    "WorkflowLocation",
+    "WorkflowNotFound",
+    "WorkflowResolver",
+    "check",
+    "check_name",
+    "load_valid_bundle",
+]

@@ -33,6 +33,8 @@ class Problem:
 
     def __str__(self) -> str:
         prefix = "warning: " if self.severity == "warning" else ""
+        if self.file is None and self.line is None:
+            return f"{prefix}{self.message}"
         return f"{self.location()}: {prefix}{self.message}"
 
     def to_dict(self) -> dict[str, Any]:

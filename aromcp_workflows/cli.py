@@ -1,0 +1,176 @@
+"""Command-line interface: thin wrappers that parse arguments and print results.
+
+Workflow logic lives in the packages; each command here loads, calls one API and
+formats the answer for people (or as JSON with --json).  Exit codes: 0 ok, 1 invalid or
+failed, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from aromcp_workflows import __version__
+from aromcp_workflows.definition import (
+    CheckReport,
+    DefinitionError,
+    WorkflowLoader,
+    WorkflowResolver,
+    check,
+)
+from aromcp_workflows.definition.schema import workflow_json_schema
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args))
+    except DefinitionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aromcp-workflows",
+        description="Run, validate and inspect YAML workflows for coding agents (an MCP server).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--project-dir", metavar="DIR",
+                        help="project root (default: $AROMCP_PROJECT_DIR or the current directory)")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    listing = commands.add_parser("list", help="list the workflows that can be run here")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_argument("--no-global", action="store_true", help="leave out ~/.aromcp/workflows")
+    listing.set_defaults(handler=cmd_list)
+
+    info = commands.add_parser("info", help="show a workflow's description and inputs")
+    info.add_argument("workflow", help="workflow name (e.g. standards:fix) or path to a .yaml file")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(handler=cmd_info)
+
+    validate = commands.add_parser(
+        "validate", help="check workflows; exit 0 if all are valid, 1 if not",
+        description="Validate workflows by name or file path. Problems are printed as "
+                    "file:line:column: message.")
+    validate.add_argument("targets", nargs="*", metavar="NAME|FILE")
+    validate.add_argument("--all", action="store_true", help="validate every workflow that `list` shows")
+    validate.add_argument("--json", action="store_true", help="print JSON")
+    validate.set_defaults(handler=cmd_validate)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of the workflow language")
+    schema.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    schema.set_defaults(handler=cmd_schema)
+    return parser
+
+
+def _loader(args: argparse.Namespace) -> WorkflowLoader:
+    return WorkflowLoader(WorkflowResolver(project_dir=args.project_dir))
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    loader = _loader(args)
+    rows = []
+    for location in loader.resolver.list(include_global=not args.no_global):
+        row: dict[str, Any] = {"name": location.name, "source": location.source,
+                               "path": str(location.path), "description": "", "version": ""}
+        try:
+            loaded = loader.load_one_file(location.path, location.source)
+            row.update(description=loaded.definition.description, version=loaded.definition.version)
+        except DefinitionError as exc:
+            row["error"] = str(exc.problems[0]) if exc.problems else str(exc)
+        rows.append(row)
+    if args.json:
+        _print_json({"workflows": rows})
+        return 0
+    if not rows:
+        print("No workflows found. Put one in ./.aromcp/workflows/<name>.yaml")
+        return 0
+    width = max(len(r["name"]) for r in rows)
+    for row in rows:
+        text = row.get("error") and f"(invalid: {row['error']})" or row["description"]
+        print(f"{row['name']:<{width}}  {row['source']:<8} {text}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    loaded = _loader(args).load(args.workflow)
+    definition = loaded.definition
+    inputs = {name: spec.model_dump(exclude_none=True) for name, spec in definition.inputs.items()}
+    if args.json:
+        _print_json({"name": definition.name, "description": definition.description,
+                     "version": definition.version, "inputs": inputs,
+                     "found_at": loaded.file, "source": loaded.source})
+        return 0
+    print(f"{definition.name} {definition.version}  ({loaded.source}: {loaded.file})")
+    if definition.description:
+        print(f"  {definition.description}")
+    if not inputs:
+        print("  inputs: none")
+    for name, spec in definition.inputs.items():
+        flag = "required" if spec.required else f"default {json.dumps(spec.default)}"
+        text = f" — {spec.description}" if spec.description else ""
+        print(f"  --input {name}=<{spec.type}>  ({flag}){text}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    loader = _loader(args)
+    targets = list(args.targets)
+    if args.all:
+        targets += [w.name for w in loader.resolver.list()]
+    if not targets:
+        print("validate: name at least one workflow or file, or pass --all", file=sys.stderr)
+        return 2
+    reports = [check(target, loader) for target in targets]
+    if args.json:
+        _print_json({"results": [_report_json(r) for r in reports],
+                     "valid": all(r.valid for r in reports)})
+    else:
+        for report in reports:
+            _print_report(report)
+    return 0 if all(r.valid for r in reports) else 1
+
+
+def _report_json(report: CheckReport) -> dict[str, Any]:
+    return {"target": report.target, "valid": report.valid,
+            "errors": [p.to_dict() for p in report.errors],
+            "warnings": [p.to_dict() for p in report.warnings]}
+
+
+def _print_report(report: CheckReport) -> None:
+    for problem in report.errors + report.warnings:
+        print(str(problem), file=sys.stderr if problem.severity == "error" else sys.stdout)
+    verdict = "valid" if report.valid else f"INVALID ({_count(len(report.errors), 'error')})"
+    extra = f", {_count(len(report.warnings), 'warning')}" if report.warnings else ""
+    print(f"{report.target}: {verdict}{extra}")
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    text = json.dumps(workflow_json_schema(), indent=2) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
