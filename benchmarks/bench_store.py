@@ -35,7 +35,9 @@ def bench_saves(path: Path, sync: str, events: int, items: int, saves: int) -> l
     times = []
     for i in range(saves):
         record.state["i"] = i
-        batch = [HistoryEvent("step_completed", step_id=f"s{i}", data={"n": j}) for j in range(events)]
+        batch = [
+            HistoryEvent("step_completed", step_id=f"s{i}", data={"n": j}) for j in range(events)
+        ]
         t0 = time.perf_counter()
         store.save(record, record.version, batch)
         times.append(time.perf_counter() - t0)

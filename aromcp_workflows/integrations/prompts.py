@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -55,7 +55,7 @@ def prompts_dir() -> Path:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str) -> str:
     """The raw text of a known prompt (frontmatter included), read once per process."""
     if name not in PROMPT_FILES:

@@ -118,7 +118,7 @@ def test_render_is_single_pass_and_sanitizes() -> None:
 
 
 def test_render_prompt_refuses_unknown_placeholder() -> None:
-    with pytest.raises(ValueError, match="no placeholder workflowid.*workflow_id, task_id"):
+    with pytest.raises(ValueError, match=r"no placeholder workflowid.*workflow_id, task_id"):
         render_prompt("sub_agent", workflowid="x")
 
 
@@ -153,5 +153,5 @@ def test_missing_prompts_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_missing_prompt_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "prompts").mkdir()
     monkeypatch.setattr(prompts, "_PACKAGE_DIR", tmp_path / "pkg")
-    with pytest.raises(PromptNotFoundError, match="workflow.md is missing"):
+    with pytest.raises(PromptNotFoundError, match=r"workflow\.md is missing"):
         load_prompt("workflow")

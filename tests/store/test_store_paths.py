@@ -86,7 +86,7 @@ def test_unwritable_directory(tmp_path: Path) -> None:
 def test_uncreatable_directory_even_as_root() -> None:
     target = Path("/proc/aromcp-no-such-dir/w.sqlite3")
     store = open_store(target)
-    with pytest.raises(StoreOpenError, match="Cannot create the directory .*/proc/aromcp-no-such-dir"):
+    with pytest.raises(StoreOpenError, match=r"Cannot create the directory .*/proc/aromcp-no"):
         store.open()
 
 
@@ -101,5 +101,5 @@ def test_sync_mode_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     assert store._connection().execute("PRAGMA synchronous").fetchone()[0] == 1
     store.close()
     monkeypatch.setenv(SYNC_ENV_VAR, "sometimes")
-    with pytest.raises(StoreOpenError, match="FULL .* or NORMAL"):
+    with pytest.raises(StoreOpenError, match=r"FULL .* or NORMAL"):
         open_store(tmp_path / "c.sqlite3")

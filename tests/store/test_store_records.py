@@ -180,7 +180,7 @@ def test_list_instances_by_project_and_status(store: SqliteStore) -> None:
         store.create(r)
     c.status = "completed"
     store.save(c, 1)
-    assert [s.workflow_id for s in store.list_instances()][0] == "c"  # latest update first
+    assert store.list_instances()[0].workflow_id == "c"  # latest update first
     assert {s.workflow_id for s in store.list_instances()} == {"a", "b", "c"}
     assert {s.workflow_id for s in store.list_instances("/p1")} == {"a", "c"}
     assert [s.workflow_id for s in store.list_instances(statuses=["completed"])] == ["c"]
@@ -253,7 +253,7 @@ def test_newer_schema_refused(tmp_path: Path) -> None:
     raw.execute("INSERT INTO schema_version VALUES (99, 'x')")
     raw.commit()
     raw.close()
-    with pytest.raises(Exception, match="schema version 99.*Upgrade"):
+    with pytest.raises(Exception, match=r"schema version 99.*Upgrade"):
         SqliteStore(path).open()
 
 
