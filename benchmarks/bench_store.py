@@ -93,6 +93,11 @@ def main() -> None:
                         f"{sync:<12}{events:>7}{items:>12}"
                         f"{statistics.median(times) * 1000:>11.3f}{ms(times, 0.9):>9.3f}"
                     )
+        print("\nfirst use (lazy open: connect, WAL, migrations)")
+        for label in ("new file", "existing file"):
+            t0 = time.perf_counter()
+            SqliteStore(base / "open.sqlite3").open()
+            print(f"  {label:<14}{(time.perf_counter() - t0) * 1000:>8.2f} ms")
         print("\nload() latency")
         for items in (20, 2000):
             path = base / f"FULL-0-{items}.sqlite3"

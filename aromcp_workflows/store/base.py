@@ -137,9 +137,13 @@ class NotFoundError(StoreError, KeyError):
             "(workflow_status without an id lists the instances), or start the workflow again."
         )
         self.workflow_id = workflow_id
+        self.store_path = store_path
 
     def __str__(self) -> str:  # KeyError would wrap the message in quotes
         return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type[NotFoundError], tuple[str, str]]:
+        return (type(self), (self.workflow_id, self.store_path))
 
 
 class ConflictError(StoreError):
@@ -159,6 +163,9 @@ class ConflictError(StoreError):
         self.workflow_id = workflow_id
         self.expected_version = expected_version
         self.found_version = found_version
+
+    def __reduce__(self) -> tuple[type[ConflictError], tuple[str, int, int]]:
+        return (type(self), (self.workflow_id, self.expected_version, self.found_version))
 
 
 class StoreOpenError(StoreError):

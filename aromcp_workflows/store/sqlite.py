@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.store.base import (
+    STATUSES,
     Checkpoint,
     ConflictError,
     HistoryEvent,
@@ -390,6 +391,10 @@ class SqliteStore:
         wid = record.workflow_id
         if not wid or any(ch.isspace() for ch in wid):
             raise ValueError(f"workflow_id must be a non-empty token without whitespace: {wid!r}")
+        if record.status not in STATUSES:
+            raise ValueError(
+                f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}"
+            )
         return (
             wid, record.workflow, record.project_dir, record.status,
             _dumps(record.definition, f"the definition of {wid!r}"),

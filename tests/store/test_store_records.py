@@ -306,3 +306,43 @@ def test_concurrent_increments_one_instance_lose_nothing(store: SqliteStore) -> 
         t.join()
     loaded = store.load("wf-1")
     assert loaded.state["counter"] == 160 and loaded.version == 161
+
+
+def test_unknown_status_refused(store: SqliteStore) -> None:
+    record = make()
+    record.status = "done"  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="must be one of running, waiting"):
+        store.create(record)
+
+
+def test_errors_survive_pickling() -> None:
+    import pickle
+
+    conflict = pickle.loads(pickle.dumps(ConflictError("wf-1", 3, 4)))
+    assert (conflict.expected_version, conflict.found_version) == (3, 4)
+    assert str(conflict) == str(ConflictError("wf-1", 3, 4))
+    missing = pickle.loads(pickle.dumps(NotFoundError("wf-2", "/s.sqlite3")))
+    assert missing.workflow_id == "wf-2" and "/s.sqlite3" in str(missing)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_forked_child_reopens_instead_of_sharing_connection(store: SqliteStore) -> None:
+    import os
+
+    record = make()
+    store.create(record)
+    pid = os.fork()
+    if pid == 0:  # child: must not use the parent's connection
+        code = 1
+        try:
+            child = store.load("wf-1")
+            store.save(child, child.version, [HistoryEvent("status_changed")])
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    loaded = store.load("wf-1")  # the parent's connection still works
+    assert loaded.version == 2
+    store.save(loaded, 2)
+    assert store.load("wf-1").version == 3
