@@ -155,3 +155,11 @@ def test_missing_prompt_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(prompts, "_PACKAGE_DIR", tmp_path / "pkg")
     with pytest.raises(PromptNotFoundError, match=r"workflow\.md is missing"):
         load_prompt("workflow")
+
+
+def test_slash_command_matches_keywords_before_workflow_names() -> None:
+    # "first match wins": a bare `status` must not be read as a workflow named "status".
+    body = split_frontmatter(slash_command_text())[1]
+    rows = [line for line in body.splitlines() if line.startswith("| ") and "**" in line]
+    actions = [row.rsplit("**", 2)[-2] for row in rows]
+    assert actions == ["list", "resume", "status", "start", "info"]
