@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.definition.build import build_definition
-from aromcp_workflows.definition.errors import DefinitionError, Problem
+from aromcp_workflows.definition.errors import DefinitionError, Problem, WorkflowNotFound, did_you_mean
 from aromcp_workflows.definition.resolver import Source, WorkflowResolver, check_name
 from aromcp_workflows.definition.steps import IncludeWorkflowStep, child_step_lists
 from aromcp_workflows.definition.workflow import WorkflowDefinition
@@ -119,17 +119,28 @@ class WorkflowLoader:
             where = ("imports", index)
             if not self._import_allowed(target, chain[0].parent):
                 problems.append(workflow.positions.problem(
-                    where, f"import {entry!r} leaves the workflow directories; "
-                    "keep shared files under .aromcp/workflows/ (or beside the importing file)"))
+                    where, f"import {entry!r} leaves the workflow directories; an imported file "
+                    "must be under the folder of the workflow being loaded or under "
+                    ".aromcp/workflows/, ~/.aromcp/workflows/ or the built-in workflows"))
                 continue
             if target in chain:
                 cycle = " → ".join(p.name for p in (*chain, target))
                 problems.append(workflow.positions.problem(where, f"circular import: {cycle}"))
                 continue
             if not target.is_file():
-                problems.append(workflow.positions.problem(where, f"imported file not found: {target}"))
+                problems.append(workflow.positions.problem(
+                    where, f"imported file {entry!r} not found (import paths are relative to "
+                    "the importing file)"))
                 continue
-            for child in self.load_file(target, "import", chain):
+            try:
+                children = self.load_file(target, "import", chain)
+            except DefinitionError as exc:
+                problems.append(workflow.positions.problem(
+                    where, f"imported file {entry!r} is invalid (its errors are listed "
+                    "under its own name)"))
+                problems.extend(exc.problems)
+                continue
+            for child in children:
                 imported[child.name] = child
         if problems:
             raise DefinitionError(problems)
@@ -173,16 +184,34 @@ class WorkflowLoader:
                 continue
             child = workflow.imported.get(target) or found.get(target)
             if child is None:
-                try:
-                    check_name(target)
-                    child = self.load(target)
-                except DefinitionError as exc:
-                    first = exc.problems[0].message if exc.problems else str(exc)
-                    problems.append(workflow.positions.problem(
-                        (*path, "workflow"), f"include_workflow names an unknown workflow: {first}"))
+                child = self._load_included(workflow, path, target, problems)
+                if child is None:
                     continue
             found[target] = child
             self._collect_includes(child, found, (*chain, target), problems)
+
+
+    def _load_included(self, workflow: LoadedWorkflow, path: tuple[Any, ...], target: str,
+                       problems: list[Problem]) -> LoadedWorkflow | None:
+        """The workflow an include names, or None after recording why it cannot be used."""
+        where = (*path, "workflow")
+        try:
+            check_name(target)
+            return self.load(target)
+        except WorkflowNotFound as exc:
+            hint = did_you_mean(target, [*workflow.imported, *exc.available])
+            problems.append(workflow.positions.problem(where, (
+                f"include_workflow names unknown workflow {target!r}{hint}; import the file "
+                f"that defines it, or add {target}.yaml to .aromcp/workflows/")))
+        except DefinitionError as exc:
+            if exc.problems and exc.problems[0].file is None:  # the name itself was refused
+                problems.append(workflow.positions.problem(where, exc.problems[0].message))
+            else:
+                problems.append(workflow.positions.problem(
+                    where, f"included workflow {target!r} is invalid (its errors are listed "
+                    "under its own file name)"))
+                problems.extend(exc.problems)
+        return None
 
 
 def iter_steps_with_paths(definition: WorkflowDefinition):
@@ -211,13 +240,18 @@ def _definitions_in(text: str, file: str) -> list[tuple[WorkflowDefinition, Posi
     bodies: list[tuple[Any, Positions]] = []
     for document in documents:
         data, positions = document.data, document.positions
+        if data is None:
+            continue  # an empty document (a stray `---` or a comment-only file)
         if isinstance(data, dict) and set(data) == {"workflow"}:
             bodies.append((data["workflow"], positions.shifted(("workflow",))))
         elif isinstance(data, dict) and set(data) == {"workflows"} and isinstance(data["workflows"], list):
             for index, item in enumerate(data["workflows"]):
                 bodies.append((item, positions.shifted(("workflows", index))))
-        elif data is not None or len(documents) == 1:
+        else:
             bodies.append((data, positions))
+    if not bodies:
+        raise DefinitionError([Problem("the file is empty; a workflow needs at least 'name' and "
+                                       "'steps'", file, 1, 1)])
     problems: list[Problem] = []
     results = []
     for body, positions in bodies:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.definition.workflow import NAME_PATTERN, WorkflowDefinition
 
 SCHEMA_ID = "https://aromcp.dev/schemas/workflow.schema.json"
 
@@ -20,6 +20,7 @@ def workflow_json_schema() -> dict[str, Any]:
     body = WorkflowDefinition.model_json_schema(by_alias=True, mode="validation")
     defs = body.pop("$defs", {})
     _add_aliases(defs)
+    _add_checks(body, defs)
     body = _without_titles(body)
     defs = {name: _without_titles(schema) for name, schema in defs.items()}
     defs["WorkflowDefinition"] = body
@@ -61,6 +62,14 @@ def _add_aliases(defs: dict[str, Any]) -> None:
         inputs = task["properties"]["inputs"]
         inputs["additionalProperties"] = {"anyOf": [inputs["additionalProperties"],
                                                     {"not": {"type": "object"}}]}
+
+
+def _add_checks(body: dict[str, Any], defs: dict[str, Any]) -> None:
+    """Rules the models enforce in validators, which pydantic cannot export by itself."""
+    body["properties"]["name"]["pattern"] = NAME_PATTERN.pattern
+    update = defs.get("StateUpdateStep")
+    if update is not None:  # `path` or `updates`, exactly one
+        update["oneOf"] = [{"required": ["path"]}, {"required": ["updates"]}]
 
 
 def _without_titles(node: Any) -> Any:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 OutputFormat = Literal["text", "lines", "json", "key_value"]
 UpdateOperation = Literal["set", "append", "increment", "merge", "delete"]
@@ -75,6 +76,22 @@ class ShellCommandStep(_ResultStep):
     retry_count: int = Field(default=3, ge=0, le=100)
     retry_delay: int = Field(default=1000, ge=0, description="milliseconds")
     fallback_value: Any = None
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _scalar_env_values(cls, value: Any) -> Any:
+        """`DEBUG: 1` and `VERBOSE: true` are what authors write; environments hold text."""
+        if not isinstance(value, dict):
+            return value
+        return {k: _env_text(v) for k, v in value.items()}
+
+
+def _env_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
 
 
 class AgentShellCommandStep(_ResultStep):
@@ -229,10 +246,17 @@ class StateUpdateStep(StepBase):
 
     @model_validator(mode="after")
     def _one_form(self) -> "StateUpdateStep":
+        """Exactly one form; the error names the key to look at (`ctx.key` positions it)."""
         if self.updates is None and self.path is None:
-            raise ValueError("a state_update step needs `path` (with `value`) or an `updates` list")
+            raise PydanticCustomError(
+                "state_update_form",
+                "a state_update step needs 'path' (with 'value' and 'operation') or an "
+                "'updates' list", {"key": "type"})
         if self.updates is not None and self.path is not None:
-            raise ValueError("a state_update step takes either `path` or `updates`, not both")
+            raise PydanticCustomError(
+                "state_update_form",
+                "a state_update step takes either 'path' or an 'updates' list, not both; "
+                "move this update into the list", {"key": "path"})
         return self
 
     def as_updates(self) -> list[UpdateItem]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable
 
-from aromcp_workflows.definition.errors import Problem, did_you_mean
+from aromcp_workflows.definition.errors import Problem, closest_names, did_you_mean
 from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle, _walk_steps
 from aromcp_workflows.definition.steps import (
     BreakStep,
@@ -124,16 +124,22 @@ class _Checker:
         if tier in WRITABLE_TIERS and len(state_path) > len(tier) + 1:
             return
         if tier in ("computed", "inputs"):
-            self.error(path, f"cannot write {state_path!r}: {tier} values are read-only; "
-                       "write to raw.* or state.*")
+            why = ("computed fields are derived from their 'from' paths" if tier == "computed"
+                   else "inputs are fixed when the workflow starts")
+            self.error(path, f"cannot write {state_path!r}: {why}; write to raw.* or state.* "
+                       "instead")
         else:
             self.error(path, f"state path {state_path!r} must start with 'raw.' or 'state.' "
                        f"(for example raw.{state_path or 'result'})")
 
     def check_unused_tasks(self) -> None:
+        tasks = self.definition.sub_agent_tasks
         used = {step.sub_agent_task for _, step in _all_steps(self.definition)
                 if isinstance(step, ParallelForeachStep)}
-        for name in self.definition.sub_agent_tasks:
+        for name in list(used - set(tasks)):  # a misspelt reference is already an error
+            used.update(closest for closest in closest_names(name, tasks, 1)
+                        if did_you_mean(name, [closest]))
+        for name in tasks:
             if name not in used:
                 self.warn(("sub_agent_tasks", name), f"sub-agent task {name!r} is never used by a parallel_foreach")
 
@@ -181,8 +187,9 @@ class _Checker:
             for high in order[low_index + 1:]:
                 for name in sorted(tiers[low] & tiers[high]):
                     where = ("state_schema", high, name) if high != "raw" or name in schema.raw else ("default_state", "raw", name)
-                    self.warn(where, f"{high}.{name} hides {low}.{name} in the flattened view; "
-                              "templates reading {{ " + name + " }} get the " + high + " value")
+                    self.warn(where, f"{high}.{name} hides {low}.{name} in the flattened view "
+                              "({{ " + name + " }} reads the " + high + " value); rename one, "
+                              f"or read {low}.{name} explicitly")
 
     # -- templates ----------------------------------------------------------------
     def loaded_data(self) -> Any:
@@ -227,8 +234,8 @@ def transform_reads(source: str) -> set[str]:
         try:
             return set(finder(source))
         except Exception:  # noqa: BLE001 - a transform that does not tokenize is checked at run time
-            return set()
-    return set(IDENTIFIER.findall(source))
+            pass
+    return js_free_names(source)
 
 
 def _free_name_finder() -> Callable[[str], Iterable[str]] | None:
@@ -237,6 +244,63 @@ def _free_name_finder() -> Callable[[str], Iterable[str]] | None:
     except ImportError:
         return None
     return free_names  # type: ignore[no-any-return]
+
+
+_JS_TOKEN = re.compile(r"""
+    (?P<skip>//[^\n]*|/\*.*?\*/|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*")
+  | (?P<template>`(?:\\.|[^`\\])*`)
+  | (?P<name>[A-Za-z_$][A-Za-z0-9_$]*)
+  | (?P<punct>\?\.|=>|\.\.\.|\S)
+""", re.S | re.X)
+_DECLARES = frozenset({"const", "let", "var", "function"})
+
+
+def js_free_names(source: str) -> set[str]:
+    """A careful approximation of a JS transform's free names, without a JS parser.
+
+    Over-counting would report cycles that do not exist, so this leaves out what is surely
+    not a read of state: property names (`input.files`), object keys (`{ files: x }`),
+    strings, comments, and names the transform declares (`const files`, `files => ...`).
+    """
+    tokens: list[tuple[str, str]] = []
+    for match in _JS_TOKEN.finditer(source):
+        kind = match.lastgroup or "punct"
+        if kind == "template":  # only the code inside ${ ... } can read names
+            for code in re.findall(r"\$\{(.*?)\}", match.group()):
+                tokens.append(("code", code))
+        elif kind != "skip":
+            tokens.append((kind, match.group()))
+    names: set[str] = set()
+    local: set[str] = set()
+    for index, (kind, text) in enumerate(tokens):
+        before = tokens[index - 1][1] if index else ""
+        after = tokens[index + 1][1] if index + 1 < len(tokens) else ""
+        if kind == "code":
+            names |= js_free_names(text)
+        elif kind != "name" or before in (".", "?."):
+            if text == "=>" and before == ")":
+                local |= _arrow_params(tokens, index - 1)
+        elif before in _DECLARES or after == "=>":
+            local.add(text)
+        elif after == ":" and before in ("{", ","):
+            continue
+        else:
+            names.add(text)
+    return names - local
+
+
+def _arrow_params(tokens: list[tuple[str, str]], close: int) -> set[str]:
+    depth, index, params = 0, close, set()
+    while index >= 0:
+        kind, text = tokens[index]
+        depth += text == ")"
+        depth -= text == "("
+        if kind == "name" and depth == 1:
+            params.add(text)
+        if depth == 0:
+            break
+        index -= 1
+    return params
 
 
 def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:

@@ -125,8 +125,10 @@ class WorkflowDefinition(Strict):
     @classmethod
     def _valid_name(cls, value: str) -> str:
         if not NAME_PATTERN.match(value):
+            example = re.sub(r"[^A-Za-z0-9_:\-]+", "-", value.replace("/", ":")).strip("-")
+            hint = f" (for example {example!r})" if NAME_PATTERN.match(example or "!") else ""
             raise ValueError(
-                f"workflow name {value!r} may use only letters, digits, '-', '_' and ':'"
+                f"workflow name {value!r} may use only letters, digits, '-', '_' and ':'{hint}"
             )
         return value
 

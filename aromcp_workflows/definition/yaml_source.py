@@ -45,6 +45,9 @@ class Positions:
         """The sub-table under `prefix`, re-rooted (for `workflow:` wrappers and streams)."""
         size = len(prefix)
         table = {p[size:]: pos for p, pos in self.table.items() if p[:size] == prefix}
+        top_keys = [pos for p, pos in table.items() if len(p) == 1]
+        if top_keys:  # "missing key" problems point at the body, not at `workflow:` above it
+            table[()] = min(top_keys)
         return Positions(self.file, table)
 
 
@@ -55,31 +58,43 @@ class SourceDocument:
 
 
 def parse_yaml(text: str, file: str | None = None) -> list[SourceDocument]:
-    """Parse every document of a YAML stream; raise `DefinitionError` with a position."""
-    if "\t" in text:
-        _reject_tabs(text, file)
+    """Parse every document of a YAML stream; raise `DefinitionError` with a position.
+
+    Never lets a parser exception escape: ruamel raises plain `ValueError`s for bad
+    tagged scalars (`!!int zz`), and an author must see a position, not a traceback.
+    """
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
         raw_docs = list(yaml.load_all(io.StringIO(text)))
     except DuplicateKeyError as exc:
-        raise DefinitionError([_marked_problem(exc, file, _duplicate_message(exc))]) from None
+        raise DefinitionError([_marked_problem(exc, file, _duplicate_message(exc, text))]) from None
     except MarkedYAMLError as exc:
-        raise DefinitionError([_marked_problem(exc, file, _yaml_message(exc))]) from None
+        raise DefinitionError([_yaml_problem(exc, file, text)]) from None
     except YAMLError as exc:
         raise DefinitionError([Problem(f"invalid YAML: {exc}", file, None, None)]) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a bad `!!int`/`!!float` etc.
+        raise DefinitionError([Problem(f"invalid YAML: cannot read a tagged value ({exc}); "
+                                       "fix the value or remove its '!!' tag", file)]) from None
     documents = []
     for raw in raw_docs:
         positions = Positions(file)
+        positions.table[()] = _root_position(raw)
         documents.append(SourceDocument(_to_plain(raw, (), positions), positions))
     return documents
+
+
+def _root_position(node: Any) -> tuple[int, int]:
+    """Where a document's top node starts (line 1, column 1 for scalars and empty ones)."""
+    lc = getattr(node, "lc", None)
+    if lc is not None and lc.line is not None:
+        return (lc.line + 1, lc.col + 1)
+    return (1, 1)
 
 
 def _to_plain(node: Any, path: Path, positions: Positions) -> Any:
     """Copy ruamel's round-trip nodes into plain Python values, recording positions."""
     if isinstance(node, CommentedMap):
-        if path == ():
-            positions.table[()] = (node.lc.line + 1, node.lc.col + 1)
         result: dict[str, Any] = {}
         for key, value in node.items():
             line, col = node.lc.key(key)
@@ -112,18 +127,6 @@ def _plain_scalar(value: Any) -> Any:
     return str(value)
 
 
-def _reject_tabs(text: str, file: str | None) -> None:
-    """YAML forbids tabs in indentation; say so plainly instead of a scanner error."""
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.lstrip(" ")
-        if stripped.startswith("\t"):
-            column = len(line) - len(stripped) + 1
-            raise DefinitionError(
-                [Problem("tab character in indentation; YAML indents with spaces only", file,
-                         number, column)]
-            )
-
-
 def _marked_problem(exc: MarkedYAMLError, file: str | None, message: str) -> Problem:
     mark = exc.problem_mark or exc.context_mark
     if mark is None:
@@ -131,22 +134,63 @@ def _marked_problem(exc: MarkedYAMLError, file: str | None, message: str) -> Pro
     return Problem(message, file, mark.line + 1, mark.column + 1)
 
 
-def _duplicate_message(exc: DuplicateKeyError) -> str:
+def _duplicate_message(exc: DuplicateKeyError, text: str) -> str:
+    """`duplicate key 'command' (first written on line 4)`: both places, so either can go."""
     problem = str(exc.problem or "")
     key = problem.split('"')[1] if '"' in problem else problem
-    first = exc.context_mark
-    where = f" (first defined on line {first.line + 1})" if first else ""
-    return f"duplicate key {key!r}{where}"
+    first = _first_occurrence(key, exc, text)
+    where = f" (first written on line {first})" if first else ""
+    return f"duplicate key {key!r}{where}; a key may appear only once in a mapping"
 
 
-def _yaml_message(exc: MarkedYAMLError) -> str:
+def _first_occurrence(key: str, exc: DuplicateKeyError, text: str) -> int | None:
+    """The line of the earlier `key:` in the same mapping (same column, between the marks)."""
+    start, dup = exc.context_mark, exc.problem_mark
+    if start is None or dup is None:
+        return None
+    lines = text.splitlines()
+    for number in range(start.line, dup.line):
+        rest = lines[number][dup.column:] if number < len(lines) else ""
+        for spelling in (key, f'"{key}"', f"'{key}'"):
+            if rest.startswith(spelling) and rest[len(spelling):].lstrip(" ").startswith(":"):
+                return number + 1
+    return None
+
+
+def _yaml_problem(exc: MarkedYAMLError, file: str | None, text: str) -> Problem:
+    """Turn ruamel's parser jargon into what the author should fix, at the right place."""
     problem = (exc.problem or "").strip()
     context = (exc.context or "").strip()
-    text = f"{context}: {problem}" if context and problem else problem or context
-    if "mapping values are not allowed" in text:
-        return "invalid YAML: a ':' where a value was expected (bad indentation or an unquoted ': ')"
-    if "could not find expected ':'" in text:
-        return "invalid YAML: expected 'key: value' here (bad indentation or a missing ':')"
-    if "expected <block end>" in text:
-        return "invalid YAML: bad indentation (this line does not line up with its siblings)"
-    return f"invalid YAML: {text}"
+    here, opened = exc.problem_mark, exc.context_mark
+    opened_at = f"line {opened.line + 1}, column {opened.column + 1}" if opened else "earlier"
+    if "found character '\\t'" in problem:
+        return _marked_problem(exc, file, "invalid YAML: tab character; YAML indents and "
+                               "separates with spaces only")
+    if "quoted scalar" in context and opened is not None:
+        quote = text.splitlines()[opened.line][opened.column] if text else '"'
+        return Problem(f"invalid YAML: the string opened with {quote!r} here is never closed; "
+                       f"add the closing {quote!r}", file, opened.line + 1, opened.column + 1)
+    if context.startswith("while parsing a flow"):
+        closer = "]" if "sequence" in context else "}"
+        opener = "[" if closer == "]" else "{"
+        found = problem.rsplit("but got", 1)[-1].strip()
+        message = (f"invalid YAML: expected ',' or '{closer}' but found {found}; "
+                   f"is the '{opener}' on {opened_at} missing its '{closer}'?")
+        return _marked_problem(exc, file, message)
+    if "cannot start any token" in problem:
+        char = problem.split("'")[1] if "'" in problem else "this character"
+        return _marked_problem(exc, file, f"invalid YAML: '{char}' cannot start a plain value; "
+                               "put the value in quotes")
+    if "undefined alias" in problem:
+        return _marked_problem(exc, file, f"invalid YAML: {problem} (an '*name' needs an "
+                               "earlier '&name' anchor; quote the value if '*' is literal)")
+    combined = f"{context}: {problem}" if context and problem else problem or context
+    if "mapping values are not allowed" in combined:
+        message = "invalid YAML: a ':' where a value was expected (bad indentation or an unquoted ': ')"
+    elif "could not find expected ':'" in combined:
+        message = "invalid YAML: expected 'key: value' here (bad indentation or a missing ':')"
+    elif "expected <block end>" in combined:
+        message = "invalid YAML: bad indentation (this line does not line up with its siblings)"
+    else:
+        message = f"invalid YAML: {combined}"
+    return _marked_problem(exc, file, message)
