@@ -3,8 +3,9 @@
 Modes:
   conflict PATH ID      load ID, print "loaded", wait for a line on stdin, save with the
                         loaded version; print "conflict <expected> <found>" or "saved <v>".
-  increment PATH ID N   N read-modify-write increments of state.counter, retrying on
-                        ConflictError; prints "done <retries>".
+  increment PATH ID N   print "ready", wait for a line on stdin, then N read-modify-write
+                        increments of state.counter, retrying on ConflictError;
+                        prints "done <retries>".
   crash PATH ID         save forever, one event per save; prints each committed version
                         (after save returned) so the parent knows what must survive.
 """
@@ -12,6 +13,7 @@ Modes:
 from __future__ import annotations
 
 import sys
+import time
 
 from aromcp_workflows.store import ConflictError, HistoryEvent, SqliteStore
 
@@ -30,11 +32,15 @@ def main(argv: list[str]) -> int:
             print("conflict", exc.expected_version, exc.found_version, flush=True)
         return 0
     if mode == "increment":
+        store.load(workflow_id)  # connection open and modules imported before the start line
+        print("ready", flush=True)
+        sys.stdin.readline()
         retries = 0
         for _ in range(int(argv[3])):
             while True:
                 record = store.load(workflow_id)
                 record.state["counter"] = record.state.get("counter", 0) + 1
+                time.sleep(0.001)  # think time between read and write, as a real service has
                 try:
                     store.save(record, record.version, [HistoryEvent("state_changed")])
                     break

@@ -70,9 +70,17 @@ def test_two_processes_incrementing_lose_nothing(path: str) -> None:
     store.close()
     children = [spawn("increment", path, "wf-1", "150") for _ in range(2)]
     for child in children:
+        assert child.stdout.readline().strip() == "ready"
+    for child in children:  # start both at once so their writes interleave
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    retries = 0
+    for child in children:
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err
         assert out.startswith("done")
+        retries += int(out.split()[1])
+    assert retries > 0, "the two writers never collided: the test did not test conflicts"
     loaded = SqliteStore(path).load("wf-1")
     assert loaded.state["counter"] == 300 and loaded.version == 301
     assert len(SqliteStore(path).history("wf-1")) == 300
