@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aromcp_workflows.definition.errors import DefinitionError, Problem, WorkflowNotFound
-from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle, WorkflowLoader
+from aromcp_workflows.definition.loader import (
+    LoadedWorkflow,
+    WorkflowBundle,
+    WorkflowLoader,
+    looks_like_file,
+)
 from aromcp_workflows.definition.resolver import WorkflowLocation, WorkflowResolver, check_name
 from aromcp_workflows.definition.validation import validate_bundle
 from aromcp_workflows.definition.workflow import WorkflowDefinition
@@ -34,16 +39,26 @@ def check(target: str, loader: WorkflowLoader) -> CheckReport:
     """Load and validate a workflow by name or file path; never raises for bad input."""
     report = CheckReport(target)
     try:
-        report.bundle = loader.load_bundle(target)
+        if looks_like_file(target):  # a shared file may hold several workflows: check each
+            bundles = [loader.bundle_of(w) for w in loader.load_file(target)]
+        else:
+            bundles = [loader.load_bundle(target)]
     except DefinitionError as exc:
         _split(exc.problems, report)
         return report
-    _split(validate_bundle(report.bundle), report)
+    report.bundle = bundles[0]
+    seen: set[Problem] = set()
+    for bundle in bundles:
+        new = [p for p in validate_bundle(bundle) if p not in seen]
+        seen.update(new)
+        _split(new, report)
     return report
 
 
 def load_valid_bundle(target: str, loader: WorkflowLoader) -> WorkflowBundle:
     """A bundle ready to run, or `DefinitionError` listing every error."""
+    if looks_like_file(target):
+        loader.load_one_file(target)  # running a file needs exactly one workflow in it
     report = check(target, loader)
     if report.errors or report.bundle is None:
         raise DefinitionError(report.errors)

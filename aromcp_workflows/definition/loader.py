@@ -153,7 +153,7 @@ class WorkflowLoader:
     # -- names and bundles --------------------------------------------------------
     def load(self, name_or_file: str) -> LoadedWorkflow:
         """A workflow by name (project, global, built-in) or by path to a .yaml file."""
-        if _looks_like_file(name_or_file):
+        if looks_like_file(name_or_file):
             return self.load_one_file(name_or_file)
         location = self.resolver.find(name_or_file)
         for workflow in self.load_file(location.path, location.source):
@@ -164,7 +164,10 @@ class WorkflowLoader:
 
     def load_bundle(self, name_or_file: str) -> WorkflowBundle:
         """The workflow and, recursively, every workflow it includes; cycles are errors."""
-        main = self.load(name_or_file)
+        return self.bundle_of(self.load(name_or_file))
+
+    def bundle_of(self, main: LoadedWorkflow) -> WorkflowBundle:
+        """The bundle rooted at an already loaded workflow (one of a shared file's several)."""
         workflows: dict[str, LoadedWorkflow] = {main.name: main}
         problems: list[Problem] = []
         self._collect_includes(main, workflows, (main.name,), problems)
@@ -273,5 +276,5 @@ def _read_text(path: Path) -> str:
         raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None
 
 
-def _looks_like_file(value: str) -> bool:
+def looks_like_file(value: str) -> bool:
     return value.endswith((".yaml", ".yml")) and ("/" in value or "\\" in value or os.path.exists(value))

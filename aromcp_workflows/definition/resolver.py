@@ -42,6 +42,15 @@ def project_root(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 def check_name(name: str) -> None:
     """Refuse names that could point outside the workflow directories."""
+    reason = name_problem(name)
+    if reason:
+        raise DefinitionError(
+            [Problem(f"invalid workflow name {name!r}: {reason}; a name looks like 'standards:fix'")]
+        )
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be a workflow name (shared by lookups and by the `name:` key)."""
     reason = None
     if not name:
         reason = "it is empty"
@@ -49,14 +58,13 @@ def check_name(name: str) -> None:
         reason = "it contains a path separator"
     elif ".." in name:
         reason = "it contains '..'"
-    elif Path(name).is_absolute() or PureWindowsPath(name).drive:
-        reason = "it looks like an absolute path or a drive"
+    elif name.endswith((".yaml", ".yml")):
+        reason = "drop the file extension (or pass a path to the file)"
+    elif PureWindowsPath(name).drive:
+        reason = "it starts like a Windows drive ('C:'); use a namespace of two letters or more"
     elif not VALID_NAME.match(name):
-        reason = "only letters, digits, '-', '_' and ':' are allowed"
-    if reason:
-        raise DefinitionError(
-            [Problem(f"invalid workflow name {name!r}: {reason}; use a name like 'standards:fix'")]
-        )
+        reason = "only letters, digits, '-', '_' and ':' are allowed, and not ':' first"
+    return reason
 
 
 class WorkflowResolver:

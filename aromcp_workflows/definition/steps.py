@@ -124,6 +124,10 @@ class McpCallStep(_ResultStep):
         if isinstance(data, dict) and "mcp" not in data and "method" in data:
             data = dict(data)
             data["mcp"] = {"method": data.pop("method"), "params": data.pop("params", {})}
+        elif isinstance(data, dict) and "mcp" not in data and "params" in data:
+            raise PydanticCustomError(
+                "mcp_method", "an mcp_call step with top-level 'params' needs a top-level "
+                "'method' too (or write both under 'mcp:')", {"key": "params"})
         return data
 
 

@@ -11,9 +11,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from aromcp_workflows.definition.resolver import name_problem
 from aromcp_workflows.definition.steps import Step, StateUpdateSpec, Strict
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_:\-]+$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_:\-]*$")
 InputType = Literal["string", "number", "integer", "boolean", "array", "object"]
 
 
@@ -124,7 +125,10 @@ class WorkflowDefinition(Strict):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if not NAME_PATTERN.match(value):
+        reason = name_problem(value)
+        if reason and NAME_PATTERN.match(value):  # a name the pattern allows but lookups refuse
+            raise ValueError(f"workflow name {value!r} cannot be looked up: {reason}")
+        if reason:
             example = re.sub(r"[^A-Za-z0-9_:\-]+", "-", value.replace("/", ":")).strip("-")
             hint = f" (for example {example!r})" if NAME_PATTERN.match(example or "!") else ""
             raise ValueError(
