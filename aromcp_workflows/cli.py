@@ -155,8 +155,9 @@ def _report_json(report: CheckReport) -> dict[str, Any]:
 
 
 def _print_report(report: CheckReport) -> None:
+    """Problems as `file:line:col: message` on stdout (like compilers), then a verdict."""
     for problem in report.errors + report.warnings:
-        print(str(problem), file=sys.stderr if problem.severity == "error" else sys.stdout)
+        print(str(problem))
     verdict = "valid" if report.valid else f"INVALID ({_count(len(report.errors), 'error')})"
     extra = f", {_count(len(report.warnings), 'warning')}" if report.warnings else ""
     print(f"{report.target}: {verdict}{extra}")
