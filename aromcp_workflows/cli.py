@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="print the JSON Schema of the workflow language")
     schema.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
     schema.set_defaults(handler=cmd_schema)
+
+    from aromcp_workflows.cli_ops import register_commands
+
+    register_commands(commands)
     return parser
 
 

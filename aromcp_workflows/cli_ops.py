@@ -1,0 +1,122 @@
+"""CLI commands that serve, run and inspect instances: `serve`, `run`, `status`, `install`.
+
+Argument parsing and output formatting only; the work is done by `server.serve`, the
+headless `runner`, `WorkflowService` and `integrations.claude`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register_commands(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)",
+                                description="Run the MCP server. stdio is what Claude Code and most clients "
+                                            "start; --http serves streamable HTTP on 127.0.0.1.")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    serve.add_argument("--store", metavar="PATH", help="SQLite store file (default: $AROMCP_WORKFLOWS_STORE "
+                                                       "or the user data directory)")
+    serve.set_defaults(handler=cmd_serve)
+
+    run = commands.add_parser(
+        "run", help="run a workflow headless, acting as the agent (no LLM needed)",
+        description="Start the server as a subprocess and drive a workflow over real MCP stdio: prints "
+                    "user messages, runs agent shell commands locally, answers prompts from --answers "
+                    "(or asks on a terminal) and runs parallel tasks as concurrent sub-agents.")
+    run.add_argument("workflow", help="workflow name or path to a .yaml file")
+    run.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE",
+                     help="a workflow input (repeatable); VALUE may be JSON")
+    run.add_argument("--answers", metavar="FILE", help="YAML answers keyed by step id or MCP method")
+    run.add_argument("--store", metavar="PATH", help="SQLite store file for the server")
+    run.add_argument("--json", action="store_true", help="print the final answer as JSON")
+    run.add_argument("--quiet", "-q", action="store_true", help="print only messages and the result")
+    run.set_defaults(handler=cmd_run)
+
+    status = commands.add_parser("status", help="list this project's instances, or show one")
+    status.add_argument("workflow_id", nargs="?")
+    status.add_argument("--store", metavar="PATH", help="SQLite store file")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(handler=cmd_status)
+
+    install = commands.add_parser("install", help="set up a client (Claude Code) to use this server")
+    install.add_argument("client", choices=["claude"], help="the client to configure")
+    install.add_argument("--global", dest="global_scope", action="store_true",
+                         help="user scope (~/.claude.json, ~/.claude/commands) instead of the project")
+    install.set_defaults(handler=cmd_install)
+
+
+def _service(args: argparse.Namespace) -> Any:
+    from aromcp_workflows.service import WorkflowService
+
+    return WorkflowService(project_dir=args.project_dir, store_path=getattr(args, "store", None))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from aromcp_workflows.server import serve
+
+    serve("http" if args.http else "stdio", args.host, args.port, args.project_dir, args.store)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from aromcp_workflows.runner import run_from_cli
+
+    return run_from_cli(args)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from aromcp_workflows.instances import ServiceError
+
+    service = _service(args)
+    try:
+        data = service.status(args.workflow_id)
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    if args.workflow_id is None:
+        rows = data["instances"]
+        if not rows:
+            print(f"No workflow instances for {service.project_dir}.")
+        for row in rows:
+            steps = ", ".join(row["current_steps"]) or "-"
+            print(f"{row['workflow_id']}  {row['workflow']:<20} {row['status']:<10} "
+                  f"{_age(row['age_seconds']):>6}  {steps}")
+        return 0
+    print(f"{data['workflow_id']}  {data['workflow']}  {data['status']}")
+    print(f"  current steps: {', '.join(data['current_steps']) or '-'}")
+    progress = data["progress"]
+    if progress["tasks_total"]:
+        print(f"  tasks: {progress['tasks_completed']}/{progress['tasks_total']} completed, "
+              f"{progress['tasks_failed']} failed, {progress['tasks_running']} running")
+    if data.get("error"):
+        print(f"  error: {data['error']}")
+    return 0
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from aromcp_workflows.integrations.claude import InstallError, install_claude
+    from aromcp_workflows.definition.resolver import project_root
+
+    try:
+        report = install_claude(Path(project_root(args.project_dir)), global_scope=args.global_scope)
+    except InstallError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(report)
+    return 0

@@ -1,0 +1,130 @@
+"""Live workflow instances: loaded once, locked one at a time, saved after every change.
+
+`InstanceRegistry` keeps a `LiveInstance` per workflow id: the `WorkflowRun`, its lock
+and the store version it was loaded at.  Every change made under the lock is saved with
+that version (compare-and-set), so a second server process writing the same instance is
+detected instead of overwritten.  The first use opens the store and the V8 engine, not
+the import: server start-up stays as fast as a bare MCP server.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.interpreter import Driver, WorkflowRun
+from aromcp_workflows.store import ConflictError, HistoryEvent, InstanceRecord, Store, utc_now
+
+EngineFactory = Callable[[], Any]
+
+
+class ServiceError(Exception):
+    """A request the service refuses; the text says what was wrong and what to do."""
+
+
+@dataclass
+class LiveInstance:
+    run: WorkflowRun
+    record: InstanceRecord
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    broken: bool = False
+
+    def driver(self, commit: Callable[[WorkflowRun], None]) -> Driver:
+        return Driver(self.run, self.lock, commit)
+
+
+def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
+    """The store record for a run (definition snapshot kept from `base`)."""
+    data = run.to_json()
+    threads = data.pop("threads")
+    current = [t["pending"]["step_id"] for t in threads.values() if t.get("pending")]
+    return InstanceRecord(
+        workflow_id=run.workflow_id, workflow=base.workflow, project_dir=base.project_dir,
+        status=run.status if run.status in ("running", "waiting", "completed", "failed", "cancelled") else "running",
+        definition=base.definition, inputs=run.inputs, state=data, threads=threads,
+        current_steps=current, error=run.error, version=base.version, created_at=base.created_at,
+        updated_at=base.updated_at,
+    )
+
+
+def events_of(run: WorkflowRun) -> list[HistoryEvent]:
+    return [HistoryEvent(kind=e["kind"], step_id=e["step_id"], task_id=e["task_id"], data=e["data"],
+                         timestamp=e["timestamp"]) for e in run.drain_events()]
+
+
+class InstanceRegistry:
+    """Loads, caches, locks and saves instances for one server process."""
+
+    def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory):
+        self._store_factory = store_factory
+        self._engine_factory = engine_factory
+        self._store: Store | None = None
+        self._engine: Any = None
+        self._live: dict[str, LiveInstance] = {}
+        self._guard = threading.Lock()
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            with self._guard:
+                if self._store is None:
+                    self._store = self._store_factory()
+        return self._store
+
+    @property
+    def engine(self) -> Any:
+        if self._engine is None:
+            with self._guard:
+                if self._engine is None:
+                    self._engine = self._engine_factory()
+        return self._engine
+
+    def create(self, run: WorkflowRun, bundle: WorkflowBundle) -> LiveInstance:
+        base = InstanceRecord(workflow_id=run.workflow_id, workflow=bundle.main.name,
+                              project_dir=str(run.project_dir), definition=bundle.snapshot(),
+                              created_at=utc_now(), updated_at=utc_now())
+        record = record_of(run, base)
+        record.version = self.store.create(record, events_of(run))
+        live = LiveInstance(run, record)
+        with self._guard:
+            self._live[run.workflow_id] = live
+        return live
+
+    def get(self, workflow_id: str) -> LiveInstance:
+        with self._guard:
+            live = self._live.get(workflow_id)
+        if live is not None and not live.broken:
+            return live
+        return self.reload(workflow_id)
+
+    def reload(self, workflow_id: str) -> LiveInstance:
+        """Read the instance from the store again (after a restart or a conflict)."""
+        record = self.store.load(workflow_id)
+        bundle = WorkflowBundle.from_snapshot(record.definition)
+        run = WorkflowRun.from_json({**record.state, "threads": record.threads, "status": record.status,
+                                     "error": record.error}, bundle, self.engine)
+        live = LiveInstance(run, record)
+        with self._guard:
+            self._live[workflow_id] = live
+        return live
+
+    def commit(self, live: LiveInstance) -> None:
+        """Save the run (and its new history events) at the version it was loaded at."""
+        record = record_of(live.run, live.record)
+        try:
+            record.version = self.store.save(record, live.record.version, events_of(live.run))
+        except ConflictError as exc:
+            live.broken = True
+            raise ServiceError(
+                f"{exc} Another server process changed workflow {live.run.workflow_id}; this server "
+                "has reloaded it. Call workflow_get_next_step to see where it stands, then retry.") from None
+        live.record = record
+
+    def forget(self, workflow_id: str) -> None:
+        with self._guard:
+            self._live.pop(workflow_id, None)
+
+    def live_count(self) -> int:
+        return len(self._live)

@@ -1,0 +1,180 @@
+"""Step lists → flat `Program`s with resolved jump targets, once per definition.
+
+`conditional`, `while`, `foreach`, `break`, `continue`, `when` guards and `exit` become
+jumps and loop instructions; every other step becomes one `Run`.  Qualified step ids
+(`fix_loop.run_lint`) name each instruction's step: the container's id, a dot, the
+step's own id (or one generated from its position: `shell_command_2`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aromcp_workflows.definition.steps import ConditionalStep, ForeachStep, WhileStep
+from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.interpreter.program import (
+    Break,
+    Continue,
+    Exit,
+    Instruction,
+    Jump,
+    JumpUnless,
+    LoopEnter,
+    LoopNext,
+    Program,
+    Run,
+)
+
+
+@dataclass
+class _Loop:
+    loop_id: str
+    top: int
+    breaks: list[int] = field(default_factory=list)
+
+
+class _Compiler:
+    def __init__(self, key: str):
+        self.key = key
+        self.code: list[Instruction] = []
+        self.loops: dict[str, str] = {}
+
+    def emit(self, instruction: Instruction) -> int:
+        self.code.append(instruction)
+        return len(self.code) - 1
+
+    def patch(self, index: int, **changes: Any) -> None:
+        self.code[index] = dataclasses.replace(self.code[index], **changes)
+
+    def steps(self, steps: list[Any], prefix: str, loops: list[_Loop], branch: str = "") -> None:
+        for index, step in enumerate(steps):
+            local = step.id or f"{branch}{step.type}_{index + 1}"
+            self.step(step, f"{prefix}{local}", loops)
+
+    def step(self, step: Any, qid: str, loops: list[_Loop]) -> None:
+        guard = None
+        if step.when is not None:
+            guard = self.emit(JumpUnless(qid, step.when, -1, "when"))
+        if isinstance(step, ConditionalStep):
+            self.conditional(step, qid, loops)
+        elif isinstance(step, (WhileStep, ForeachStep)):
+            self.loop(step, qid, loops)
+        elif step.type == "break":
+            loops[-1].breaks.append(self.emit(Break(qid, loops[-1].loop_id, -1)))
+        elif step.type == "continue":
+            self.emit(Continue(qid, loops[-1].loop_id, loops[-1].top))
+        elif step.type == "exit":
+            self.emit(Exit(qid, step.status, step.message))
+        else:
+            self.emit(Run(qid, step))
+        if guard is not None:
+            self.patch(guard, target=len(self.code))
+
+    def conditional(self, step: ConditionalStep, qid: str, loops: list[_Loop]) -> None:
+        test = self.emit(JumpUnless(qid, step.condition, -1))
+        self.steps(step.then, f"{qid}.", loops, "then_")
+        if step.else_:
+            skip_else = self.emit(Jump(qid, -1))
+            self.patch(test, target=len(self.code))
+            self.steps(step.else_, f"{qid}.", loops, "else_")
+            self.patch(skip_else, target=len(self.code))
+        else:
+            self.patch(test, target=len(self.code))
+
+    def loop(self, step: WhileStep | ForeachStep, qid: str, loops: list[_Loop]) -> None:
+        is_while = isinstance(step, WhileStep)
+        kind = "while" if is_while else "foreach"
+        self.loops[qid] = qid
+        self.emit(LoopEnter(qid, qid, kind, None if is_while else step.items,
+                            step.max_iterations if is_while else 0))
+        top = self.emit(LoopNext(qid, qid, kind, step.condition if is_while else None))
+        frame = _Loop(qid, top)
+        self.steps(step.body if is_while else step.steps, f"{qid}.", [*loops, frame])
+        self.emit(Jump(qid, top))
+        end = len(self.code)
+        self.patch(top, exit_target=end)
+        for index in frame.breaks:
+            self.patch(index, target=end)
+
+
+def compile_steps(steps: list[Any], key: str, prefix: str = "") -> Program:
+    compiler = _Compiler(key)
+    compiler.steps(steps, prefix, [])
+    return Program(key, tuple(compiler.code), compiler.loops)
+
+
+class ProgramSet:
+    """Every program of one workflow definition, compiled once and looked up by key.
+
+    Keys: `main`, `on_failure`, `task:<name>`, `cleanup:<name>`.
+    """
+
+    def __init__(self, definition: WorkflowDefinition):
+        self.definition = definition
+        self.programs: dict[str, Program] = {
+            "main": compile_steps(definition.steps, "main"),
+            "on_failure": compile_steps(definition.error_handling.on_failure, "on_failure", "on_failure."),
+        }
+        for name, task in definition.sub_agent_tasks.items():
+            self.programs[f"task:{name}"] = compile_steps(task.steps, f"task:{name}")
+            self.programs[f"cleanup:{name}"] = compile_steps(
+                task.error_handling.cleanup_on_error, f"cleanup:{name}", "cleanup_on_error.")
+
+    def __getitem__(self, key: str) -> Program:
+        return self.programs[key]
+
+
+_CACHE: dict[str, ProgramSet] = {}
+
+
+def programs_for(definition: WorkflowDefinition) -> ProgramSet:
+    """Compiled programs, cached by the definition's content (compilation happens once)."""
+    digest = hashlib.sha256(
+        json.dumps(definition.model_dump(mode="json", by_alias=True), sort_keys=True).encode()
+    ).hexdigest()
+    cached = _CACHE.get(digest)
+    if cached is None:
+        cached = _CACHE[digest] = ProgramSet(definition)
+    return cached
+
+
+def listing(program: Program) -> list[str]:
+    """A disassembly: one line per instruction with its jump targets (explain_plan)."""
+    lines = []
+    for index, ins in enumerate(program.instructions):
+        lines.append(f"{index:>4}  {_describe(ins)}")
+    lines.append(f"{len(program.instructions):>4}  END")
+    return lines
+
+
+def _describe(ins: Instruction) -> str:
+    if isinstance(ins, Run):
+        return f"RUN          {ins.step.type:<20} {ins.step_id}"
+    if isinstance(ins, JumpUnless):
+        label = "WHEN" if ins.reason == "when" else "IF"
+        return f"{label:<12} {_text(ins.condition)} else → {ins.target}   ({ins.step_id})"
+    if isinstance(ins, Jump):
+        return f"JUMP         → {ins.target}   ({ins.step_id})"
+    if isinstance(ins, LoopEnter):
+        detail = f"items {_text(ins.items)}" if ins.kind == "foreach" else f"max {ins.max_iterations}"
+        return f"LOOP_ENTER   {ins.kind} {ins.loop_id} ({detail})"
+    if isinstance(ins, LoopNext):
+        test = f" while {_text(ins.condition)}" if ins.kind == "while" else " next item"
+        return f"LOOP_NEXT    {ins.loop_id}{test}, done → {ins.exit_target}"
+    if isinstance(ins, Break):
+        return f"BREAK        {ins.loop_id} → {ins.target}   ({ins.step_id})"
+    if isinstance(ins, Continue):
+        return f"CONTINUE     {ins.loop_id} → {ins.target}   ({ins.step_id})"
+    if isinstance(ins, Exit):
+        return f"EXIT         {ins.status}   ({ins.step_id})"
+    return type(ins).__name__
+
+
+def _text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,159 @@
+"""Running `shell_command` steps on the server, and parsing command output.
+
+Commands run with `bash -c` in the project root (or `working_dir`), with a timeout that
+kills the whole process group, and with stdout/stderr capped so a chatty command cannot
+exhaust memory or flood the agent.  Output parsing (`text|lines|json|key_value`) is shared
+with `agent_shell_command`, whose output the agent reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
+DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
+ProgressCallback = Callable[[float, str], None]
+
+
+@dataclass
+class ShellResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    duration_ms: float
+    timed_out: bool = False
+    truncated: bool = False
+
+    def as_result(self, output: Any) -> dict[str, Any]:
+        return {"stdout": self.stdout, "stderr": self.stderr, "exit_code": self.exit_code,
+                "output": output}
+
+
+class OutputFormatError(ValueError):
+    """Output that does not parse as the step's `output_format` says it should."""
+
+
+def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
+              timeout_ms: int | None = None, progress: ProgressCallback | None = None) -> ShellResult:
+    """Run `command` with bash; never raises for the command's own failures."""
+    if not cwd.is_dir():
+        return ShellResult("", f"working directory does not exist: {cwd}", 127, 0.0)
+    timeout = (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
+    started = time.monotonic()
+    process = subprocess.Popen(
+        ["bash", "-c", command], cwd=cwd, env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    out, err = _Capture(process.stdout), _Capture(process.stderr)
+    timed_out = _wait(process, timeout, started, progress)
+    out.join()
+    err.join()
+    stderr = err.text()
+    if timed_out:
+        stderr += f"\n[killed: the command ran longer than its timeout of {timeout_ms or DEFAULT_TIMEOUT_MS} ms]"
+    return ShellResult(out.text(), stderr, process.returncode if not timed_out else 124,
+                       (time.monotonic() - started) * 1000, timed_out, out.truncated or err.truncated)
+
+
+def _wait(process: subprocess.Popen[bytes], timeout: float, started: float,
+          progress: ProgressCallback | None) -> bool:
+    """Wait for the process, reporting progress every few seconds; kill it on timeout."""
+    while True:
+        try:
+            process.wait(timeout=min(5.0, max(0.01, timeout - (time.monotonic() - started))))
+            return False
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            if elapsed >= timeout:
+                _kill_group(process)
+                return True
+            if progress is not None:
+                progress(elapsed, f"command still running after {elapsed:.0f} s")
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+class _Capture:
+    """Drain a pipe on a thread, keeping at most OUTPUT_CAP bytes (the rest is counted)."""
+
+    def __init__(self, pipe: Any):
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.dropped = 0
+        self.thread = threading.Thread(target=self._drain, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, pipe: Any) -> None:
+        for chunk in iter(lambda: pipe.read(65536), b""):
+            room = OUTPUT_CAP - self.size
+            if room > 0:
+                self.chunks.append(chunk[:room])
+                self.size += min(room, len(chunk))
+            self.dropped += max(0, len(chunk) - max(room, 0))
+        pipe.close()
+
+    def join(self) -> None:
+        self.thread.join()
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
+
+    def text(self) -> str:
+        text = b"".join(self.chunks).decode("utf-8", errors="replace")
+        if self.dropped:
+            text += f"\n[output truncated: {self.dropped} more bytes not kept (cap {OUTPUT_CAP} bytes)]"
+        return text
+
+
+def parse_output(text: str, output_format: str) -> Any:
+    """Parse command output as the step declares; `OutputFormatError` says why it failed."""
+    if output_format == "lines":
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return [line.rstrip("\r") for line in lines]
+    if output_format == "json":
+        try:
+            return json.loads(text) if text.strip() else None
+        except json.JSONDecodeError as exc:
+            raise OutputFormatError(f"output is not valid JSON ({exc.msg} at line {exc.lineno} "
+                                    f"column {exc.colno})") from None
+    if output_format == "key_value":
+        pairs: dict[str, str] = {}
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            key, sep, value = _split_pair(line)
+            if not sep:
+                raise OutputFormatError(f"output line {line!r} is not 'key=value' or 'key: value'")
+            pairs[key.strip()] = value.strip()
+        return pairs
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _split_pair(line: str) -> tuple[str, str, str]:
+    equals, colon = line.find("="), line.find(":")
+    if equals >= 0 and (colon < 0 or equals < colon):
+        return line.partition("=")
+    return line.partition(":")
+
+
+def stderr_tail(text: str, limit: int = 400) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "…" + text[-limit:]

@@ -1,0 +1,279 @@
+"""The application API: every operation the MCP tools and the CLI offer, as plain Python.
+
+`WorkflowService` knows workflows (definition/), runs (interpreter/), state (state/) and
+persistence (instances.py over store/), and nothing about MCP.  Each method returns a
+JSON-safe dict shaped as DESIGN.md §5 says, or raises `ServiceError` whose text tells the
+caller what was wrong and what to do.  Every change is saved before the method returns.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from aromcp_workflows.definition import (
+    DefinitionError,
+    WorkflowLoader,
+    WorkflowResolver,
+    check,
+    load_valid_bundle,
+)
+from aromcp_workflows.instances import InstanceRegistry, LiveInstance, ServiceError
+from aromcp_workflows.interpreter import InputError, RunError, WorkflowRun
+from aromcp_workflows.interpreter.shell import ProgressCallback
+from aromcp_workflows.state import StateError, Update
+from aromcp_workflows.store import NotFoundError, StoreError, open_store
+
+__all__ = ["ServiceError", "WorkflowService"]
+
+
+def _default_engine() -> Any:
+    from aromcp_workflows.expressions import ExpressionEngine
+
+    return ExpressionEngine()
+
+
+class WorkflowService:
+    def __init__(self, project_dir: str | Path | None = None, store_path: str | Path | None = None,
+                 home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine):
+        self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
+        self.loader = WorkflowLoader(self.resolver)
+        self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
+
+    @property
+    def project_dir(self) -> Path:
+        return self.resolver.project_dir
+
+    # -- workflows ------------------------------------------------------------------
+    def list_workflows(self, include_global: bool = True) -> dict[str, Any]:
+        rows = []
+        for location in self.resolver.list(include_global=include_global):
+            row = {"name": location.name, "description": "", "version": "", "source": location.source,
+                   "path": str(location.path)}
+            try:
+                definition = self.loader.load_one_file(location.path, location.source).definition
+                row.update(description=definition.description, version=definition.version)
+            except DefinitionError as exc:
+                row["description"] = f"(invalid: {exc.problems[0] if exc.problems else exc})"
+            rows.append(row)
+        return {"workflows": rows}
+
+    def get_info(self, workflow: str) -> dict[str, Any]:
+        loaded = self._guard(lambda: self.loader.load(workflow))
+        definition = loaded.definition
+        return {"name": definition.name, "description": definition.description, "version": definition.version,
+                "inputs": {n: s.model_dump(exclude_none=True) for n, s in definition.inputs.items()},
+                "found_at": loaded.file, "source": loaded.source}
+
+    def validate(self, workflow: str | None = None, yaml: str | None = None) -> dict[str, Any]:
+        if (workflow is None) == (yaml is None):
+            raise ServiceError("workflow_validate needs exactly one of `workflow` (a name or file path) "
+                               "or `yaml` (the text of a workflow)")
+        if yaml is not None:
+            return self._validate_text(yaml)
+        report = check(workflow or "", self.loader)
+        return {"valid": report.valid, "errors": [p.to_dict() for p in report.errors],
+                "warnings": [p.to_dict() for p in report.warnings]}
+
+    def _validate_text(self, text: str) -> dict[str, Any]:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "workflow.yaml"
+            path.write_text(text, encoding="utf-8")
+            report = check(str(path), WorkflowLoader(self.resolver))
+        def clean(problem: Any) -> dict[str, Any]:
+            data = problem.to_dict()
+            if data["file"] == str(path):
+                data["file"] = "<yaml>"
+            return data
+        return {"valid": report.valid, "errors": [clean(p) for p in report.errors],
+                "warnings": [clean(p) for p in report.warnings]}
+
+    def load_definition(self, workflow: str) -> dict[str, Any]:
+        bundle = self._guard(lambda: load_valid_bundle(workflow, self.loader))
+        definition = bundle.main.definition.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return {"name": definition["name"], "steps": definition["steps"],
+                "state_schema": definition.get("state_schema", {}),
+                "sub_agent_tasks": definition.get("sub_agent_tasks", {}),
+                "loaded_from": bundle.main.file,
+                "imports": {name: w.file for name, w in bundle.workflows.items() if name != bundle.main.name}}
+
+    # -- instances ------------------------------------------------------------------
+    def start(self, workflow: str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+        bundle = self._guard(lambda: load_valid_bundle(workflow, self.loader))
+        workflow_id = f"wf_{uuid.uuid4().hex[:12]}"
+        run = self._guard(lambda: WorkflowRun.start(workflow_id, bundle, self.instances.engine,
+                                                     self.project_dir, inputs or {}))
+        self.instances.create(run, bundle)
+        return {"workflow_id": workflow_id, "status": run.status, "state": self._flat(run, "main")}
+
+    def next_step(self, workflow_id: str, task_id: str | None = None,
+                  sub_agent_context: dict[str, Any] | None = None,
+                  progress: ProgressCallback | None = None) -> dict[str, Any]:
+        task_id = task_id or (sub_agent_context or {}).get("task_id")
+        live = self._live(workflow_id)
+        answer = self._guard(lambda: self._driver(live).next_step(task_id, progress))
+        result = {"workflow_id": workflow_id, "status": answer.status, "step": answer.step,
+                  "messages": answer.messages}
+        if answer.error:
+            result["error"] = answer.error
+        return result
+
+    def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
+                      error: str | None = None, task_id: str | None = None,
+                      progress: ProgressCallback | None = None) -> dict[str, Any]:
+        if status not in ("success", "failed"):
+            raise ServiceError(f"status must be 'success' or 'failed', not {status!r}")
+        live = self._live(workflow_id)
+        answer = self._guard(lambda: self._driver(live).complete(task_id, step_id, status, result, error, progress))
+        reply = {"success": answer.success, "status": answer.status, "messages": answer.messages,
+                 "next_step": answer.next_step}
+        if answer.error:
+            reply["error"] = answer.error
+        return reply
+
+    def state_read(self, workflow_id: str, paths: list[str] | None = None,
+                   task_id: str | None = None) -> dict[str, Any]:
+        live = self._live(workflow_id)
+        with live.lock:
+            key = self._state_key(live, task_id)
+            store = live.run.states[key]
+            if paths:
+                return {"state": self._guard(lambda: store.read(paths))}
+            return {"state": store.flattened()}
+
+    def state_update(self, workflow_id: str, updates: list[dict[str, Any]],
+                     task_id: str | None = None) -> dict[str, Any]:
+        if not updates:
+            raise ServiceError("updates is empty: give at least one {path, value, operation?}")
+        live = self._live(workflow_id)
+        with live.lock:
+            key = self._state_key(live, task_id)
+            store = live.run.states[key]
+            batch = []
+            for index, item in enumerate(updates):
+                if "path" not in item:
+                    raise ServiceError(f"updates[{index}] has no `path` (e.g. raw.files)")
+                batch.append(Update(path=item["path"], operation=item.get("operation") or "set",
+                                    value=item.get("value")))
+            result = self._guard(lambda: store.apply(batch, trigger="workflow_state_update"))
+            live.run.collect_traces(store, "workflow_state_update")
+            live.run.record("state_changed", None, task_id, {"paths": result.changed_paths,
+                                                             "computed_changed": sorted(result.computed_changed),
+                                                             "by": "agent"})
+            self.instances.commit(live)
+        return {"success": True, "updated": result.changed_paths, "computed_changed": result.computed_changed}
+
+    def state_dependencies(self, workflow_id: str, field: str) -> dict[str, Any]:
+        live = self._live(workflow_id)
+        with live.lock:
+            return self._guard(lambda: live.run.states["main"].dependencies(field))
+
+    def checkpoint(self, workflow_id: str, reason: str = "", step_id: str | None = None) -> dict[str, Any]:
+        live = self._live(workflow_id)
+        with live.lock:
+            snapshot = live.record.snapshot()
+            point = self.instances.store.add_checkpoint(workflow_id, step_id, reason, snapshot)
+        return {"checkpoint_id": point.checkpoint_id,
+                "state_path": f"{self.instances.store.path}#{workflow_id}/{point.checkpoint_id}"}
+
+    def resume(self, workflow_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+        store = self.instances.store
+        self._guard(lambda: store.load(workflow_id))
+        if checkpoint_id is not None:
+            self._roll_back(workflow_id, checkpoint_id)
+        self.instances.forget(workflow_id)
+        live = self._live(workflow_id)
+        last = store.get_checkpoint(workflow_id)
+        with live.lock:
+            return {"workflow_id": workflow_id, "status": live.run.status, "state": self._flat(live.run, "main"),
+                    "last_checkpoint": None if last is None else {
+                        "checkpoint_id": last.checkpoint_id, "step_id": last.step_id, "reason": last.reason,
+                        "timestamp": last.created_at}}
+
+    def _roll_back(self, workflow_id: str, checkpoint_id: str) -> None:
+        store = self.instances.store
+        point = store.get_checkpoint(workflow_id, checkpoint_id)
+        if point is None:
+            raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}; "
+                               "workflow_resume without checkpoint_id resumes from where it stands")
+        live = self._live(workflow_id)
+        with live.lock:
+            record = live.record
+            snap = point.snapshot
+            record.state, record.threads, record.status = snap["state"], snap["threads"], snap["status"]
+            record.current_steps, record.error = snap.get("current_steps", []), snap.get("error")
+            from aromcp_workflows.store import HistoryEvent
+
+            record.version = store.save(record, record.version, [HistoryEvent(
+                kind="rolled_back", data={"checkpoint_id": checkpoint_id})])
+
+    def complete(self, workflow_id: str, status: str = "success") -> dict[str, Any]:
+        mapping = {"success": "completed", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
+        if status not in mapping:
+            raise ServiceError(f"status must be one of success, failed, cancelled (got {status!r})")
+        live = self._live(workflow_id)
+        with live.lock:
+            run = live.run
+            if run.status not in ("completed", "failed", "cancelled"):
+                run.cancel(mapping[status])
+                self.instances.commit(live)
+            return {"success": True, "final_state": self._flat(run, "main")}
+
+    def status(self, workflow_id: str | None = None) -> dict[str, Any]:
+        if workflow_id is None:
+            now = datetime.now(timezone.utc)
+            rows = []
+            for item in self.instances.store.list_instances(project_dir=str(self.project_dir)):
+                age = (now - datetime.fromisoformat(item.created_at)).total_seconds()
+                rows.append({"workflow_id": item.workflow_id, "workflow": item.workflow, "status": item.status,
+                             "current_steps": item.current_steps, "age_seconds": round(age, 1),
+                             "updated_at": item.updated_at, "error": item.error})
+            return {"instances": rows}
+        live = self._live(workflow_id)
+        with live.lock:
+            run = live.run
+            tasks = [t for tid, t in run.threads.items() if tid != "main"]
+            progress = {"tasks_total": len(tasks),
+                        "tasks_completed": sum(t.status == "completed" for t in tasks),
+                        "tasks_failed": sum(t.status == "failed" for t in tasks),
+                        "tasks_running": sum(t.status == "running" for t in tasks)}
+            result = {"workflow_id": workflow_id, "workflow": live.record.workflow, "status": run.status,
+                      "current_steps": list(live.record.current_steps), "progress": progress}
+            if run.error:
+                result["error"] = run.error
+            return result
+
+    # -- helpers --------------------------------------------------------------------
+    def _live(self, workflow_id: str) -> LiveInstance:
+        return self._guard(lambda: self.instances.get(workflow_id))
+
+    def _driver(self, live: LiveInstance) -> Any:
+        return live.driver(lambda run: self.instances.commit(live))
+
+    def _state_key(self, live: LiveInstance, task_id: str | None) -> str:
+        if task_id is None:
+            return "main"
+        thread = self._guard(lambda: live.run.thread(task_id))
+        return thread.frames[-1].state_key if thread.frames else "main"
+
+    def _flat(self, run: WorkflowRun, key: str) -> dict[str, Any]:
+        return run.states[key].flattened()
+
+    def _guard(self, action: Callable[[], Any]) -> Any:
+        """Turn every expected failure into a `ServiceError` with an actionable message."""
+        try:
+            return action()
+        except ServiceError:
+            raise
+        except DefinitionError as exc:
+            raise ServiceError(str(exc)) from None
+        except InputError as exc:
+            raise ServiceError(f"{exc}. workflow_get_info shows the declared inputs.") from None
+        except (RunError, StateError, NotFoundError) as exc:
+            raise ServiceError(str(exc)) from None
+        except StoreError as exc:
+            raise ServiceError(f"workflow store error: {exc}") from None
