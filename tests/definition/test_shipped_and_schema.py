@@ -69,3 +69,13 @@ def test_schema_knows_the_aliases(validator: jsonschema.Draft202012Validator) ->
     assert validator.is_valid({"workflows": [aliased, aliased]})
     assert not validator.is_valid({"name": "a", "steps": [{"type": "mcp_call"}]})
     assert not validator.is_valid({"workflow": aliased, "extra": 1})
+
+
+def test_there_are_examples_and_each_works_from_a_project(project: Path, loader: WorkflowLoader) -> None:
+    assert len(EXAMPLE_FILES) >= 5
+    for path in EXAMPLE_FILES:
+        (project / ".aromcp" / "workflows" / path.name).write_text(path.read_text(encoding="utf-8"))
+    for path in EXAMPLE_FILES:
+        report = check(path.stem, loader)  # found by file name, and its name matches
+        assert (report.errors, report.warnings) == ([], []), path.name
+        assert report.bundle is not None and report.bundle.main.source == "project"
