@@ -262,6 +262,14 @@ def _definitions_in(text: str, file: str) -> list[tuple[WorkflowDefinition, Posi
             results.append((build_definition(body, positions), positions))
         except DefinitionError as exc:
             problems.extend(exc.problems)
+    first_seen: dict[str, Positions] = {}
+    for definition, positions in results:
+        earlier = first_seen.setdefault(definition.name, positions)
+        if earlier is not positions:
+            line = earlier.locate(("name",))[0]
+            problems.append(positions.problem(("name",), (
+                f"another workflow in this file is already named {definition.name!r} "
+                f"(line {line}); names must be unique")))
     if problems:
         raise DefinitionError(problems)
     return results

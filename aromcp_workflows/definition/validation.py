@@ -8,14 +8,17 @@ unbalanced template braces, tier collisions (warnings) and the like.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable
+from typing import Any
 
+from aromcp_workflows.definition.build import describe
 from aromcp_workflows.definition.errors import Problem, closest_names, did_you_mean
+from aromcp_workflows.definition.js_names import transform_reads
 from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle, _walk_steps
 from aromcp_workflows.definition.steps import (
     BreakStep,
     ContinueStep,
     ForeachStep,
+    IncludeWorkflowStep,
     ParallelForeachStep,
     UserInputStep,
     WhileStep,
@@ -26,25 +29,33 @@ from aromcp_workflows.definition.yaml_source import Path
 
 TIERS = ("raw", "state", "computed", "inputs")
 WRITABLE_TIERS = ("raw", "state")
-IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+
+
+JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "number": (int, float), "integer": (int,), "boolean": (bool,),
+    "array": (list,), "object": (dict,),
+}
+NOT_TEMPLATES = ("transform", "validate", "response_schema")  # JS or JSON Schema, not {{ }}
 
 
 def validate_bundle(bundle: WorkflowBundle) -> list[Problem]:
+    """Every workflow of the bundle, each checked once, with includes checked against it."""
     problems: list[Problem] = []
     for loaded in bundle.workflows.values():
-        problems.extend(validate_workflow(loaded))
+        problems.extend(validate_workflow(loaded, bundle))
     return problems
 
 
-def validate_workflow(loaded: LoadedWorkflow) -> list[Problem]:
+def validate_workflow(loaded: LoadedWorkflow, bundle: WorkflowBundle | None = None) -> list[Problem]:
     """Every semantic problem of one workflow (errors and warnings), in file order."""
-    checker = _Checker(loaded)
+    checker = _Checker(loaded, bundle)
     checker.run()
     return sorted(checker.problems, key=lambda p: (p.file or "", p.line or 0, p.column or 0))
 
 
 class _Checker:
-    def __init__(self, loaded: LoadedWorkflow):
+    def __init__(self, loaded: LoadedWorkflow, bundle: WorkflowBundle | None = None):
+        self.bundle = bundle
         self.loaded = loaded
         self.definition: WorkflowDefinition = loaded.definition
         self.problems: list[Problem] = []
@@ -65,6 +76,13 @@ class _Checker:
             self.check_program((*base, "steps"), task.steps, (*base, "error_handling", "cleanup_on_error"),
                                task.error_handling.cleanup_on_error)
         self.check_unused_tasks()
+        self.check_inputs(("inputs",), definition.inputs)
+        for name, task in definition.sub_agent_tasks.items():
+            self.check_inputs(("sub_agent_tasks", name, "inputs"), task.inputs)
+        collection = definition.error_handling.error_collection
+        if collection is not None and collection.state_path:
+            self.check_writable_path(("error_handling", "error_collection", "state_path"),
+                                     collection.state_path)
         self.check_computed_fields()
         self.check_collisions()
         self.check_templates((), self.loaded_data())
@@ -113,11 +131,45 @@ class _Checker:
             if step.on_sub_agent_error.error_state_path:
                 self.check_writable_path((*path, "on_sub_agent_error", "error_state_path"),
                                          step.on_sub_agent_error.error_state_path)
+        if isinstance(step, IncludeWorkflowStep):
+            self.check_include_inputs(path, step)
         if isinstance(step, UserInputStep) and step.validation and step.validation.pattern:
             try:
                 re.compile(step.validation.pattern)
             except re.error as exc:
                 self.error((*path, "validation", "pattern"), f"invalid regular expression: {exc}")
+
+    def check_include_inputs(self, path: Path, step: IncludeWorkflowStep) -> None:
+        """The inputs an include passes must be ones the child declares, required ones included."""
+        child = self.bundle.workflows.get(step.workflow) if self.bundle else None
+        if child is None:
+            return  # an unknown workflow is reported by the loader
+        declared = child.definition.inputs
+        misspelt: set[str] = set()
+        for key in step.inputs:
+            if key not in declared:
+                known = ", ".join(declared) or "none"
+                hint = did_you_mean(key, declared)
+                misspelt.update(closest_names(key, declared, 1) if hint else [])
+                self.error((*path, "inputs", key), f"workflow {step.workflow!r} has no input "
+                           f"{key!r}{hint} (its inputs: {known})")
+        for key, spec in declared.items():
+            if key in misspelt:
+                continue  # reported once, as the typo
+            if spec.required and spec.default is None and key not in step.inputs:
+                self.error((*path, "workflow"), f"include_workflow must pass required input "
+                           f"{key!r} of {step.workflow!r} (add it under 'inputs')")
+
+    def check_inputs(self, prefix: Path, inputs: dict[str, Any]) -> None:
+        """A default must have the declared type (a `{{ }}` template is checked at run time)."""
+        for name, spec in inputs.items():
+            value = spec.default
+            if value is None or (isinstance(value, str) and "{{" in value):
+                continue
+            wanted = JSON_TYPES[spec.type]
+            if not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted):
+                self.error((*prefix, name, "default"), f"default of input {name!r} is "
+                           f"{describe(value)}, but its type is {spec.type}")
 
     def check_writable_path(self, path: Path, state_path: str) -> None:
         tier = state_path.split(".", 1)[0].split("[", 1)[0]
@@ -196,6 +248,8 @@ class _Checker:
         return self.definition.model_dump(by_alias=True, exclude_defaults=True)
 
     def check_templates(self, path: Path, node: Any) -> None:
+        if path and path[-1] in NOT_TEMPLATES:
+            return
         if isinstance(node, str):
             problem = unbalanced_braces(node)
             if problem:
@@ -225,82 +279,6 @@ def unbalanced_braces(text: str) -> str | None:
     if depth:
         return "template opens '{{' but never closes it with '}}'"
     return None
-
-
-def transform_reads(source: str) -> set[str]:
-    """Names a transform may read from the flattened view (for dependency and cycle checks)."""
-    finder: Callable[[str], Iterable[str]] | None = _free_name_finder()
-    if finder is not None:
-        try:
-            return set(finder(source))
-        except Exception:  # noqa: BLE001 - a transform that does not tokenize is checked at run time
-            pass
-    return js_free_names(source)
-
-
-def _free_name_finder() -> Callable[[str], Iterable[str]] | None:
-    try:
-        from aromcp_workflows.expressions import free_names  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return free_names  # type: ignore[no-any-return]
-
-
-_JS_TOKEN = re.compile(r"""
-    (?P<skip>//[^\n]*|/\*.*?\*/|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*")
-  | (?P<template>`(?:\\.|[^`\\])*`)
-  | (?P<name>[A-Za-z_$][A-Za-z0-9_$]*)
-  | (?P<punct>\?\.|=>|\.\.\.|\S)
-""", re.S | re.X)
-_DECLARES = frozenset({"const", "let", "var", "function"})
-
-
-def js_free_names(source: str) -> set[str]:
-    """A careful approximation of a JS transform's free names, without a JS parser.
-
-    Over-counting would report cycles that do not exist, so this leaves out what is surely
-    not a read of state: property names (`input.files`), object keys (`{ files: x }`),
-    strings, comments, and names the transform declares (`const files`, `files => ...`).
-    """
-    tokens: list[tuple[str, str]] = []
-    for match in _JS_TOKEN.finditer(source):
-        kind = match.lastgroup or "punct"
-        if kind == "template":  # only the code inside ${ ... } can read names
-            for code in re.findall(r"\$\{(.*?)\}", match.group()):
-                tokens.append(("code", code))
-        elif kind != "skip":
-            tokens.append((kind, match.group()))
-    names: set[str] = set()
-    local: set[str] = set()
-    for index, (kind, text) in enumerate(tokens):
-        before = tokens[index - 1][1] if index else ""
-        after = tokens[index + 1][1] if index + 1 < len(tokens) else ""
-        if kind == "code":
-            names |= js_free_names(text)
-        elif kind != "name" or before in (".", "?."):
-            if text == "=>" and before == ")":
-                local |= _arrow_params(tokens, index - 1)
-        elif before in _DECLARES or after == "=>":
-            local.add(text)
-        elif after == ":" and before in ("{", ","):
-            continue
-        else:
-            names.add(text)
-    return names - local
-
-
-def _arrow_params(tokens: list[tuple[str, str]], close: int) -> set[str]:
-    depth, index, params = 0, close, set()
-    while index >= 0:
-        kind, text = tokens[index]
-        depth += text == ")"
-        depth -= text == "("
-        if kind == "name" and depth == 1:
-            params.add(text)
-        if depth == 0:
-            break
-        index -= 1
-    return params
 
 
 def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:

@@ -96,8 +96,10 @@ def _to_plain(node: Any, path: Path, positions: Positions) -> Any:
     """Copy ruamel's round-trip nodes into plain Python values, recording positions."""
     if isinstance(node, CommentedMap):
         result: dict[str, Any] = {}
+        own = node.lc.data or {}
         for key, value in node.items():
-            line, col = node.lc.key(key)
+            # keys pulled in by a `<<: *anchor` merge have no position of their own here
+            line, col = own[key][:2] if key in own else (node.lc.line, node.lc.col)
             child = (*path, str(key))
             positions.table[child] = (line + 1, col + 1)
             result[str(key)] = _to_plain(value, child, positions)

@@ -1,0 +1,195 @@
+"""Semantic checks one at a time, including the ones that must NOT fire (false positives
+would block valid workflows), and the JS name analysis behind computed-field cycles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aromcp_workflows.definition import WorkflowLoader, check
+from aromcp_workflows.definition.js_names import js_free_names
+from aromcp_workflows.definition.validation import unbalanced_braces
+
+from conftest import write
+
+
+def problems(tmp_path: Path, loader: WorkflowLoader, text: str) -> list[str]:
+    path = write(tmp_path / "case.yaml", text)
+    report = check(str(path), loader)
+    prefix = f"{path}:"
+    return [str(p).removeprefix(prefix) for p in report.errors + report.warnings]
+
+
+def test_valid_nesting_of_break_and_continue(tmp_path: Path, loader: WorkflowLoader) -> None:
+    assert problems(tmp_path, loader, """
+        name: nesting
+        steps:
+          - type: while
+            condition: "{{ true }}"
+            body:
+              - type: conditional
+                condition: "{{ x }}"
+                then: [{type: break}]
+                else:
+                  - type: foreach
+                    items: "{{ [1] }}"
+                    steps: [{type: continue}]
+        """) == []
+
+
+def test_break_in_a_sub_agent_task_or_handler_needs_its_own_loop(tmp_path: Path,
+                                                                 loader: WorkflowLoader) -> None:
+    assert problems(tmp_path, loader, """
+        name: tasks
+        steps:
+          - type: while
+            condition: "{{ true }}"
+            body:
+              - type: parallel_foreach
+                items: "{{ [1] }}"
+                sub_agent_task: t
+        sub_agent_tasks:
+          t:
+            steps:
+              - type: foreach
+                items: "{{ [1] }}"
+                steps: [{type: break}]
+              - type: continue
+            error_handling:
+              cleanup_on_error: [{type: break}]
+        """) == [
+        "15:9: 'continue' outside a loop; it may only appear inside the body of a while or foreach",
+        "17:27: 'break' outside a loop; it may only appear inside the body of a while or foreach",
+    ]
+
+
+def test_step_ids_are_unique_across_steps_and_failure_handlers(tmp_path: Path,
+                                                               loader: WorkflowLoader) -> None:
+    assert problems(tmp_path, loader, """
+        name: ids
+        error_handling:
+          on_failure:
+            - {id: report, type: user_message, message: "failed"}
+        steps:
+          - {id: report, type: user_message, message: "ok"}
+          - {id: "bad id!", type: exit}
+        sub_agent_tasks:
+          t:
+            steps: [{id: report, type: exit}]
+        """) == [
+        "4:8: duplicate step id 'report' (also used at line 6); step ids must be unique",
+        "7:6: step id 'bad id!' may use only letters, digits, '-' and '_'",
+        "10:3: warning: sub-agent task 't' is never used by a parallel_foreach",
+    ]
+
+
+def test_computed_cycles_through_direct_reads_and_self_reference(tmp_path: Path,
+                                                                 loader: WorkflowLoader) -> None:
+    assert problems(tmp_path, loader, """
+        name: cycles
+        state_schema:
+          computed:
+            total:
+              from: raw.items
+              transform: "input.length + offset"
+            offset:
+              from: raw.base
+              transform: "input + total"
+            lonely:
+              from: computed.lonely
+              transform: "input"
+            x: {from: computed.y, transform: "input"}
+            y: {from: computed.z, transform: "input"}
+            z: {from: computed.x, transform: "input"}
+        steps: [{type: exit}]
+        """) == [
+        "4:5: circular computed fields: total → offset → total",
+        "10:5: circular computed fields: lonely → lonely",
+        "13:5: circular computed fields: x → y → z → x",
+    ]
+
+
+def test_no_false_cycles_from_properties_keys_strings_or_locals(tmp_path: Path,
+                                                               loader: WorkflowLoader) -> None:
+    assert problems(tmp_path, loader, """
+        name: no-false-cycles
+        state_schema:
+          computed:
+            files:
+              from: raw.list
+              transform: "input.map(x => ({ batches: x, nested: {deep: x} }))"
+            batches:
+              from: computed.files
+              transform: |
+                // files are grouped here; 'files' in a comment or string is not a read
+                const total = input.length;
+                return input.map((files, i) => ({ id: `b${i}`, files: files.batches, n: total }));
+            total:
+              from: computed.batches
+              transform: "input.reduce((sum, b) => sum + b.files.length, 0)"
+        steps:
+          - type: agent_prompt
+            prompt: "p"
+            response_schema: {type: object, description: "a }} in JSON Schema text is fine"}
+        """) == []
+
+
+def test_tier_paths_checked_everywhere_a_step_writes(tmp_path: Path, loader: WorkflowLoader) -> None:
+    assert problems(tmp_path, loader, """
+        name: writes
+        steps:
+          - type: mcp_call
+            mcp: {method: m}
+            state_update: {path: "raw.ok"}
+            error_state_update: {path: "computed.failed", value: true}
+          - type: parallel_foreach
+            items: "{{ [] }}"
+            sub_agent_task: t
+            on_sub_agent_error: {strategy: continue, error_state_path: "errors"}
+          - type: include_workflow
+            workflow: "ci:retry-tests"
+            state_update: {path: "inputs.result"}
+          - type: state_update
+            path: "state.fine[0].also_fine"
+            value: 1
+        sub_agent_tasks:
+          t:
+            steps: [{type: exit}]
+        """) == [
+        "6:26: cannot write 'computed.failed': computed fields are derived from their 'from' "
+        "paths; write to raw.* or state.* instead",
+        "10:46: state path 'errors' must start with 'raw.' or 'state.' (for example raw.errors)",
+        "13:20: cannot write 'inputs.result': inputs are fixed when the workflow starts; write "
+        "to raw.* or state.* instead",
+    ]
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("plain text", None),
+    ("{{ a }} and {{ b }}", None),
+    ("{{ {a: 1}.a }}", None),
+    ("{{ a {{ b }} }}", "template opens '{{' inside another '{{ ... }}'"),
+    ("{{ a", "template opens '{{' but never closes it with '}}'"),
+    ("a }}", "template closes '}}' that was never opened"),
+])
+def test_unbalanced_braces(text: str, problem: str | None) -> None:
+    assert unbalanced_braces(text) == problem
+
+
+@pytest.mark.parametrize("source, names", [
+    ("input.length", {"input"}),
+    ("input.b + c", {"input", "c"}),
+    ("a?.b?.c ?? d", {"a", "d"}),
+    ("{ key: value, other: 'text with name' }", {"value"}),
+    ("cond ? yes : no", {"cond", "yes", "no"}),
+    ("`${count} of ${total.n}` + 'ignored'", {"count", "total"}),
+    ("const n = input.length; return n + m; /* block comment x */", {"input", "m"}),
+    ("items.map(item => item.id)", {"items"}),
+    ("pairs.map(([k, v]) => k)", {"pairs"}),
+    ("xs.reduce((acc, x) => acc + x, start)", {"xs", "start"}),
+    ("[...list, extra]", {"list", "extra"}),
+    ("this.total + this.x.y + new Date(now).getTime()", {"total", "x", "Date", "now"}),
+])
+def test_js_free_names(source: str, names: set[str]) -> None:
+    assert js_free_names(source) == names
