@@ -80,7 +80,7 @@ def test_step_ids_are_unique_across_steps_and_failure_handlers(tmp_path: Path,
         """) == [
         "4:8: duplicate step id 'report' (also used at line 6); step ids must be unique",
         "7:6: step id 'bad id!' may use only letters, digits, '-' and '_'",
-        "10:3: warning: sub-agent task 't' is never used by a parallel_foreach",
+        "9:3: warning: sub-agent task 't' is never used by a parallel_foreach",
     ]
 
 
