@@ -63,9 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = commands.add_parser(
         "validate", help="check workflows; exit 0 if all are valid, 1 if not",
-        description="Validate workflows by name or file path. Problems are printed as "
-                    "file:line:column: message.")
-    validate.add_argument("targets", nargs="*", metavar="NAME|FILE")
+        description="Validate workflows by name, file path, or folder (every .yaml in it). "
+                    "Problems are printed as file:line:column: message.")
+    validate.add_argument("targets", nargs="*", metavar="NAME|FILE|DIR")
     validate.add_argument("--all", action="store_true", help="validate every workflow that `list` shows")
     validate.add_argument("--json", action="store_true", help="print JSON")
     validate.set_defaults(handler=cmd_validate)
@@ -136,7 +136,17 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     loader = _loader(args)
-    targets = list(args.targets)
+    targets: list[str] = []
+    for target in args.targets:  # a folder means every workflow file in it
+        folder = Path(target)
+        if not folder.is_dir():
+            targets.append(target)
+            continue
+        files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+        if not files:
+            print(f"validate: no .yaml files in {target}", file=sys.stderr)
+            return 1
+        targets += [str(f) for f in files]
     if args.all:
         targets += [w.name for w in loader.resolver.list()]
     if not targets:

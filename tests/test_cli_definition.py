@@ -215,3 +215,21 @@ def test_console_script_is_installed() -> None:
         pytest.skip("console script not installed in this environment")
     result = subprocess.run([str(script), "schema"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and json.loads(result.stdout)["title"] == "aromcp-workflows workflow"
+
+
+def test_validate_a_folder_checks_every_file_in_it(env: Env, tmp_path: Path) -> None:
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    (folder / "b.yaml").write_text(flow("b"), encoding="utf-8")
+    (folder / "a.yaml").write_text("name: a\nsteps: {}\n", encoding="utf-8")
+    result = env.run("validate", str(folder))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"{folder / 'a.yaml'}:2:1: 'steps' must be a list, not a mapping",
+        f"{folder / 'a.yaml'}: INVALID (1 error)",
+        f"{folder / 'b.yaml'}: valid",
+    ]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = env.run("validate", str(empty))
+    assert (nothing.returncode, nothing.stderr) == (1, f"validate: no .yaml files in {empty}\n")

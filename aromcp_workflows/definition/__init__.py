@@ -39,20 +39,26 @@ def check(target: str, loader: WorkflowLoader) -> CheckReport:
     """Load and validate a workflow by name or file path; never raises for bad input."""
     report = CheckReport(target)
     try:
-        if looks_like_file(target):  # a shared file may hold several workflows: check each
-            bundles = [loader.bundle_of(w) for w in loader.load_file(target)]
-        else:
-            bundles = [loader.load_bundle(target)]
+        _check_into(report, target, loader)
     except DefinitionError as exc:
         _split(exc.problems, report)
-        return report
+    except Exception as exc:  # noqa: BLE001 - an author gets a message, never a traceback
+        report.errors.append(Problem(f"internal error while checking ({type(exc).__name__}: "
+                                     f"{exc}); please report this with the file", target))
+    return report
+
+
+def _check_into(report: CheckReport, target: str, loader: WorkflowLoader) -> None:
+    if looks_like_file(target):  # a shared file may hold several workflows: check each
+        bundles = [loader.bundle_of(w) for w in loader.load_file(target)]
+    else:
+        bundles = [loader.load_bundle(target)]
     report.bundle = bundles[0]
     seen: set[Problem] = set()
     for bundle in bundles:
         new = [p for p in validate_bundle(bundle) if p not in seen]
         seen.update(new)
         _split(new, report)
-    return report
 
 
 def load_valid_bundle(target: str, loader: WorkflowLoader) -> WorkflowBundle:
