@@ -1,33 +1,19 @@
 """Which state names a computed field's transform reads, without running it.
 
-Validation needs a transform's dependencies to find cycles before anything runs.  When the
-`expressions` package offers a real free-variable analysis we use it; otherwise a careful
-tokenizer below gives a close, deliberately conservative answer.
+Validation needs a transform's dependencies to find cycles before anything runs, and the
+definition layer stays free of the expression engine.  A false cycle would reject a
+valid workflow, so this analysis leaves out names the transform declares itself
+(`const total`, `files => ...`), unlike a run-time analysis that may safely over-count.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
 
 
 def transform_reads(source: str) -> set[str]:
     """Names a transform may read from the flattened view (for dependency and cycle checks)."""
-    finder: Callable[[str], Iterable[str]] | None = _free_name_finder()
-    if finder is not None:
-        try:
-            return set(finder(source))
-        except Exception:  # noqa: BLE001 - a transform that does not tokenize is checked at run time
-            pass
     return js_free_names(source)
-
-
-def _free_name_finder() -> Callable[[str], Iterable[str]] | None:
-    try:
-        from aromcp_workflows.expressions import free_names  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return free_names  # type: ignore[no-any-return]
 
 
 _JS_TOKEN = re.compile(r"""
