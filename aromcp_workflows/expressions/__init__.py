@@ -1,0 +1,17 @@
+"""JavaScript expressions for workflows: V8 engine, `{{ }}` templates, free-name analysis.
+
+Public API: `ExpressionEngine`, `ExpressionError`, `MISSING` (JS undefined).  See
+docs/internals.md and docs/expressions-and-state.md.  Importing this package does not
+import mini-racer; V8 starts on first use.
+"""
+
+from .analysis import Reads, analyse
+from .engine import ExpressionEngine, reads_of
+from .errors import MISSING, ExpressionError
+from .runtime import EngineStats
+from .template import parse_template, path_to_key, to_text
+
+__all__ = [
+    "ExpressionEngine", "ExpressionError", "MISSING", "EngineStats", "Reads", "analyse",
+    "reads_of", "parse_template", "path_to_key", "to_text",
+]

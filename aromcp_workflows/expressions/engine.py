@@ -1,0 +1,266 @@
+"""ExpressionEngine: the one object the rest of the server uses to evaluate JavaScript.
+
+It renders `{{ }}` templates in any JSON-like structure, evaluates single expressions,
+and runs the state store's recompute chains.  Plain paths and literals never reach V8;
+everything else of one call goes to V8 in a single crossing, each distinct source
+compiled once.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Literal, Mapping
+
+from . import batch
+from .analysis import Reads, analyse
+from .batch import Call, ChainItem, ChainOutcome, ValueTable
+from .errors import MISSING, ExpressionError
+from .lexer import LexError
+from .runtime import EngineStats, FunctionDef, V8Runtime
+from .template import (
+    ExprPart, NeedsV8, Template, apply_filter, call_builtin, classify, parse_expression,
+    parse_template, resolve_path, shell_quote, to_text,
+)
+
+
+@lru_cache(maxsize=8192)
+def reads_of(source: str) -> Reads:
+    """Free-name analysis of a JS source, cached (raises ExpressionError on bad lexing)."""
+    try:
+        return analyse(source)
+    except LexError as exc:
+        raise ExpressionError(source, "", str(exc), "syntax") from exc
+
+
+class _Pending:
+    """A value that V8 will supply once the batch has run."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+class ExpressionEngine:
+    """Evaluate JavaScript expressions, templates and transforms in embedded V8.
+
+    Thread-safe (one lock around V8).  V8 itself is created lazily on the first call
+    that needs it.  `timeout_ms` bounds each evaluation, `max_memory_mb` the V8 heap;
+    `max_result_chars` bounds the JSON text of any single result.
+    """
+
+    def __init__(self, timeout_ms: int = 1000, max_memory_mb: int = 256,
+                 max_result_chars: int = 32_000_000) -> None:
+        self._rt = V8Runtime(timeout_ms=timeout_ms, max_memory_mb=max_memory_mb)
+        self.max_result_chars = max_result_chars
+        self._fn_ids: dict[tuple[str, tuple[str, ...], str], FunctionDef] = {}
+
+    # -- public API ----------------------------------------------------------------------
+    @property
+    def stats(self) -> EngineStats:
+        return self._rt.stats
+
+    @property
+    def timeout_ms(self) -> int:
+        return self._rt.timeout_ms
+
+    def close(self) -> None:
+        """Release the V8 context (a later call creates a new one)."""
+        self._rt.close()
+
+    def render(self, structure: Any, scope: Mapping[str, Any], origin: str = "",
+               shell_quote: bool = False, keep_missing: bool = False) -> Any:
+        """Render every string of a nested structure; one V8 crossing at most.
+
+        A string that is exactly one `{{ }}` keeps the JS type of its value (undefined
+        becomes None, or MISSING with `keep_missing`); other strings are rendered as text.
+        With `shell_quote`, every inserted value is shell-quoted unless `| raw` is used.
+        """
+        ctx = _RenderContext(self, scope, origin)
+        shaped = ctx.collect(structure)
+        ctx.run()
+        return ctx.assemble(shaped, shell_quote, keep_missing)
+
+    def evaluate(self, expr: str, scope: Mapping[str, Any], origin: str = "") -> Any:
+        """Value of one expression (`files.length > 0`, or a `{{ }}` string); MISSING for
+        undefined."""
+        return self.evaluate_many([expr], scope, origin)[0]
+
+    def evaluate_many(self, exprs: list[str], scope: Mapping[str, Any],
+                      origin: str = "") -> list[Any]:
+        """Several expressions against one scope, in one V8 crossing at most."""
+        wrapped = [e if "{{" in e else "{{" + e + "\n}}" for e in exprs]
+        return list(self.render(wrapped, scope, origin, keep_missing=True))
+
+    def test_transform(self, transform: str, input: Any, context: Mapping[str, Any] | None = None,
+                       origin: str = "test transformation") -> Any:
+        """Run a transform as a computed field would (expression or function body, with
+        `input` and the names of `context`); raise ExpressionError on failure."""
+        scope = dict(context or {})
+        table = ValueTable()
+        call = self.transform_call(transform, table, lambda name, keys: _scope_source(
+            table, scope, name, keys), {"input": table.value("input", input)}, origin,
+            visible=scope.__contains__)
+        (result,) = batch.run_calls(self._rt, [call], table, self.max_result_chars)
+        if isinstance(result, ExpressionError):
+            raise result
+        return result
+
+    # -- building blocks used by the state store ----------------------------------------
+    def function(self, source: str, params: Iterable[str],
+                 mode: Literal["expr", "transform"]) -> FunctionDef:
+        """The compiled-once function for (source, params, mode)."""
+        key = (source, tuple(params), mode)
+        fn = self._fn_ids.get(key)
+        if fn is None:
+            fn = FunctionDef(f"f{len(self._fn_ids)}", key[1], source, mode)
+            self._fn_ids[key] = fn
+        return fn
+
+    def transform_call(self, source: str, table: ValueTable,
+                       resolve: Callable[[str, frozenset[str] | None], Any],
+                       fixed: Mapping[str, Any], origin: str,
+                       mode: Literal["expr", "transform"] = "transform",
+                       visible: Callable[[str], bool] | None = None) -> Call:
+        """A Call for `source`: `fixed` params (input, output) plus each free name's source
+        from `resolve(name, static_keys_or_None)`.  A JS global name (`Math`, `escape`)
+        becomes a parameter only if `visible(name)` says the scope has such a value."""
+        reads = reads_of(source)
+        shadowed = {g for g in reads.globals_used if visible is not None and visible(g)}
+        names = sorted((reads.names - {"this"}) | set(fixed) | shadowed)
+        args = [fixed[n] if n in fixed else resolve(n, reads.keys_of(n)) for n in names]
+        this = resolve("this", reads.keys_of("this")) if "this" in reads.names else None
+        return Call(self.function(source, names, mode), args, this, origin)
+
+    def run_chain(self, items: list[ChainItem], table: ValueTable, current: dict[str, Any],
+                  dirty: set[int]) -> list[ChainOutcome]:
+        """Recompute computed fields in one crossing (see batch.run_chain)."""
+        return batch.run_chain(self._rt, items, table, current, dirty, self.max_result_chars)
+
+
+def _scope_source(table: ValueTable, scope: Mapping[str, Any], name: str,
+                  keys: frozenset[str] | None) -> Any:
+    """Argument source for a free name read from a scope mapping."""
+    if name == "this":
+        names = keys if keys is not None else [k for k in scope]
+        return ValueTable.obj([(k, table.value(k, scope.get(k, MISSING))) for k in names])
+    value = scope.get(name, MISSING)
+    if keys is not None and isinstance(value, dict):
+        return ValueTable.obj([(k, table.value((name, k), value.get(k, MISSING)))
+                               for k in sorted(keys)])
+    return table.value(name, value)
+
+
+class _RenderContext:
+    """State of one render call: the parsed strings, the V8 calls they need, results."""
+
+    def __init__(self, engine: ExpressionEngine, scope: Mapping[str, Any], origin: str):
+        self.engine = engine
+        self.scope = scope
+        self.origin = origin
+        self.table = ValueTable()
+        self.calls: list[Call] = []
+        self.results: list[Any] = []
+
+    def collect(self, node: Any) -> Any:
+        """Replace each templated string by (Template, resolved parts); queue V8 work."""
+        if isinstance(node, str):
+            if "{{" not in node:
+                return node
+            try:
+                tpl = parse_template(node)
+            except ExpressionError as exc:
+                raise ExpressionError(node, self.origin, exc.js_message, exc.kind) from None
+            values = [self._part(p) for p in tpl.expressions]
+            return _Shaped(tpl, values)
+        if isinstance(node, dict):
+            return {k: self.collect(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [self.collect(v) for v in node]
+        return node
+
+    def _part(self, part: ExprPart) -> tuple[Any, list[Any]]:
+        main = self._value(part.source)
+        args = [self._value(f.arg) if f.arg is not None else MISSING for f in part.filters]
+        return main, args
+
+    def _value(self, source: str) -> Any:
+        try:
+            kind, what = classify(source)
+            if kind == "literal":
+                return what
+            if kind == "call":
+                return call_builtin(what)
+            if kind == "path":
+                try:
+                    return resolve_path(what, self.scope)
+                except NeedsV8:
+                    pass
+            reads_of(source)
+        except ExpressionError as exc:
+            raise ExpressionError(source, self.origin, exc.js_message, exc.kind) from None
+        call = self.engine.transform_call(
+            source, self.table,
+            lambda name, keys: _scope_source(self.table, self.scope, name, keys)
+            if name == "this" or name in self.scope else None,
+            {}, self.origin, mode="expr", visible=self.scope.__contains__)
+        self.calls.append(call)
+        return _Pending(len(self.calls) - 1)
+
+    def run(self) -> None:
+        if self.calls:
+            self.results = batch.run_calls(self.engine._rt, self.calls, self.table,
+                                           self.engine.max_result_chars)
+
+    def _get(self, value: Any) -> Any:
+        if isinstance(value, _Pending):
+            result = self.results[value.index]
+            if isinstance(result, ExpressionError):
+                raise result
+            return result
+        return value
+
+    def assemble(self, node: Any, quote: bool, keep_missing: bool) -> Any:
+        if isinstance(node, _Shaped):
+            return node.render(self, quote, keep_missing)
+        if isinstance(node, dict):
+            return {k: self.assemble(v, quote, keep_missing) for k, v in node.items()}
+        if isinstance(node, list):
+            return [self.assemble(v, quote, keep_missing) for v in node]
+        return node
+
+
+class _Shaped:
+    __slots__ = ("tpl", "values")
+
+    def __init__(self, tpl: Template, values: list[tuple[Any, list[Any]]]) -> None:
+        self.tpl = tpl
+        self.values = values
+
+    def render(self, ctx: _RenderContext, quote: bool, keep_missing: bool) -> Any:
+        rendered: list[tuple[Any, bool]] = []
+        for part, (main, args) in zip(self.tpl.expressions, self.values):
+            value = ctx._get(main)
+            for f, arg in zip(part.filters, args):
+                value = apply_filter(f, value, ctx._get(arg))
+            rendered.append((value, part.is_raw))
+        if self.tpl.whole:
+            value, raw = rendered[0]
+            if quote and not raw:
+                return shell_quote(to_text(value))
+            if value is MISSING and not keep_missing:
+                return None
+            return value
+        out: list[str] = []
+        it = iter(rendered)
+        for piece in self.tpl.parts:
+            if isinstance(piece, str):
+                out.append(piece)
+            else:
+                value, raw = next(it)
+                text = to_text(value)
+                out.append(shell_quote(text) if quote and not raw else text)
+        return "".join(out)
+
+
+__all__ = ["ExpressionEngine", "reads_of", "parse_expression"]

@@ -1,0 +1,298 @@
+// Runtime installed once in every fresh V8 context (see runtime.py).
+//
+// It keeps a registry of compiled functions (each distinct expression or transform is
+// compiled once, by `def`), evaluates a batch of independent expressions (`run`) or a
+// chain of computed fields in topological order with cut-off (`chain`) in ONE crossing,
+// and returns one JSON text.  Then it locks the context down: no code generation from
+// strings, frozen intrinsics and global object, no console or timers.
+(function () {
+  'use strict';
+  const G = globalThis;
+  const F = Function;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const dateNow = Date.now;
+  const random = Math.random;
+  const hasOwn = Object.hasOwn;
+  const defineProperty = Object.defineProperty;
+  const fns = new Map();
+  let progress = { i: -1, first: -1, done: [] };
+
+  class CompileError extends Error {}
+
+  function describe(e) {
+    try {
+      if (e instanceof CompileError) return String(e.message);
+      if (e instanceof Error) return String(e.name) + ': ' + String(e.message);
+      return 'uncaught ' + (typeof e === 'string' ? e : String(stringify(e)));
+    } catch (_) {
+      return 'uncaught exception';
+    }
+  }
+
+  function def(id, params, src, mode) {
+    const exprBody = (s) => '"use strict";\nreturn (' + s + '\n);';
+    let fn = null;
+    let err = null;
+    try {
+      fn = new F(...params, exprBody(src));
+    } catch (e1) {
+      if (mode === 'expr') {
+        err = e1;
+      } else {
+        const stripped = src.replace(/[\s;]+$/, '');
+        try {
+          if (stripped === src) throw e1;
+          fn = new F(...params, exprBody(stripped));
+        } catch (e2) {
+          try {
+            fn = new F(...params, '"use strict";\n{\n' + src + '\n}');
+          } catch (e3) {
+            err = e3;
+          }
+        }
+      }
+    }
+    fns.set(id, fn !== null ? fn : describe(err));
+  }
+
+  // A cell holds one value handed to user code.  The first taker gets the value itself;
+  // later takers get a fresh copy (parsed from text), so a transform that mutates its
+  // input cannot change what the next one sees.
+  function cell(v, multi) {
+    return { v: v, s: undefined, used: false, multi: multi };
+  }
+  function take(c) {
+    if (c === undefined) return undefined;
+    if (!c.used) {
+      c.used = true;
+      if (c.multi && c.s === undefined && c.v !== undefined) c.s = stringify(c.v);
+      return c.v;
+    }
+    if (c.s === undefined) return c.v;
+    return parse(c.s);
+  }
+  function cellText(c) {
+    if (c === undefined) return undefined;
+    if (c.s === undefined && c.v !== undefined && !c.used) c.s = stringify(c.v);
+    return c.s;
+  }
+
+  function resolve(src, ctx) {
+    if (src === null) return undefined;
+    if (typeof src === 'number') return take(ctx.cells[src]);
+    if (src.c !== undefined) return take(ctx.cur[src.c]);
+    if (src.x !== undefined) return ctx.output;
+    if (src.o !== undefined) {
+      const o = {};
+      for (const pair of src.o) {
+        const v = resolve(pair[1], ctx);
+        if (v !== undefined) {
+          defineProperty(o, pair[0], { value: v, writable: true, enumerable: true, configurable: true });
+        }
+      }
+      return o;
+    }
+    if (src.a !== undefined) return src.a.map((s) => resolve(s, ctx));
+    if (src.p !== undefined) {
+      let v = resolve(src.g, ctx);
+      for (const k of src.p) {
+        if (v === null || v === undefined || !hasOwn(Object(v), k)) return undefined;
+        v = v[k];
+      }
+      return v;
+    }
+    throw new Error('internal: bad argument source ' + stringify(src));
+  }
+
+  function call(fnId, argSrcs, thisSrc, ctx) {
+    const fn = fns.get(fnId);
+    if (fn === undefined) throw new CompileError('internal: function ' + fnId + ' not installed');
+    if (typeof fn !== 'function') throw new CompileError(fn);
+    const args = argSrcs.map((s) => resolve(s, ctx));
+    return fn.apply(thisSrc === null ? undefined : resolve(thisSrc, ctx), args);
+  }
+
+  function errorPart(kind, msg) {
+    return '[2,' + stringify(kind) + ',' + stringify(msg) + ']';
+  }
+
+  function kindOf(e) {
+    if (e instanceof CompileError) return 'syntax';
+    if (e instanceof RangeError && /Invalid (string|array) length|Array buffer allocation/.test(String(e.message))) {
+      return 'memory';
+    }
+    return 'runtime';
+  }
+
+  // Serialize one output; [text|undefined, errorKind, errorMessage].
+  function encode(out, max) {
+    let s;
+    try {
+      s = stringify(out);
+    } catch (e) {
+      return [undefined, kindOf(e), 'result is not JSON-serializable: ' + describe(e)];
+    }
+    if (s !== undefined && s.length > max) {
+      return [undefined, 'memory', 'result too large: ' + s.length + ' characters (limit ' + max + ')'];
+    }
+    return [s, null, null];
+  }
+
+  function newCtx(vals, multi) {
+    const cells = vals.map((v) => cell(v, false));
+    for (const i of multi) cells[i].multi = true;
+    return { cells: cells, cur: Object.create(null), output: undefined };
+  }
+
+  // Independent expressions: [fnId, argSources, thisSource] each.
+  function run(meta, vals) {
+    const ctx = newCtx(vals, meta.multi);
+    const parts = [];
+    progress = { i: -1, first: meta.start, done: parts };
+    for (let i = meta.start; i < meta.items.length; i++) {
+      progress.i = i;
+      const it = meta.items[i];
+      let out;
+      try {
+        out = call(it[0], it[1], it[2], ctx);
+      } catch (e) {
+        parts.push(errorPart(kindOf(e), describe(e)));
+        continue;
+      }
+      const enc = encode(out, meta.max);
+      if (enc[1] !== null) parts.push(errorPart(enc[1], enc[2]));
+      else parts.push(enc[0] === undefined ? '[1]' : '[0,' + enc[0] + ']');
+    }
+    return '[' + parts.join(',') + ']';
+  }
+
+  // Computed fields in topological order.  Item: {n name, f fnId, a args, t this,
+  // v [fnId,args,this]|null validate, p policy, fb fallback cell index|null, d dependents}.
+  // Part per item: [3] skipped | [0,null,ek,em,ms] unchanged | [1,[v]|[],ek,em,ms] changed
+  // | [2,kind,msg,ms] failed with policy propagate (the chain stops there).
+  function chain(meta, vals) {
+    const ctx = newCtx(vals, meta.multi);
+    for (const pair of meta.computed) ctx.cur[pair[0]] = ctx.cells[pair[1]];
+    const dirty = new Set(meta.dirty);
+    const parts = [];
+    progress = { i: -1, first: -1, done: parts };
+    let ran = 0;
+    for (let i = meta.start; i < meta.items.length; i++) {
+      if (!dirty.has(i)) {
+        parts.push('[3]');
+        continue;
+      }
+      if (meta.limit > 0 && ran >= meta.limit) break;
+      progress.i = i;
+      if (progress.first < 0) progress.first = i;
+      ran++;
+      const it = meta.items[i];
+      const t0 = dateNow();
+      let out;
+      let s;
+      let err = null;
+      if (meta.inject !== null && meta.inject[0] === i) {
+        err = [meta.inject[1], meta.inject[2]];
+      } else {
+        try {
+          out = call(it.f, it.a, it.t, ctx);
+          const enc = encode(out, meta.max);
+          if (enc[1] !== null) {
+            err = [enc[1], enc[2]];
+          } else {
+            s = enc[0];
+            if (it.v !== null) {
+              ctx.output = out;
+              const ok = call(it.v[0], it.v[1], it.v[2], ctx);
+              ctx.output = undefined;
+              if (!ok) err = ['validation', 'validate returned ' + String(stringify(ok))];
+            }
+          }
+        } catch (e) {
+          err = [kindOf(e), describe(e)];
+        }
+      }
+      if (err !== null) {
+        if (it.p === 'propagate') {
+          parts.push('[2,' + stringify(err[0]) + ',' + stringify(err[1]) + ',' + (dateNow() - t0) + ']');
+          return '[' + parts.join(',') + ']';
+        }
+        if (it.p === 'use_fallback') {
+          const fb = it.fb === null ? undefined : ctx.cells[it.fb];
+          out = fb === undefined ? undefined : fb.v;
+          s = cellText(fb);
+        } else {
+          parts.push('[0,null,' + stringify(err[0]) + ',' + stringify(err[1]) + ',' + (dateNow() - t0) + ']');
+          continue;
+        }
+      }
+      const ek = err === null ? 'null' : stringify(err[0]);
+      const em = err === null ? 'null' : stringify(err[1]);
+      const ms = dateNow() - t0;
+      if (s === cellText(ctx.cur[it.n])) {
+        parts.push('[0,null,' + ek + ',' + em + ',' + ms + ']');
+        continue;
+      }
+      ctx.cur[it.n] = { v: out, s: s, used: false, multi: true };
+      for (const d of it.d) dirty.add(d);
+      parts.push('[1,' + (s === undefined ? '[]' : '[' + s + ']') + ',' + ek + ',' + em + ',' + ms + ']');
+    }
+    return '[' + parts.join(',') + ']';
+  }
+
+  function progressText() {
+    return '{"i":' + progress.i + ',"first":' + progress.first + ',"done":[' + progress.done.join(',') + ']}';
+  }
+
+  function now() {
+    return new Date(dateNow()).toISOString();
+  }
+  function uuid() {
+    return 'xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx'.replace(/[xy]/g, (c) => {
+      const r = (random() * 16) | 0;
+      return (c === 'x' ? r : (r & 0x3) | 0x8).toString(16);
+    });
+  }
+
+  // ---- lockdown -------------------------------------------------------------------
+  const blocked = function Function() {
+    throw new EvalError('code generation from strings is disabled in workflow expressions');
+  };
+  blocked.prototype = F.prototype;
+  const fnProtos = [
+    F.prototype,
+    Object.getPrototypeOf(async function () {}),
+    Object.getPrototypeOf(function* () {}),
+    Object.getPrototypeOf(async function* () {}),
+  ];
+  for (const proto of fnProtos) {
+    defineProperty(proto, 'constructor', { value: blocked, writable: false, configurable: false });
+  }
+  for (const name of ['console', 'setTimeout', 'clearTimeout', '__timer_manager', 'WebAssembly', 'eval']) {
+    // Some of these are non-configurable (mini-racer's timers): then make them inert.
+    if (!Reflect.deleteProperty(G, name)) G[name] = undefined;
+  }
+  G.Function = blocked;
+  const api = Object.freeze({ def: def, run: run, chain: chain, progress: progressText });
+  defineProperty(G, '__aro', { value: api, writable: false, enumerable: false, configurable: false });
+  defineProperty(G, 'now', { value: now, writable: false, enumerable: false, configurable: false });
+  defineProperty(G, 'uuid', { value: uuid, writable: false, enumerable: false, configurable: false });
+  const seen = new Set();
+  function deepFreeze(o) {
+    if ((typeof o !== 'object' && typeof o !== 'function') || o === null || seen.has(o)) return;
+    seen.add(o);
+    for (const key of Reflect.ownKeys(o)) {
+      const d = Object.getOwnPropertyDescriptor(o, key);
+      if (d && 'value' in d) deepFreeze(d.value);
+    }
+    deepFreeze(Object.getPrototypeOf(o));
+    Object.freeze(o);
+  }
+  for (const name of Reflect.ownKeys(G)) {
+    if (name === 'globalThis') continue;
+    deepFreeze(G[name]);
+  }
+  Object.freeze(G);
+  return 'ok';
+})();

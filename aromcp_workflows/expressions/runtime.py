@@ -1,0 +1,209 @@
+"""The V8 context: creation, limits, one locked crossing per call, and recovery.
+
+Owns everything mini-racer specific so the rest of the package speaks in batches of
+(function id, argument sources) and JSON.  `py_mini_racer` is imported lazily: the MCP
+server must start fast and most processes never evaluate an expression before the first
+tool call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Literal
+
+_PRELUDE: str | None = None
+
+
+def _prelude() -> str:
+    global _PRELUDE
+    if _PRELUDE is None:
+        _PRELUDE = resources.files(__package__).joinpath("prelude.js").read_text("utf-8")
+    return _PRELUDE
+
+
+@dataclass
+class EngineStats:
+    """Counters read by tests and benchmarks (`v8_calls` is the budgeted one)."""
+
+    v8_calls: int = 0
+    compiles: int = 0
+    contexts_created: int = 0
+    timeouts: int = 0
+    out_of_memory: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class Interrupted(Exception):
+    """V8 stopped a call: `kind` timeout (progress known) or memory (context replaced)."""
+
+    def __init__(self, kind: Literal["timeout", "memory"], progress: dict[str, Any] | None):
+        super().__init__(kind)
+        self.kind = kind
+        self.progress = progress
+
+
+class RuntimeFailure(Exception):
+    """An error in our own JavaScript plumbing (never user code): a bug to report."""
+
+
+@dataclass(frozen=True)
+class FunctionDef:
+    fn_id: str
+    params: tuple[str, ...]
+    source: str
+    mode: Literal["expr", "transform"]
+
+
+@dataclass
+class V8Runtime:
+    """One lazily created MiniRacer context guarded by one lock."""
+
+    timeout_ms: int = 1000
+    max_memory_mb: int = 256
+    stats: EngineStats = field(default_factory=EngineStats)
+
+    def __post_init__(self) -> None:
+        self.lock = threading.RLock()
+        self._mr: Any = None
+        self._installed: set[str] = set()
+
+    # -- context lifecycle -------------------------------------------------------------
+    def _create(self) -> Any:
+        from py_mini_racer import MiniRacer
+
+        box: list[Any] = []
+        errors: list[BaseException] = []
+
+        def make() -> None:
+            try:
+                mr = MiniRacer()
+                mr.set_hard_memory_limit(self.max_memory_mb * 1024 * 1024)
+                result = mr.eval(_prelude(), timeout_sec=10)
+                if result != "ok":
+                    raise RuntimeFailure(f"prelude returned {result!r}")
+                box.append(mr)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                errors.append(exc)
+
+        # A MiniRacer made inside a running asyncio loop binds to it and then refuses
+        # timeout_sec; make it on a plain thread so timeouts always work.
+        if _loop_running():
+            t = threading.Thread(target=make, name="aromcp-v8-init")
+            t.start()
+            t.join()
+        else:
+            make()
+        if errors:
+            raise errors[0]
+        self.stats.contexts_created += 1
+        self._installed = set()
+        return box[0]
+
+    def _context(self) -> Any:
+        if self._mr is None:
+            self._mr = self._create()
+        return self._mr
+
+    def reset(self) -> None:
+        """Drop the context (after out-of-memory, or when asked); the next call makes one."""
+        with self.lock:
+            mr, self._mr = self._mr, None
+            self._installed = set()
+            if mr is not None:
+                try:
+                    mr.close()
+                except Exception:  # noqa: BLE001 - a dead context may fail to close
+                    pass
+
+    def close(self) -> None:
+        self.reset()
+
+    # -- calls -------------------------------------------------------------------------
+    def call(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
+             meta: dict[str, Any], vals: list[Any]) -> list[Any]:
+        """One crossing: install missing functions, run `__aro.<entry>`, parse the JSON.
+
+        Raises Interrupted on timeout (with the progress made) or out-of-memory (after
+        replacing the context), RuntimeFailure for plumbing errors.
+        """
+        from py_mini_racer import _exc
+
+        with self.lock:
+            mr = self._context()
+            pieces = []
+            new_ids = []
+            for d in defs:
+                if d.fn_id in self._installed:
+                    continue
+                pieces.append("__aro.def(%s,%s,%s,%s);" % (
+                    json.dumps(d.fn_id), json.dumps(list(d.params)), json.dumps(d.source),
+                    json.dumps(d.mode)))
+                new_ids.append(d.fn_id)
+            pieces.append("__aro.%s(%s,%s)" % (entry, json.dumps(meta), _embed(vals)))
+            source = "".join(pieces)
+            self.stats.v8_calls += 1
+            self.stats.compiles += len(new_ids)
+            try:
+                text = mr.eval(source, timeout_sec=self.timeout_ms / 1000)
+            except _exc.JSTimeoutException:
+                self.stats.timeouts += 1
+                self._installed.update(new_ids)  # defs run before user code
+                raise Interrupted("timeout", self._progress(mr)) from None
+            except _exc.JSOOMException:
+                self.stats.out_of_memory += 1
+                self.reset()
+                raise Interrupted("memory", None) from None
+            except _exc.MiniRacerBaseException as exc:
+                if _memory_exhausted(mr):
+                    self.stats.out_of_memory += 1
+                    self.reset()
+                    raise Interrupted("memory", None) from None
+                raise RuntimeFailure(f"V8 call failed: {exc}") from exc
+            self._installed.update(new_ids)
+        if not isinstance(text, str):
+            raise RuntimeFailure(f"V8 returned {type(text).__name__}, expected JSON text")
+        result: list[Any] = json.loads(text)
+        return result
+
+    def _progress(self, mr: Any) -> dict[str, Any] | None:
+        self.stats.v8_calls += 1
+        try:
+            text = mr.eval("__aro.progress()", timeout_sec=max(self.timeout_ms / 1000, 1))
+            progress: dict[str, Any] = json.loads(text)
+            return progress
+        except Exception:  # noqa: BLE001 - context unusable: start afresh
+            self.reset()
+            return None
+
+
+def _embed(vals: list[Any]) -> str:
+    """Values as JS source: a literal (fastest), or JSON.parse when a key is __proto__.
+
+    In a JS object literal `"__proto__": x` sets the prototype instead of making a key;
+    JSON.parse makes an ordinary own property, which is what the data means.
+    """
+    text = json.dumps(vals, separators=(",", ":"))
+    if "__proto__" in text:
+        return "JSON.parse(%s)" % json.dumps(text)
+    return text
+
+
+def _memory_exhausted(mr: Any) -> bool:
+    try:
+        return bool(mr.was_hard_memory_limit_reached())
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
