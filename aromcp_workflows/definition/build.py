@@ -25,8 +25,8 @@ STEP_LIST_KEYS = frozenset({"steps", "then", "else", "then_steps", "else_steps",
                             "on_failure", "cleanup_on_error"})
 TYPE_WORDS = {
     "string_type": "a string",
-    "bool_type": "true or false",
-    "bool_parsing": "true or false",
+    "bool_type": "a boolean (true or false)",
+    "bool_parsing": "a boolean (true or false)",
     "list_type": "a list",
     "dict_type": "a mapping",
     "model_type": "a mapping",

@@ -29,6 +29,7 @@ from aromcp_workflows.definition.yaml_source import Path
 
 TIERS = ("raw", "state", "computed", "inputs")
 WRITABLE_TIERS = ("raw", "state")
+FORBIDDEN_KEYS = frozenset({"__proto__", "constructor", "prototype"})
 
 
 JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -172,6 +173,15 @@ class _Checker:
                            f"{describe(value)}, but its type is {spec.type}")
 
     def check_writable_path(self, path: Path, state_path: str) -> None:
+        """A write must go to raw.* or state.*, through no prototype-polluting key."""
+        if state_path.startswith("{{"):
+            return  # the whole path is computed at run time, where it is checked
+        static = re.sub(r"\{\{.*?\}\}", "x", state_path)
+        bad = [part for part in re.split(r"[.\[\]]", static) if part in FORBIDDEN_KEYS]
+        if bad:
+            self.error(path, f"state path {state_path!r} uses the key {bad[0]!r}, which is "
+                       "refused (it would reach JavaScript object internals); rename it")
+            return
         tier = state_path.split(".", 1)[0].split("[", 1)[0]
         if tier in WRITABLE_TIERS and len(state_path) > len(tier) + 1:
             return
@@ -214,6 +224,12 @@ class _Checker:
                 if tier not in TIERS or not rest:
                     self.error(where, f"computed field {name!r} reads {source!r}, which names no "
                                "state tier; start it with raw., state., computed. or inputs.")
+                elif tier == "inputs":
+                    field = re.split(r"[.\[]", rest, maxsplit=1)[0]
+                    if field not in self.definition.inputs:
+                        self.error(where, f"computed field {name!r} reads unknown input {field!r}"
+                                   f"{did_you_mean(field, self.definition.inputs)}; declare it "
+                                   "under 'inputs'")
                 elif tier == "computed":
                     field = re.split(r"[.\[]", rest, maxsplit=1)[0]
                     if field not in computed:
