@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.comments import CommentedKeyMap, CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
@@ -77,10 +77,13 @@ def parse_yaml(text: str, file: str | None = None) -> list[SourceDocument]:
         raise DefinitionError([Problem(f"invalid YAML: cannot read a tagged value ({exc}); "
                                        "fix the value or remove its '!!' tag", file)]) from None
     documents = []
+    problems: list[Problem] = []
     for raw in raw_docs:
         positions = Positions(file)
         positions.table[()] = _root_position(raw)
-        documents.append(SourceDocument(_to_plain(raw, (), positions), positions))
+        documents.append(SourceDocument(_to_plain(raw, (), positions, problems), positions))
+    if problems:
+        raise DefinitionError(problems)
     return documents
 
 
@@ -92,17 +95,20 @@ def _root_position(node: Any) -> tuple[int, int]:
     return (1, 1)
 
 
-def _to_plain(node: Any, path: Path, positions: Positions) -> Any:
+def _to_plain(node: Any, path: Path, positions: Positions, problems: list[Problem]) -> Any:
     """Copy ruamel's round-trip nodes into plain Python values, recording positions."""
     if isinstance(node, CommentedMap):
         result: dict[str, Any] = {}
         own = node.lc.data or {}
         for key, value in node.items():
+            if isinstance(key, (CommentedKeyMap, tuple)):
+                problems.append(_unquoted_template(node, key, positions.file))
+                continue
             # keys pulled in by a `<<: *anchor` merge have no position of their own here
             line, col = own[key][:2] if key in own else (node.lc.line, node.lc.col)
             child = (*path, str(key))
             positions.table[child] = (line + 1, col + 1)
-            result[str(key)] = _to_plain(value, child, positions)
+            result[str(key)] = _to_plain(value, child, positions, problems)
         return result
     if isinstance(node, CommentedSeq):
         items = []
@@ -110,9 +116,17 @@ def _to_plain(node: Any, path: Path, positions: Positions) -> Any:
             line, col = node.lc.item(index)
             child = (*path, index)
             positions.table[child] = (line + 1, col + 1)
-            items.append(_to_plain(value, child, positions))
+            items.append(_to_plain(value, child, positions, problems))
         return items
     return _plain_scalar(node)
+
+
+def _unquoted_template(node: CommentedMap, key: Any, file: str | None) -> Problem:
+    """`message: {{ x }}` is a YAML mapping inside a mapping, not a template: say so."""
+    inner = next(iter(key), "...") if isinstance(key, CommentedKeyMap) else "..."
+    template = "{{ " + str(inner) + " }}"
+    return Problem(f"YAML reads the unquoted {template} as a mapping; quote a value that "
+                   f'starts with {{{{: "{template}"', file, node.lc.line + 1, node.lc.col + 1)
 
 
 def _plain_scalar(value: Any) -> Any:
