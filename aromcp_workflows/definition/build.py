@@ -102,6 +102,8 @@ def _translate(err: dict[str, Any], data: Any) -> _Found:
         allowed = _field_names(owner) if owner else []
         hint = did_you_mean(key, allowed)
         suggestion = hint.split("'")[1] if hint else None
+        if not hint and owner is not None and owner.__name__ in ("DefaultState", "StateSchema"):
+            hint = f" (state values go under a tier: raw.{key} or state.{key})"
         return _Found(path, f"unknown key {key!r}{where}{hint}", "extra", key, suggestion)
     if kind == "missing":
         hint = " (or top-level 'method')" if key == "mcp" else ""
@@ -175,6 +177,8 @@ def _type_hint(item: _Found) -> str:
         if isinstance(item.given, str) and item.given in step_models.STEP_TYPES:
             return f" (did you mean '- type: {item.given}'?)"
         return " with a 'type' key"
+    if item.key in ("state_update", "error_state_update") and isinstance(item.given, str):
+        return f" (write {item.key}: {{path: {item.given}}})"
     if "a list" in item.expected and isinstance(item.given, str):
         return " (write one '- item' per line, or [a, b])"
     return ""
