@@ -1,0 +1,362 @@
+"""The headless agent: an MCP client that runs a workflow without an LLM.
+
+`run_workflow` starts the server as a subprocess (`python -m aromcp_workflows serve`) and
+speaks only the protocol (DESIGN.md §4–5), the economical way: `workflow_start`, one
+`workflow_get_next_step`, then for every step perform it and `workflow_step_complete`,
+whose answer carries the next step and the messages, until the next step is null.  It
+runs `agent_shell_command` locally, answers `mcp_call`, `user_input` and `agent_prompt`
+from a scripted answers file (or asks on a terminal), and runs the tasks of a
+`parallel_tasks` step as concurrent sub-agents over the same session.  `run_from_cli`
+is the `aromcp-workflows run` command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, TextIO
+
+from aromcp_workflows.runner_answers import AnswerBook, AnswersFileError, ScriptedAnswer
+from aromcp_workflows.runner_report import (
+    Printer,
+    RunOutcome,
+    TranscriptEntry,
+    result_summary,
+    short,
+    step_summary,
+)
+
+__all__ = ["AnswerBook", "RunOutcome", "TranscriptEntry", "parse_inputs", "run_from_cli", "run_workflow"]
+
+MAX_REDELIVERIES = 50
+DEFAULT_SHELL_TIMEOUT_MS = 10 * 60 * 1000  # as the server's shell_command default
+AGENT_STEP_TYPES = ("mcp_call", "user_input", "agent_prompt")
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit code 2)."""
+
+
+class Abort(Exception):
+    """The runner cannot go on (no answer for a step, a tool error): the run stops."""
+
+
+def parse_inputs(pairs: list[str]) -> dict[str, Any]:
+    """`k=v` pairs; a value that parses as JSON is that JSON value, otherwise the string."""
+    inputs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--input {pair!r} is not KEY=VALUE (for example --input base_ref=main "
+                             "or --input 'files=[\"a.ts\"]')")
+        try:
+            inputs[key.strip()] = json.loads(value)
+        except ValueError:
+            inputs[key.strip()] = value
+    return inputs
+
+
+class HeadlessAgent:
+    """Drives one workflow instance over an MCP client session."""
+
+    def __init__(self, client: Any, answers: AnswerBook, project_dir: Path, printer: Printer,
+                 interactive: bool = False, complete_parallel_early: bool = False):
+        self.client = client
+        self.answers = answers
+        self.project_dir = project_dir
+        self.printer = printer
+        self.interactive = interactive
+        self.complete_parallel_early = complete_parallel_early
+        self.outcome: RunOutcome | None = None
+        self.workflow_id = ""
+        self.sub_agents: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self.ask_lock = asyncio.Lock()
+
+    # -- protocol -----------------------------------------------------------------
+    async def call(self, tool: str, args: dict[str, Any], who: str = "main", loop: bool = True) -> dict[str, Any]:
+        assert self.outcome is not None
+        self.outcome.tool_calls += 1
+        self.outcome.loop_calls += int(loop)
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            self.printer.detail(f"  [{who}]   ... {message or f'working ({done:.0f})'}")
+
+        result = await self.client.call_tool(tool, args, progress_callback=progress)
+        if result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content).strip()
+            raise Abort(f"{tool} failed: {text}")
+        data = result.structured_content
+        if not isinstance(data, dict):
+            raise Abort(f"{tool} answered without structured content: {short(result.content, 200)}")
+        return data
+
+    def show(self, messages: list[str]) -> None:
+        assert self.outcome is not None
+        for message in messages or []:
+            self.outcome.messages.append(message)
+            self.printer.message(message)
+
+    # -- the run --------------------------------------------------------------------
+    async def run(self, workflow: str, inputs: dict[str, Any]) -> RunOutcome:
+        self.outcome = outcome = RunOutcome(workflow=workflow, workflow_id=None, status="not_started")
+        try:
+            started = await self.call("workflow_start", {"workflow": workflow, "inputs": inputs})
+        except Abort as exc:
+            outcome.error = str(exc)
+            return outcome
+        self.workflow_id = outcome.workflow_id = started["workflow_id"]
+        outcome.status = started.get("status", "running")
+        self.printer.detail(f"run {workflow}: workflow_id {self.workflow_id} (project {self.project_dir})")
+        try:
+            first = await self.call("workflow_get_next_step", {"workflow_id": self.workflow_id})
+            self.show(first.get("messages", []))
+            last = await self.loop(None, first.get("step"), first)
+            outcome.status, outcome.error = last.get("status", "failed"), last.get("error")
+        except Abort as exc:
+            outcome.status, outcome.error = "aborted", str(exc)
+            await self.cancel_sub_agents()
+            await self.give_up()
+        await self.read_final_state()
+        return outcome
+
+    async def loop(self, task_id: str | None, step: dict[str, Any] | None, last: dict[str, Any]) -> dict[str, Any]:
+        """Perform steps until the server answers with no next step; return that answer."""
+        assert self.outcome is not None
+        who = task_id or "main"
+        parallel_id: str | None = None
+        seen: dict[str, int] = {}
+        while step is not None:
+            step_id, kind = str(step["id"]), str(step["type"])
+            seen[step_id] = seen.get(step_id, 0) + 1
+            if seen[step_id] > MAX_REDELIVERIES:
+                raise Abort(f"the server delivered step {step_id} of {who} {MAX_REDELIVERIES} times; giving up")
+            entry = TranscriptEntry(task_id, step_id, kind, step_summary(step))
+            report_id, result, error = step_id, None, None
+            if kind == "parallel_tasks":
+                parallel_id = step_id
+                await self.run_parallel(step)
+            elif kind == "wait":
+                await self.wait_for([str(t) for t in step["definition"].get("task_ids", [])])
+                report_id = parallel_id or step_id.removesuffix(".wait")
+            else:
+                answer = await self.perform(step, task_id)
+                entry.status, result, error = answer.status, answer.result, answer.error
+                entry.error = error
+            args: dict[str, Any] = {"workflow_id": self.workflow_id, "step_id": report_id, "status": entry.status}
+            if result is not None:
+                args["result"] = result
+            if error is not None:
+                args["error"] = error
+            if task_id is not None:
+                args["task_id"] = task_id
+            reply = await self.call("workflow_step_complete", args, who)
+            self.outcome.agent_steps += 1
+            if not reply.get("success", True):
+                entry.accepted, entry.error = False, reply.get("error")
+            self.outcome.transcript.append(entry)
+            shown = "waiting" if not entry.accepted and kind == "parallel_tasks" else \
+                result_summary(entry.status, result, error)
+            self.printer.step(entry, shown)
+            self.show(reply.get("messages", []))
+            step, last = reply.get("next_step"), reply
+        return last
+
+    # -- sub-agents -----------------------------------------------------------------
+    async def run_parallel(self, step: dict[str, Any]) -> None:
+        task_ids = [str(t["task_id"]) for t in step["definition"].get("tasks", [])]
+        for task_id in task_ids:
+            if task_id not in self.sub_agents:
+                self.sub_agents[task_id] = asyncio.create_task(self.sub_agent(task_id), name=task_id)
+        if not self.complete_parallel_early:
+            await self.wait_for(task_ids)
+
+    async def wait_for(self, task_ids: list[str]) -> None:
+        tasks = []
+        for task_id in task_ids:
+            if task_id not in self.sub_agents:  # a task started before this runner (resume)
+                self.sub_agents[task_id] = asyncio.create_task(self.sub_agent(task_id), name=task_id)
+            tasks.append(self.sub_agents[task_id])
+        if not tasks:
+            return
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        await asyncio.gather(*tasks)
+
+    async def sub_agent(self, task_id: str) -> dict[str, Any]:
+        assert self.outcome is not None
+        self.outcome.tasks += 1
+        first = await self.call("workflow_get_next_step", {"workflow_id": self.workflow_id, "task_id": task_id},
+                                task_id)
+        self.show(first.get("messages", []))
+        last = await self.loop(task_id, first.get("step"), first)
+        status = last.get("status", "?")
+        self.printer.detail(f"  [{task_id}] task {status}" + (f": {last['error']}" if last.get("error") else ""))
+        return last
+
+    async def cancel_sub_agents(self) -> None:
+        running = [t for t in self.sub_agents.values() if not t.done()]
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    # -- performing one step ---------------------------------------------------------
+    async def perform(self, step: dict[str, Any], task_id: str | None) -> ScriptedAnswer:
+        scripted = self.answers.take(step, task_id)
+        if scripted is not None:
+            return scripted
+        if step["type"] == "agent_shell_command":
+            return await self.run_shell(step)
+        if step["type"] in AGENT_STEP_TYPES and self.interactive:
+            return await self.ask(step, task_id)
+        raise Abort(f"no answer for step {step['id']} ({step_summary(step)}) of "
+                    f"{task_id or 'the main thread'}: {self.answers.missing_hint(step, task_id)}")
+
+    async def run_shell(self, step: dict[str, Any]) -> ScriptedAnswer:
+        definition = step["definition"]
+        timeout_ms = definition.get("timeout") or DEFAULT_SHELL_TIMEOUT_MS
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", str(definition.get("command") or ""), cwd=str(self.project_dir),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            _kill_group(proc.pid)
+            await proc.wait()
+            return ScriptedAnswer("shell", "failed", None, f"timed out after {timeout_ms} ms")
+        except asyncio.CancelledError:
+            _kill_group(proc.pid)
+            raise
+        stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+        if proc.returncode != 0:
+            tail = stderr.strip()[-2000:] or "(no error output)"
+            return ScriptedAnswer("shell", "failed", stdout, f"exit code {proc.returncode}: {tail}")
+        return ScriptedAnswer("shell", "success", stdout)
+
+    async def ask(self, step: dict[str, Any], task_id: str | None) -> ScriptedAnswer:
+        definition = step["definition"]
+        async with self.ask_lock:
+            if step["type"] == "user_input":
+                keys: tuple[str, ...] = ("choices", "validation")
+                self.printer.write(f"\n[{task_id or 'main'}] {step['id']}: {definition.get('prompt')}")
+            else:
+                keys = ("prompt", "method", "params", "context", "response_schema")
+                self.printer.write(f"\n[{task_id or 'main'}] {step['id']} ({step['type']}): {step['instructions']}")
+            for key in keys:
+                if key in definition:
+                    value = definition[key]
+                    self.printer.write(f"  {key}: {value if isinstance(value, str) else json.dumps(value)}")
+            self.printer.write("answer >" if step["type"] == "user_input" else
+                               "result (JSON or text; `!error TEXT` reports the step as failed) >")
+            try:
+                line = await asyncio.to_thread(input)
+            except EOFError:
+                raise Abort(f"no answer for step {step['id']}: standard input closed") from None
+        if line.startswith("!error"):
+            return ScriptedAnswer("terminal", "failed", None, line[len("!error"):].strip() or "failed by the user")
+        if step["type"] == "user_input":
+            return ScriptedAnswer("terminal", "success", line)
+        try:
+            return ScriptedAnswer("terminal", "success", json.loads(line))
+        except ValueError:
+            return ScriptedAnswer("terminal", "success", line)
+
+    # -- the end --------------------------------------------------------------------
+    async def give_up(self) -> None:
+        """Cancel the instance after an abort so it is not left running in the store."""
+        with _suppress():
+            await self.call("workflow_complete", {"workflow_id": self.workflow_id, "status": "cancelled"},
+                            loop=False)
+
+    async def read_final_state(self) -> None:
+        assert self.outcome is not None
+        with _suppress():
+            data = await self.call("workflow_state_read", {"workflow_id": self.workflow_id}, loop=False)
+            self.outcome.final_state = data.get("state")
+
+
+class _suppress:
+    """Best-effort calls at the end of a run: an error there must not hide the outcome."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        return kind is not None and issubclass(kind, Exception)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def server_command(project_dir: Path, store: str | Path | None) -> list[str]:
+    args = ["-m", "aromcp_workflows", "--project-dir", str(project_dir), "serve"]
+    return args + (["--store", str(store)] if store else [])
+
+
+async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
+                       answers: AnswerBook | dict[str, Any] | str | Path | None = None,
+                       project_dir: str | Path | None = None, store: str | Path | None = None,
+                       output: TextIO | None = None, *, quiet: bool = False, interactive: bool = False,
+                       env: dict[str, str] | None = None, complete_parallel_early: bool = False) -> RunOutcome:
+    """Run `workflow` to its end through a fresh server subprocess; print to `output`."""
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from aromcp_workflows.definition.resolver import project_root
+
+    book = answers if isinstance(answers, AnswerBook) else (
+        AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
+    project = project_root(project_dir)
+    params = StdioServerParameters(command=sys.executable, args=server_command(project, store),
+                                   env={**os.environ, **(env or {})}, cwd=str(project))
+    printer = Printer(output, quiet)
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                agent = HeadlessAgent(client, book, project, printer, interactive, complete_parallel_early)
+                outcome = await agent.run(workflow, inputs or {})
+        except Exception as exc:  # noqa: BLE001 - the server died or could not start
+            errlog.seek(0)
+            tail = errlog.read()[-3000:].strip()
+            outcome = RunOutcome(workflow=workflow, workflow_id=None, status="aborted",
+                                 error=f"the server connection failed: {type(exc).__name__}: {exc}"
+                                       + (f"\nserver stderr:\n{tail}" if tail else ""))
+    printer.final(outcome)
+    return outcome
+
+
+def _workflow_arg(workflow: str) -> str:
+    """A path to a workflow file is made absolute (the server runs in the project dir)."""
+    path = Path(workflow)
+    if workflow.endswith((".yaml", ".yml")) and path.is_file():
+        return str(path.resolve())
+    return workflow
+
+
+def run_from_cli(args: argparse.Namespace) -> int:
+    """`aromcp-workflows run`: exit 0 completed, 1 failed/aborted, 2 usage error."""
+    try:
+        inputs = parse_inputs(list(args.input or []))
+        answers = AnswerBook.load(args.answers) if args.answers else AnswerBook()
+    except (UsageError, AnswersFileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    stream = sys.stderr if args.json else sys.stdout
+    outcome = asyncio.run(run_workflow(
+        _workflow_arg(args.workflow), inputs, answers, getattr(args, "project_dir", None),
+        getattr(args, "store", None), stream, quiet=bool(args.quiet), interactive=sys.stdin.isatty()))
+    if args.json:
+        print(json.dumps(outcome.to_json(), indent=2, ensure_ascii=False, default=str))
+    return outcome.exit_code

@@ -1,0 +1,138 @@
+"""What the headless runner prints: transcript lines, messages, the final summary.
+
+Pure formatting over plain data (atomic steps, results, the outcome); no I/O besides
+writing to the stream it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO
+
+WIDTH = 110
+
+
+@dataclass
+class TranscriptEntry:
+    """One step the runner performed: who, which step, what it did, how the server took it."""
+
+    task_id: str | None
+    step_id: str
+    type: str
+    summary: str
+    status: str = "success"  # what the runner reported: success | failed
+    accepted: bool = True  # False when the server re-issued the step (invalid answer)
+    error: str | None = None  # the runner's reported error, or the server's rejection
+
+
+@dataclass
+class RunOutcome:
+    """The result of a headless run (`run_workflow`)."""
+
+    workflow: str
+    workflow_id: str | None
+    status: str  # completed | failed | cancelled | aborted (runner stopped) | not_started
+    error: str | None = None
+    messages: list[str] = field(default_factory=list)
+    final_state: dict[str, Any] | None = None
+    tool_calls: int = 0  # every MCP tool call the runner made
+    loop_calls: int = 0  # the calls that drove the workflow (start, get_next_step, step_complete)
+    agent_steps: int = 0  # N: steps the runner performed and reported
+    tasks: int = 0  # T: sub-agent tasks the runner pulled
+    transcript: list[TranscriptEntry] = field(default_factory=list)
+
+    @property
+    def budget(self) -> int:
+        """DESIGN §7: at most N + T + 2 agent tool calls."""
+        return self.agent_steps + self.tasks + 2
+
+    @property
+    def exit_code(self) -> int:
+        if self.status == "completed":
+            return 0
+        return 2 if self.status == "not_started" else 1
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(budget=self.budget, exit_code=self.exit_code)
+        return data
+
+
+def short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def step_summary(step: dict[str, Any]) -> str:
+    """What the step asks, in a few words."""
+    definition = step.get("definition") or {}
+    kind = step.get("type")
+    if kind == "agent_shell_command":
+        return f"$ {short(definition.get('command'), 70)}"
+    if kind == "mcp_call":
+        return f"{definition.get('method')}({short(definition.get('params') or {}, 60)})"
+    if kind == "user_input":
+        choices = definition.get("choices")
+        return short(definition.get("prompt"), 60) + (f" {short(choices, 40)}" if choices else "")
+    if kind == "agent_prompt":
+        return short(definition.get("prompt"), 70)
+    if kind == "parallel_tasks":
+        ids = [t.get("task_id") for t in definition.get("tasks", [])]
+        return f"{len(ids)} task(s): {', '.join(map(str, ids))}"
+    if kind == "wait":
+        return f"wait for {', '.join(map(str, definition.get('task_ids', [])))}"
+    return short(step.get("instructions"), 70)
+
+
+def result_summary(status: str, result: Any, error: str | None) -> str:
+    if status == "failed":
+        return f"FAILED: {short(error, 70)}"
+    if result is None:
+        return "done"
+    return short(result, 60)
+
+
+class Printer:
+    """Writes the transcript (unless quiet) and messages (always) to one stream."""
+
+    def __init__(self, stream: TextIO | None, quiet: bool = False):
+        self.stream = stream
+        self.quiet = quiet
+
+    def write(self, text: str = "") -> None:
+        if self.stream is not None:
+            print(text, file=self.stream, flush=True)
+
+    def detail(self, text: str) -> None:
+        if not self.quiet:
+            self.write(text)
+
+    def message(self, text: str) -> None:
+        self.write(text)
+
+    def step(self, entry: TranscriptEntry, outcome: str) -> None:
+        who = entry.task_id or "main"
+        self.detail(f"  [{who}] {entry.step_id}  {entry.type}  {entry.summary} -> {outcome}")
+        if not entry.accepted:
+            self.detail(f"  [{who}]   not accepted: {entry.error}")
+
+    def final(self, outcome: RunOutcome) -> None:
+        self.write(f"status: {outcome.status}" + (f" ({outcome.workflow_id})" if outcome.workflow_id else ""))
+        if outcome.error:
+            self.write(f"error: {outcome.error}")
+        if self.quiet:
+            return
+        if outcome.final_state is not None:
+            self.write("final state:")
+            state = dict(outcome.final_state)
+            inputs = state.pop("inputs", None)
+            for key, value in state.items():
+                self.write(f"  {key} = {short(value, WIDTH - len(key) - 5)}")
+            if inputs:
+                self.write(f"  inputs = {short(inputs, WIDTH - 11)}")
+        extra = outcome.tool_calls - outcome.loop_calls
+        self.write(f"tool calls: {outcome.loop_calls} to run the workflow for {outcome.agent_steps} agent step(s) "
+                   f"and {outcome.tasks} sub-agent task(s) (budget N+T+2 = {outcome.budget})"
+                   + (f", plus {extra} to read the final state" if extra else ""))
