@@ -55,6 +55,12 @@ class Reads:
     names: frozenset[str]
     members: dict[str, frozenset[str]] = field(default_factory=dict)
     globals_used: frozenset[str] = frozenset()
+    bound: frozenset[str] = frozenset()  # declared somewhere in the source (params, const..)
+
+    @property
+    def likely_free(self) -> frozenset[str]:
+        """Names minus those declared in the source: for display, not for dependencies."""
+        return self.names - self.bound
 
     def keys_of(self, name: str) -> frozenset[str] | None:
         """The static keys read from `name`, or None when the whole value is needed."""
@@ -128,17 +134,58 @@ def _analyse(tokens: list[Token], names: set[str], members: dict[str, set[str] |
         prev = tok
 
 
+def _bound(tokens: list[Token], out: set[str]) -> None:
+    """Names in declaration position: const/let/var, function and arrow parameters."""
+    for i, tok in enumerate(tokens):
+        for part in tok.inner:
+            _bound(list(part), out)
+        if tok.kind == "name" and tok.text in ("const", "let", "var", "function", "catch"):
+            j = i + 1
+            if j < len(tokens) and tokens[j].kind == "name":
+                out.add(tokens[j].text)
+                j += 1
+            if j < len(tokens) and tokens[j].text in ("(", "{", "["):
+                depth = 0
+                for t in tokens[j:]:
+                    if t.text in ("(", "{", "["):
+                        depth += 1
+                    elif t.text in (")", "}", "]"):
+                        depth -= 1
+                        if depth == 0:
+                            break
+                    elif t.kind == "name" and depth == 1:
+                        out.add(t.text)
+        if tok.text == "=>" and i > 0:
+            prev = tokens[i - 1]
+            if prev.kind == "name":
+                out.add(prev.text)
+            elif prev.text == ")":
+                depth = 0
+                for t in reversed(tokens[:i]):
+                    if t.text in (")", "}", "]"):
+                        depth += 1
+                    elif t.text in ("(", "{", "["):
+                        depth -= 1
+                        if depth == 0:
+                            break
+                    elif t.kind == "name" and depth >= 1:
+                        out.add(t.text)
+
+
 def analyse(src: str) -> Reads:
     """Free names of `src` (an expression or a function body) and their static keys."""
     tokens = tokenize(src)
     names: set[str] = set()
     members: dict[str, set[str] | None] = {}
     globals_used: set[str] = set()
+    bound: set[str] = set()
     _analyse(tokens, names, members, globals_used)
+    _bound(tokens, bound)
     return Reads(
         names=frozenset(names),
         members={k: frozenset(v) for k, v in members.items() if v is not None},
         globals_used=frozenset(globals_used),
+        bound=frozenset(bound),
     )
 
 

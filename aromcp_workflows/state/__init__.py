@@ -1,0 +1,16 @@
+"""Reactive workflow state: tiers, updates, computed fields, dependency graph, traces.
+
+Public API: `StateStore`, `ComputedFieldSpec`, `Update`, `UpdateResult`, `StateError`
+(see docs/internals.md).  Knows nothing about steps or MCP.
+"""
+
+from .computed import ComputedFieldSpec, ComputedGraph
+from .errors import StateError
+from .paths import format_path, parse_path, parse_write_path
+from .store import StateStore
+from .updates import OPERATIONS, Update, UpdateResult
+
+__all__ = [
+    "StateStore", "ComputedFieldSpec", "ComputedGraph", "Update", "UpdateResult", "StateError",
+    "OPERATIONS", "parse_path", "parse_write_path", "format_path",
+]

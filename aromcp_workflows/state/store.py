@@ -1,0 +1,240 @@
+"""StateStore: the tiers of one workflow instance, its updates and its computed fields.
+
+The store is the only writer of an instance's state.  Every batch of updates is applied
+to a draft, the computed fields downstream of what changed are recomputed (one V8
+crossing), and only then is everything committed together — or nothing, if an update
+is refused or a `propagate` transform fails.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..expressions import MISSING, ExpressionEngine, ExpressionError
+from .computed import ComputedFieldSpec, ComputedGraph, Ref
+from .errors import StateError
+from .paths import format_path, get_in, key_tuple, parse_path
+from .recompute import StateView, recompute
+from .updates import Update, UpdateResult, apply_updates, check_value_keys, describe_changes
+
+SNAPSHOT_VERSION = 1
+
+
+class StateStore:
+    """Tiers `raw`, `state` (writable), `computed` (derived), `inputs` (read-only)."""
+
+    def __init__(self, engine: ExpressionEngine, computed: Sequence[ComputedFieldSpec] = (),
+                 inputs: Mapping[str, Any] | None = None, max_traces: int = 1000) -> None:
+        self.engine = engine
+        self.graph = ComputedGraph(list(computed))
+        self._names = set(self.graph.nodes)
+        self._raw: dict[str, Any] = {}
+        self._state: dict[str, Any] = {}
+        self._computed: dict[str, Any] = {}
+        self._inputs: dict[str, Any] = dict(inputs or {})
+        self._traces: deque[dict[str, Any]] = deque(maxlen=max_traces)
+        self._lock = threading.RLock()
+
+    # -- reading -----------------------------------------------------------------------
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self._raw
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self._state
+
+    @property
+    def computed(self) -> dict[str, Any]:
+        """Computed values (a field whose value is undefined is absent)."""
+        return {k: v for k, v in self._computed.items() if v is not MISSING}
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        return self._inputs
+
+    def _view(self) -> StateView:
+        return StateView(self._raw, self._state, self._inputs, self._computed)
+
+    def flattened(self) -> dict[str, Any]:
+        """state < raw < computed (later wins), plus `inputs`.  Do not mutate the result."""
+        return self._view().flattened(self._names)
+
+    def scope(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Names for ExpressionEngine: the flattened view, the tiers by name, then `extra`
+        (loop and task variables) on top."""
+        out = self.flattened()
+        out["raw"] = self._raw
+        out["state"] = self._state
+        out["computed"] = self.computed
+        out["inputs"] = self._inputs
+        if extra:
+            out.update(extra)
+        return out
+
+    def read(self, paths: Iterable[str]) -> dict[str, Any]:
+        """`{path: value}` for tier-qualified or flattened paths (None when absent)."""
+        out: dict[str, Any] = {}
+        for path in paths:
+            segments = parse_path(path)
+            head = str(segments[0])
+            if head in ("raw", "state", "computed", "inputs"):
+                root: Any = self._view().tier(head)
+                value = get_in(root, segments[1:])
+            else:
+                value = get_in(self.flattened(), segments)
+            out[path] = None if value is MISSING else value
+        return out
+
+    # -- writing -----------------------------------------------------------------------
+    def initialize(self, default_state: Mapping[str, Any] | None = None,
+                   extra: Mapping[str, Any] | None = None,
+                   trigger: str = "initialize") -> UpdateResult:
+        """Set the tiers from `default_state` (templates evaluated once, with `inputs`)
+        and compute every computed field."""
+        default_state = dict(default_state or {})
+        unknown = set(default_state) - {"raw", "state"}
+        if unknown:
+            raise StateError(f"default_state may only have raw and state, not "
+                             f"{', '.join(sorted(unknown))}")
+        scope = {"inputs": self._inputs, **(extra or {})}
+        try:
+            rendered = self.engine.render(default_state, scope, origin="default_state")
+        except ExpressionError as exc:
+            raise StateError(f"default_state: {exc}", cause=exc) from None
+        for tier in ("raw", "state"):
+            value = rendered.get(tier) or {}
+            if not isinstance(value, dict):
+                raise StateError(f"default_state.{tier} must be an object")
+            check_value_keys(value, f"default_state.{tier}")
+        with self._lock:
+            raw, state = dict(rendered.get("raw") or {}), dict(rendered.get("state") or {})
+            view = StateView(raw, state, self._inputs, {})
+            result = self._recompute(view, set(self._names), trigger)
+            self._raw, self._state = raw, state
+            result.changed_paths = [f"raw.{k}" for k in raw] + [f"state.{k}" for k in state]
+            return result
+
+    def apply(self, updates: Sequence[Update | Mapping[str, Any]], trigger: str = "") -> UpdateResult:
+        """Apply a batch atomically and recompute what it affects (one V8 crossing)."""
+        batch = [u if isinstance(u, Update) else Update.from_dict(u) for u in updates]
+        with self._lock:
+            tiers, changed = apply_updates({"raw": self._raw, "state": self._state}, batch)
+            if not changed:
+                return UpdateResult()
+            keys = [key_tuple(t, s) for t, s in changed]
+            direct = self.graph.affected(keys)
+            view = StateView(tiers["raw"], tiers["state"], self._inputs, self._computed)
+            result = self._recompute(view, direct, trigger)
+            self._raw, self._state = tiers["raw"], tiers["state"]
+            result.changed_paths = describe_changes(changed)
+            return result
+
+    def recompute_all(self, trigger: str = "recompute") -> UpdateResult:
+        """Recompute every field from the current tiers (e.g. after a definition change)."""
+        with self._lock:
+            return self._recompute(self._view(), set(self._names), trigger)
+
+    def _recompute(self, view: StateView, direct: set[str], trigger: str) -> UpdateResult:
+        """Run the recompute; commit computed values and traces (tiers: the caller)."""
+        if not direct:
+            return UpdateResult()
+        out = recompute(self.engine, self.graph, view, direct, trigger)
+        self._traces.extend(out.traces)
+        result = UpdateResult()
+        new_values: dict[str, Any] = {}
+        for name, outcome in zip(out.order, out.outcomes):
+            if outcome.status == "failed":
+                err = outcome.error
+                raise StateError(f"computed field {name!r} failed: {err}", field=name,
+                                 cause=err)
+            if outcome.status in ("changed", "unchanged"):
+                result.recomputed.append(name)
+            if outcome.error is not None:
+                result.errors.append({"field": name, **outcome.error.to_dict()})
+            if outcome.status == "changed":
+                new_values[name] = outcome.value
+                result.computed_changed[name] = None if outcome.value is MISSING \
+                    else outcome.value
+        self._computed = {**view.computed, **new_values}
+        return result
+
+    # -- introspection -----------------------------------------------------------------
+    def dependencies(self, field: str) -> dict[str, list[str]]:
+        """`{direct_deps, all_deps, dependents}` of a computed field, tier-qualified."""
+        name = field[len("computed."):] if field.startswith("computed.") else field
+        node = self.graph.nodes.get(name)
+        if node is None:
+            raise StateError(f"unknown computed field {field!r}; known: "
+                             f"{', '.join(self.graph.order) or '(none)'}", field=field)
+        direct = self._deps_of(name)
+        all_deps = list(direct)
+        for up in self.graph.all_upstream(name):
+            for dep in self._deps_of(up):
+                if dep not in all_deps:
+                    all_deps.append(dep)
+        dependents: list[str] = []
+        stack = sorted(node.dependents)
+        while stack:
+            d = stack.pop(0)
+            if f"computed.{d}" not in dependents:
+                dependents.append(f"computed.{d}")
+                stack.extend(sorted(self.graph.nodes[d].dependents))
+        return {"direct_deps": direct, "all_deps": all_deps, "dependents": dependents}
+
+    def _deps_of(self, name: str) -> list[str]:
+        node = self.graph.nodes[name]
+        refs: list[Ref] = list(node.input_refs)
+        bound = node.reads.bound | (node.validate_reads.bound if node.validate_reads else set())
+        for n, value in node.name_refs.items():
+            if n in bound and not (n in self._raw or n in self._state or n in self._names):
+                continue  # a local of the transform (`f` in `f => ...`), absent from state
+            refs.extend([value] if isinstance(value, Ref) else
+                        [r for _, r in value[1] if isinstance(r, Ref)])
+        out: list[str] = []
+        for ref in refs:
+            if ref.kind == "computed":
+                text = format_path("computed", [ref.root, *ref.segments])
+            elif ref.kind == "path":
+                text = format_path(ref.root, list(ref.segments))
+            elif ref.kind == "flat":
+                tier = "state" if ref.root in self._state and ref.root not in self._raw \
+                    else "raw"
+                text = format_path(tier, [ref.root, *ref.segments])
+            elif ref.kind == "tier":
+                text = ref.root
+            else:
+                text = "*"
+            if text not in out:
+                out.append(text)
+        return out
+
+    def traces(self, field: str | None = None) -> list[dict[str, Any]]:
+        """Recorded traces (oldest first), optionally of one field; not drained."""
+        return [t for t in self._traces if field is None or t["field"] == field]
+
+    def drain_traces(self) -> list[dict[str, Any]]:
+        """Traces recorded since the last drain (for the history), oldest first."""
+        with self._lock:
+            out = list(self._traces)
+            self._traces.clear()
+            return out
+
+    # -- persistence -------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-safe copy of the data (not the traces) for persistence."""
+        return {"version": SNAPSHOT_VERSION, "raw": self._raw, "state": self._state,
+                "computed": self.computed, "inputs": self._inputs}
+
+    @classmethod
+    def from_snapshot(cls, engine: ExpressionEngine, computed: Sequence[ComputedFieldSpec],
+                      snap: Mapping[str, Any], max_traces: int = 1000) -> "StateStore":
+        """Restore a store without recomputing (values are what they were)."""
+        store = cls(engine, computed, snap.get("inputs") or {}, max_traces)
+        store._raw = dict(snap.get("raw") or {})
+        store._state = dict(snap.get("state") or {})
+        values = snap.get("computed") or {}
+        store._computed = {n: values.get(n, MISSING) for n in store._names}
+        return store
