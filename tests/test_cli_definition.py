@@ -41,7 +41,7 @@ class Env:
             ) -> subprocess.CompletedProcess[str]:
         environ = {k: v for k, v in os.environ.items() if k != "AROMCP_PROJECT_DIR"}
         environ.update(HOME=str(self.home), PYTHONPATH=str(REPO), **(env or {}))
-        return subprocess.run([*CLI, *args], cwd=cwd or self.project, env=environ,
+        return subprocess.run([*CLI, *args], check=False, cwd=cwd or self.project, env=environ,
                               capture_output=True, text=True, timeout=60)
 
 
@@ -113,8 +113,8 @@ def test_info_on_a_missing_workflow_says_where_it_looked(env: Env) -> None:
         f"  - {env.project / '.aromcp' / 'workflows' / 'standards:fx.yaml'}",
         f"  - {env.home / '.aromcp' / 'workflows' / 'standards:fx.yaml'}",
         f"  - {REPO / 'workflows' / 'standards:fx.yaml'}",
-        "available workflows (closest first): standards:fix, standards:check, deps:analyze, "
-        "ci:retry-tests",
+        ("available workflows (closest first): standards:fix, standards:check, deps:analyze, "
+        "ci:retry-tests"),
     ]
 
 
@@ -213,7 +213,7 @@ def test_console_script_is_installed() -> None:
     script = Path(sys.executable).with_name("aromcp-workflows")
     if not script.exists():
         pytest.skip("console script not installed in this environment")
-    result = subprocess.run([str(script), "schema"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([str(script), "schema"], check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and json.loads(result.stdout)["title"] == "aromcp-workflows workflow"
 
 

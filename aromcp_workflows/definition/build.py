@@ -16,7 +16,7 @@ from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_source import Path, Positions
 
 STEP_MODELS: dict[str, type[BaseModel]] = {
-    model.model_fields["type"].annotation.__args__[0]: model  # type: ignore[union-attr]
+    model.model_fields["type"].annotation.__args__[0]: model
     for model in step_models.Step.__origin__.__args__  # type: ignore[attr-defined]
 }
 
@@ -62,7 +62,7 @@ def build_definition(data: Any, positions: Positions) -> WorkflowDefinition:
     try:
         return WorkflowDefinition.model_validate(data)
     except ValidationError as exc:
-        found = [_translate(err, data) for err in exc.errors()]
+        found = [_translate(dict(err), data) for err in exc.errors()]
         problems = [positions.problem(f.path, f.message) for f in _merged(found)]
         problems.sort(key=lambda p: (p.line or 0, p.column or 0))
         raise DefinitionError(_dedupe(problems)) from None
@@ -121,8 +121,7 @@ def _translate(err: dict[str, Any], data: Any) -> _Found:
         hint = did_you_mean(str(given), [str(v) for v in values])
         return _Found(path, f"{subject} must be one of {choices}, not {given!r}{hint}")
     message = err["msg"]
-    if message.startswith("Value error, "):
-        message = message[len("Value error, "):]
+    message = message.removeprefix("Value error, ")
     ctx_key = (err.get("ctx") or {}).get("key")
     if ctx_key and isinstance(node, dict) and ctx_key in node:
         return _Found((*path, ctx_key), message)
@@ -197,7 +196,7 @@ def _range_text(owner: type[BaseModel] | None, key: str, err: dict[str, Any]) ->
         return f"at least {ctx['ge']}"
     if "le" in ctx:
         return f"at most {ctx['le']}"
-    return err["msg"].replace("Input should be ", "")
+    return str(err["msg"]).replace("Input should be ", "")
 
 
 def _literal_values(annotation: Any) -> list[Any]:

@@ -7,8 +7,9 @@ count) so it can be clicked in a terminal: `workflows/x.yaml:12:5: unknown key .
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
 

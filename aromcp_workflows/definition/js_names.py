@@ -21,12 +21,10 @@ _JS_TOKEN = re.compile(r"""
   | (?P<template>`(?:\\.|[^`\\])*`)
   | (?P<name>[A-Za-z_$][A-Za-z0-9_$]*)
   | (?P<punct>\?\.|=>|\.\.\.|\S)
-""", re.S | re.X)
+""", re.DOTALL | re.VERBOSE)
 _DECLARES = frozenset({"const", "let", "var", "function"})
 _KEYWORDS = frozenset(
-    "async await break case catch class const continue debugger default delete do else "
-    "false finally for function if in instanceof let new null of return switch this throw "
-    "true try typeof undefined var void while yield".split())
+    ["async", "await", "break", "case", "catch", "class", "const", "continue", "debugger", "default", "delete", "do", "else", "false", "finally", "for", "function", "if", "in", "instanceof", "let", "new", "null", "of", "return", "switch", "this", "throw", "true", "try", "typeof", "undefined", "var", "void", "while", "yield"])
 
 
 def js_free_names(source: str) -> set[str]:

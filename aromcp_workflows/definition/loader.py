@@ -10,10 +10,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from aromcp_workflows.definition.build import build_definition
-from aromcp_workflows.definition.errors import DefinitionError, Problem, WorkflowNotFound, did_you_mean
+from aromcp_workflows.definition.errors import (
+    DefinitionError,
+    Problem,
+    WorkflowNotFound,
+    did_you_mean,
+)
 from aromcp_workflows.definition.resolver import Source, WorkflowResolver, check_name
 from aromcp_workflows.definition.steps import IncludeWorkflowStep, child_step_lists
 from aromcp_workflows.definition.workflow import WorkflowDefinition
@@ -28,7 +33,7 @@ class LoadedWorkflow:
     file: str
     positions: Positions
     source: Source | str
-    imported: dict[str, "LoadedWorkflow"] = field(default_factory=dict)
+    imported: dict[str, LoadedWorkflow] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -60,7 +65,7 @@ class WorkflowBundle:
         }
 
     @classmethod
-    def from_snapshot(cls, data: dict[str, Any]) -> "WorkflowBundle":
+    def from_snapshot(cls, data: dict[str, Any]) -> WorkflowBundle:
         workflows = {
             name: LoadedWorkflow(
                 WorkflowDefinition.model_validate(entry["definition"]),
@@ -217,7 +222,7 @@ class WorkflowLoader:
         return None
 
 
-def iter_steps_with_paths(definition: WorkflowDefinition):
+def iter_steps_with_paths(definition: WorkflowDefinition) -> Iterator[tuple[tuple[Any, ...], Any]]:
     """Every step of a definition (main steps, tasks, handlers) with its data path."""
     roots: list[tuple[tuple[Any, ...], list[Any]]] = [(("steps",), definition.steps)]
     for task_name, task in definition.sub_agent_tasks.items():
@@ -229,7 +234,7 @@ def iter_steps_with_paths(definition: WorkflowDefinition):
         yield from _walk_steps(prefix, steps)
 
 
-def _walk_steps(prefix: tuple[Any, ...], steps: list[Any]):
+def _walk_steps(prefix: tuple[Any, ...], steps: list[Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
     for index, step in enumerate(steps):
         path = (*prefix, index)
         yield path, step

@@ -7,6 +7,7 @@ current directory.
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 from dataclasses import dataclass
@@ -107,6 +108,6 @@ class WorkflowResolver:
                     found.setdefault(path.stem, WorkflowLocation(path.stem, path, source))
         return sorted(found.values(), key=lambda w: w.name)
 
-    def roots(self) -> list[Path]:
+    def roots(self) -> builtins.list[Path]:
         """Directories that imports may reach into."""
         return [d.resolve() for _, d in self.search_dirs()]

@@ -173,8 +173,8 @@ class ApplyHintsStep(_ResultStep):
 class ConditionalStep(StepBase):
     type: Literal["conditional"]
     condition: Template
-    then: list["Step"] = Field(default_factory=list, validation_alias=AliasChoices("then", "then_steps"))
-    else_: list["Step"] = Field(
+    then: list[Step] = Field(default_factory=list, validation_alias=AliasChoices("then", "then_steps"))
+    else_: list[Step] = Field(
         default_factory=list, alias="else", validation_alias=AliasChoices("else", "else_steps")
     )
 
@@ -183,13 +183,13 @@ class WhileStep(StepBase):
     type: Literal["while"]
     condition: Template
     max_iterations: int = Field(default=100, ge=1, le=MAX_ITERATIONS_LIMIT)
-    body: list["Step"]
+    body: list[Step]
 
 
 class ForeachStep(StepBase):
     type: Literal["foreach"]
     items: Any
-    steps: list["Step"]
+    steps: list[Step]
 
 
 class SubAgentErrorPolicy(Strict):
@@ -249,7 +249,7 @@ class StateUpdateStep(StepBase):
     updates: list[UpdateItem] | None = None
 
     @model_validator(mode="after")
-    def _one_form(self) -> "StateUpdateStep":
+    def _one_form(self) -> StateUpdateStep:
         """Exactly one form; the error names the key to look at (`ctx.key` positions it)."""
         if self.updates is None and self.path is None:
             raise PydanticCustomError(
@@ -271,24 +271,7 @@ class StateUpdateStep(StepBase):
 
 
 Step = Annotated[
-    Union[
-        ShellCommandStep,
-        AgentShellCommandStep,
-        StateUpdateStep,
-        McpCallStep,
-        UserMessageStep,
-        UserInputStep,
-        AgentPromptStep,
-        ApplyHintsStep,
-        ConditionalStep,
-        WhileStep,
-        ForeachStep,
-        ParallelForeachStep,
-        BreakStep,
-        ContinueStep,
-        IncludeWorkflowStep,
-        ExitStep,
-    ],
+    ShellCommandStep | AgentShellCommandStep | StateUpdateStep | McpCallStep | UserMessageStep | UserInputStep | AgentPromptStep | ApplyHintsStep | ConditionalStep | WhileStep | ForeachStep | ParallelForeachStep | BreakStep | ContinueStep | IncludeWorkflowStep | ExitStep,
     Field(discriminator="type"),
 ]
 

@@ -8,7 +8,7 @@ unbalanced template braces, tier collisions (warnings) and the like.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterator
 
 from aromcp_workflows.definition.build import describe
 from aromcp_workflows.definition.errors import Problem, closest_names, did_you_mean
@@ -324,7 +324,7 @@ def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
     return found
 
 
-def _all_steps(definition: WorkflowDefinition):
+def _all_steps(definition: WorkflowDefinition) -> Iterator[tuple[tuple[Any, ...], Any]]:
     from aromcp_workflows.definition.loader import iter_steps_with_paths
 
     return iter_steps_with_paths(definition)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from aromcp_workflows.definition.resolver import name_problem
-from aromcp_workflows.definition.steps import Step, StateUpdateSpec, Strict
+from aromcp_workflows.definition.steps import StateUpdateSpec, Step, Strict
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_:\-]*$")
 InputType = Literal["string", "number", "integer", "boolean", "array", "object"]

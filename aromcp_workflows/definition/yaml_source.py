@@ -41,7 +41,7 @@ class Positions:
         line, column = self.locate(path)
         return Problem(message, self.file, line, column, severity)  # type: ignore[arg-type]
 
-    def shifted(self, prefix: Path) -> "Positions":
+    def shifted(self, prefix: Path) -> Positions:
         """The sub-table under `prefix`, re-rooted (for `workflow:` wrappers and streams)."""
         size = len(prefix)
         table = {p[size:]: pos for p, pos in self.table.items() if p[:size] == prefix}
@@ -177,7 +177,7 @@ def _yaml_problem(exc: MarkedYAMLError, file: str | None, text: str) -> Problem:
     """Turn ruamel's parser jargon into what the author should fix, at the right place."""
     problem = (exc.problem or "").strip()
     context = (exc.context or "").strip()
-    here, opened = exc.problem_mark, exc.context_mark
+    opened = exc.context_mark
     opened_at = f"line {opened.line + 1}, column {opened.column + 1}" if opened else "earlier"
     if "found character '\\t'" in problem:
         return _marked_problem(exc, file, "invalid YAML: tab character; YAML indents and "

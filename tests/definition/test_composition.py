@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import minimal, write
 
 from aromcp_workflows.definition import (
     DefinitionError,
@@ -15,8 +16,6 @@ from aromcp_workflows.definition import (
     load_valid_bundle,
 )
 from aromcp_workflows.definition.steps import ConditionalStep, McpCallStep
-
-from conftest import minimal, write
 
 
 def test_then_steps_and_else_steps_are_then_and_else(tmp_path: Path, loader: WorkflowLoader) -> None:
@@ -64,8 +63,8 @@ def test_mcp_call_without_method_says_both_spellings(tmp_path: Path, loader: Wor
           - type: mcp_call
         """)
     assert [str(p) for p in check(str(path), loader).errors] == [
-        f"{path}:4:5: an mcp_call step with top-level 'params' needs a top-level 'method' too "
-        "(or write both under 'mcp:')",
+        (f"{path}:4:5: an mcp_call step with top-level 'params' needs a top-level 'method' too "
+        "(or write both under 'mcp:')"),
         f"{path}:5:5: missing required key 'mcp' (or top-level 'method') in mcp_call step"]
 
 
@@ -199,8 +198,8 @@ def test_an_invalid_included_workflow_is_reported_in_its_own_file(project: Path,
             workflow: "kid:broken"
         """)
     assert [str(p) for p in check("parent:ok", loader).errors] == [
-        f"{root / 'parent:ok.yaml'}:4:5: included workflow 'kid:broken' is invalid (its errors "
-        "are listed under its own file name)",
+        (f"{root / 'parent:ok.yaml'}:4:5: included workflow 'kid:broken' is invalid (its errors "
+        "are listed under its own file name)"),
         f"{child}:3:5: unknown step type 'exitt' (did you mean 'exit'?)",
     ]
 
@@ -213,8 +212,8 @@ def test_include_with_a_path_for_a_name_is_refused(tmp_path: Path, loader: Workf
             workflow: "../../etc/passwd"
         """)
     assert [p.message for p in check(str(path), loader).errors] == [
-        "invalid workflow name '../../etc/passwd': it contains a path separator; a name looks "
-        "like 'standards:fix'"]
+        ("invalid workflow name '../../etc/passwd': it contains a path separator; a name looks "
+        "like 'standards:fix'")]
 
 
 def test_editing_a_file_is_seen_by_the_next_load(tmp_path: Path, loader: WorkflowLoader) -> None:

@@ -13,13 +13,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import MALFORMED_DIR
 
 from aromcp_workflows.definition import Problem, WorkflowLoader, check
 from aromcp_workflows.definition.errors import DefinitionError
 from aromcp_workflows.definition.schema import workflow_json_schema
 from aromcp_workflows.definition.yaml_source import parse_yaml
-
-from conftest import MALFORMED_DIR
 
 CASES = sorted(MALFORMED_DIR.glob("*.yaml"))
 

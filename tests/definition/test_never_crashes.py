@@ -10,12 +10,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from conftest import BUILTIN_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver, check
-
-from conftest import BUILTIN_DIR
 
 SOURCES = [p.read_text(encoding="utf-8") for p in sorted(BUILTIN_DIR.glob("*.yaml"))]
 PUNCTUATION = ["{", "}", "[", "]", ":", "- ", "'", '"', "\t", "&a ", "*a", "<<: *a", "{{", "}}",
@@ -52,7 +51,7 @@ def mutated(draw: st.DrawFn) -> str:
         elif action == "indent":
             lines[at] = "  " + lines[at]
         elif action == "dedent":
-            lines[at] = lines[at][2:] if lines[at].startswith("  ") else lines[at]
+            lines[at] = lines[at].removeprefix("  ")
         else:
             column = draw(st.integers(0, len(lines[at])))
             piece = draw(st.sampled_from(PUNCTUATION))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import BUILTIN_DIR, minimal, write
 
 from aromcp_workflows.definition import (
     DefinitionError,
@@ -14,8 +15,6 @@ from aromcp_workflows.definition import (
     check,
     check_name,
 )
-
-from conftest import BUILTIN_DIR, minimal, write
 
 SHIPPED = sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
 
@@ -134,8 +133,8 @@ def test_name_differing_from_file_name_is_a_warning(project: Path, loader: Workf
     report = check("tools:fmt", loader)
     assert report.valid
     assert [str(w) for w in report.warnings] == [
-        f"{project / '.aromcp' / 'workflows' / 'tools:fmt.yaml'}:1:1: warning: workflow name "
-        "'tools:format' differs from its file name 'tools:fmt'; it is found by the file name"]
+        (f"{project / '.aromcp' / 'workflows' / 'tools:fmt.yaml'}:1:1: warning: workflow name "
+        "'tools:format' differs from its file name 'tools:fmt'; it is found by the file name")]
 
 
 def test_load_by_path_and_by_name_agree(project: Path, loader: WorkflowLoader) -> None:

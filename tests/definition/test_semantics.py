@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import write
 
 from aromcp_workflows.definition import WorkflowLoader, check
 from aromcp_workflows.definition.js_names import js_free_names
 from aromcp_workflows.definition.validation import unbalanced_braces
-
-from conftest import write
 
 
 def problems(tmp_path: Path, loader: WorkflowLoader, text: str) -> list[str]:
@@ -157,11 +156,11 @@ def test_tier_paths_checked_everywhere_a_step_writes(tmp_path: Path, loader: Wor
           t:
             steps: [{type: exit}]
         """) == [
-        "6:26: cannot write 'computed.failed': computed fields are derived from their 'from' "
-        "paths; write to raw.* or state.* instead",
+        ("6:26: cannot write 'computed.failed': computed fields are derived from their 'from' "
+        "paths; write to raw.* or state.* instead"),
         "10:46: state path 'errors' must start with 'raw.' or 'state.' (for example raw.errors)",
-        "13:20: cannot write 'inputs.result': inputs are fixed when the workflow starts; write "
-        "to raw.* or state.* instead",
+        ("13:20: cannot write 'inputs.result': inputs are fixed when the workflow starts; write "
+        "to raw.* or state.* instead"),
     ]
 
 

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import BUILTIN_DIR, EXAMPLES_DIR, REPO
 
 from aromcp_workflows.definition import WorkflowLoader, check
 from aromcp_workflows.definition.schema import workflow_json_schema
 from aromcp_workflows.definition.yaml_source import parse_yaml
-
-from conftest import BUILTIN_DIR, EXAMPLES_DIR, REPO
 
 SHIPPED_FILES = sorted(BUILTIN_DIR.rglob("*.yaml"))
 EXAMPLE_FILES = sorted(EXAMPLES_DIR.glob("*.yaml"))
