@@ -8,9 +8,10 @@ a workflow that is already running.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from aromcp_workflows.definition.build import build_definition
 from aromcp_workflows.definition.errors import (

@@ -8,7 +8,8 @@ unbalanced template braces, tier collisions (warnings) and the like.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from aromcp_workflows.definition.build import describe
 from aromcp_workflows.definition.errors import Problem, closest_names, did_you_mean
