@@ -79,33 +79,42 @@ class WorkflowBundle:
         return cls(workflows[data["main"]], workflows)
 
 
+Stamp = tuple[int, int]  # (mtime in ns, size): changes when a file is edited
+
+
 class WorkflowLoader:
-    """Reads workflow files (cached by modification time) and resolves names and imports."""
+    """Reads workflow files and resolves names and imports.
+
+    Files are cached; an entry is reused only while the file *and every file it imports*
+    are unchanged, so a long-running server sees an edited shared file at once.
+    """
 
     def __init__(self, resolver: WorkflowResolver | None = None):
         self.resolver = resolver or WorkflowResolver()
-        self._cache: dict[Path, tuple[float, list[LoadedWorkflow]]] = {}
+        self._cache: dict[Path, tuple[dict[Path, Stamp], list[LoadedWorkflow]]] = {}
 
     # -- single files -------------------------------------------------------------
     def load_file(self, path: str | os.PathLike[str], source: Source | str = "file",
                   _importing: tuple[Path, ...] = ()) -> list[LoadedWorkflow]:
         """Every workflow a file holds, with its own imports resolved."""
         resolved = Path(path).resolve()
-        try:
-            stamp = resolved.stat().st_mtime
-        except OSError as exc:
-            raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None
+        stamp = _stamp(resolved, str(path))
         cached = self._cache.get(resolved)
-        if cached and cached[0] == stamp:
+        if cached and all(_stamp_or_none(p) == s for p, s in cached[0].items()):
             return cached[1]
+        if source == "file":  # a path into a workflow directory counts as that directory
+            source = self.resolver.source_of(resolved)
         text = _read_text(resolved)
         loaded = [
             LoadedWorkflow(definition, str(resolved), positions, source)
             for definition, positions in _definitions_in(text, str(resolved))
         ]
+        stamps = {resolved: stamp}
         for workflow in loaded:
             workflow.imported = self._load_imports(workflow, (*_importing, resolved))
-        self._cache[resolved] = (stamp, loaded)
+            for child in workflow.imported.values():
+                stamps.update(self._cache[Path(child.file)][0])
+        self._cache[resolved] = (stamps, loaded)
         return loaded
 
     def load_one_file(self, path: str | os.PathLike[str], source: Source | str = "file") -> LoadedWorkflow:
@@ -279,6 +288,22 @@ def _definitions_in(text: str, file: str) -> list[tuple[WorkflowDefinition, Posi
     if problems:
         raise DefinitionError(problems)
     return results
+
+
+def _stamp(path: Path, shown: str) -> Stamp:
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", shown)]) from None
+    return (info.st_mtime_ns, info.st_size)
+
+
+def _stamp_or_none(path: Path) -> Stamp | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_mtime_ns, info.st_size)
 
 
 def _read_text(path: Path) -> str:

@@ -108,6 +108,13 @@ class WorkflowResolver:
                     found.setdefault(path.stem, WorkflowLocation(path.stem, path, source))
         return sorted(found.values(), key=lambda w: w.name)
 
+    def source_of(self, path: Path) -> Source:
+        """Which workflow directory a file sits directly in ("file" when none)."""
+        for source, directory in self.search_dirs():
+            if path.parent == directory.resolve():
+                return source
+        return "file"
+
     def roots(self) -> builtins.list[Path]:
         """Directories that imports may reach into."""
         return [d.resolve() for _, d in self.search_dirs()]

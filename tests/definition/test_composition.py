@@ -225,3 +225,23 @@ def test_editing_a_file_is_seen_by_the_next_load(tmp_path: Path, loader: Workflo
     stamp = path.stat().st_mtime + 5
     os.utime(path, (stamp, stamp))
     assert loader.load(str(path)).definition.steps[0].message == "after"  # type: ignore[union-attr]
+
+
+def test_an_edited_imported_file_is_seen_through_the_importer(tmp_path: Path,
+                                                              loader: WorkflowLoader) -> None:
+    import os
+
+    shared = write(tmp_path / "shared.yaml", "workflow:\n  name: kid\n  steps: [{type: exit}]\n")
+    main = write(tmp_path / "main.yaml", """
+        name: main
+        imports: [shared.yaml]
+        steps: [{type: include_workflow, workflow: kid}]
+        """)
+    assert check(str(main), loader).valid
+    write(shared, "workflow:\n  name: kid\n  steps: [{type: exitt}]\n")
+    stamp = shared.stat().st_mtime + 5
+    os.utime(shared, (stamp, stamp))
+    assert [p.message for p in check(str(main), loader).errors] == [
+        "imported file 'shared.yaml' is invalid (its errors are listed under its own name)",
+        "unknown step type 'exitt' (did you mean 'exit'?)",
+    ]

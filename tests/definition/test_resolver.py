@@ -142,3 +142,13 @@ def test_load_by_path_and_by_name_agree(project: Path, loader: WorkflowLoader) -
     by_name, by_path = loader.load("same:flow"), loader.load(str(path))
     assert by_name.definition == by_path.definition
     assert (by_name.source, by_path.source) == ("project", "project")  # cached by file
+
+
+def test_a_path_into_a_workflow_directory_is_treated_as_found_there(project: Path,
+                                                                    loader: WorkflowLoader) -> None:
+    path = write(project / ".aromcp" / "workflows" / "tools:fmt.yaml", minimal("tools:format"))
+    report = check(str(path), loader)
+    assert report.bundle is not None and report.bundle.main.source == "project"
+    assert [w.message for w in report.warnings] == [
+        "workflow name 'tools:format' differs from its file name 'tools:fmt'; it is found by "
+        "the file name"]
