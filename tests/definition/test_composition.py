@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import minimal, write
+from definition_helpers import minimal, write
 
 from aromcp_workflows.definition import (
     DefinitionError,

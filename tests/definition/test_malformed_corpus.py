@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import MALFORMED_DIR
+from definition_helpers import MALFORMED_DIR
 
 from aromcp_workflows.definition import Problem, WorkflowLoader, check
 from aromcp_workflows.definition.errors import DefinitionError

@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from conftest import BUILTIN_DIR
+from definition_helpers import BUILTIN_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import BUILTIN_DIR, minimal, write
+from definition_helpers import BUILTIN_DIR, minimal, write
 
 from aromcp_workflows.definition import (
     DefinitionError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write
+from definition_helpers import write
 
 from aromcp_workflows.definition import WorkflowLoader, check
 from aromcp_workflows.definition.js_names import js_free_names

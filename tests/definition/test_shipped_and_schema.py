@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import BUILTIN_DIR, EXAMPLES_DIR, REPO
+from definition_helpers import BUILTIN_DIR, EXAMPLES_DIR, REPO
 
 from aromcp_workflows.definition import WorkflowLoader, check
 from aromcp_workflows.definition.schema import workflow_json_schema
