@@ -50,7 +50,7 @@ class ExpressionEngine:
     """
 
     def __init__(self, timeout_ms: int = 1000, max_memory_mb: int = 256,
-                 max_result_chars: int = 32_000_000) -> None:
+                 max_result_chars: int = 16_000_000) -> None:
         self._rt = V8Runtime(timeout_ms=timeout_ms, max_memory_mb=max_memory_mb)
         self.max_result_chars = max_result_chars
         self._fn_ids: dict[tuple[str, tuple[str, ...], str], FunctionDef] = {}

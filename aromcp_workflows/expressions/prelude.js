@@ -127,6 +127,9 @@
 
   // Serialize one output; [text|undefined, errorKind, errorMessage].
   function encode(out, max) {
+    if (typeof out === 'string' && out.length > max) {
+      return [undefined, 'memory', 'result too large: ' + out.length + ' characters (limit ' + max + ')'];
+    }
     let s;
     try {
       s = stringify(out);

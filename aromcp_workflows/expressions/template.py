@@ -334,7 +334,7 @@ def js_number(x: float) -> str:
         return "Infinity" if x > 0 else "-Infinity"
     if x == 0:
         return "0"
-    if x.is_integer() and abs(x) < 1e21:
+    if x.is_integer() and abs(x) < 2**53:
         return str(int(x))
     sign = "-" if x < 0 else ""
     mant, _, exp = repr(abs(x)).partition("e")
