@@ -14,9 +14,14 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## run: validate the shipped workflows and run the main example end to end
+DEMO := .demo-project
+
+## run: validate the shipped workflows, then run standards:fix end to end on a demo git
+## project with the headless agent (server over stdio, SQLite store in the user data dir)
 run: $(STAMP)
 	$(BIN)/aromcp-workflows validate --all
+	$(BIN)/python examples/demo_project.py $(DEMO)
+	$(BIN)/aromcp-workflows --project-dir $(DEMO) run standards:fix --answers examples/answers/standards-fix.yaml
 
 ## test: the whole test suite
 test: $(STAMP)
@@ -26,4 +31,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis $(DEMO)

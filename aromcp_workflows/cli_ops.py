@@ -44,6 +44,30 @@ def register_commands(commands: Any) -> None:
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=cmd_status)
 
+    explain = commands.add_parser("explain", help="show what a workflow will do, without running it")
+    explain.add_argument("workflow", help="workflow name or path to a .yaml file")
+    explain.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE",
+                         help="a workflow input (repeatable); VALUE may be JSON")
+    explain.add_argument("--json", action="store_true", help="print JSON")
+    explain.set_defaults(handler=cmd_explain)
+
+    graph = commands.add_parser("graph", help="print a Mermaid flowchart of a workflow")
+    graph.add_argument("workflow", help="workflow name or path to a .yaml file")
+    graph.set_defaults(handler=cmd_graph)
+
+    trace = commands.add_parser("trace", help="show an instance's computed-field recomputes")
+    trace.add_argument("workflow_id")
+    trace.add_argument("--field", help="only this computed field")
+    trace.add_argument("--store", metavar="PATH", help="SQLite store file")
+    trace.add_argument("--json", action="store_true", help="print JSON")
+    trace.set_defaults(handler=cmd_trace)
+
+    debug = commands.add_parser("debug", help="show an instance's steps, state size and transform timing")
+    debug.add_argument("workflow_id")
+    debug.add_argument("--store", metavar="PATH", help="SQLite store file")
+    debug.add_argument("--json", action="store_true", help="print JSON")
+    debug.set_defaults(handler=cmd_debug)
+
     install = commands.add_parser("install", help="set up a client (Claude Code) to use this server")
     install.add_argument("client", choices=["claude"], help="the client to configure")
     install.add_argument("--global", dest="global_scope", action="store_true",
@@ -120,3 +144,84 @@ def cmd_install(args: argparse.Namespace) -> int:
         return 1
     print(report)
     return 0
+
+
+def parse_inputs(pairs: list[str]) -> dict[str, Any]:
+    """`k=v` pairs; v is JSON when it parses as JSON, else text (`--input n=3` is 3)."""
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"error: --input takes KEY=VALUE, got {pair!r}")
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    return values
+
+
+def _call(action: Any) -> Any:
+    from aromcp_workflows.instances import ServiceError
+
+    try:
+        return action()
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    plan = _call(lambda: _service(args).explain_plan(args.workflow, parse_inputs(args.input)))
+    if args.json:
+        print(json.dumps(plan, indent=2, default=str))
+        return 0
+    print(f"Plan for {plan['workflow']}")
+    for step in plan["steps"]:
+        where = "".join(f" [{c}]" for c in step.get("conditions", []) + step.get("loops", []))
+        extra = ""
+        if "estimated_sub_agents" in step:
+            extra = f" → sub-agents: {step['estimated_sub_agents']}"
+        print(f"  {step['step_id']:<40} {step['type']:<20} {step['side']:<7}{where}{extra}")
+    print("MCP tools called: " + (", ".join(plan["required_tools"]) or "none"))
+    print("State written: " + (", ".join(plan["state_paths_written"]) or "nothing"))
+    print("Program:")
+    for workflow, programs in plan["program"].items():
+        for key, lines in programs.items():
+            print(f"  {workflow} / {key}")
+            for line in lines:
+                print(f"    {line}")
+    return 0
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
+    from aromcp_workflows.explain.mermaid import mermaid_flowchart
+
+    loaded = WorkflowLoader(WorkflowResolver(project_dir=args.project_dir)).load(args.workflow)
+    sys.stdout.write(mermaid_flowchart(loaded.definition))
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    data = _call(lambda: _service(args).trace_transformations(args.workflow_id, args.field, True))
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    for trace in data["traces"]:
+        status = f"ERROR {trace['error']}" if trace.get("error") else _short(trace["output"])
+        print(f"{trace['timestamp']}  {trace['field']:<24} {trace.get('duration_ms', 0) or 0:>8.2f} ms  "
+              f"[{trace['trigger']}]  {status}")
+    if not data["traces"]:
+        print("No transform traces recorded.")
+    return 0
+
+
+def cmd_debug(args: argparse.Namespace) -> int:
+    data = _call(lambda: _service(args).debug_info(args.workflow_id))
+    print(json.dumps(data, indent=2, default=str))
+    return 0
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -8,6 +8,7 @@ caller what was wrong and what to do.  Every change is saved before the method r
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -246,6 +247,49 @@ class WorkflowService:
             if run.error:
                 result["error"] = run.error
             return result
+
+    # -- seeing inside ----------------------------------------------------------------
+    def trace_transformations(self, workflow_id: str, field: str | None = None,
+                              include_timing: bool = False) -> dict[str, Any]:
+        from aromcp_workflows.explain.inspect import transform_traces
+
+        live = self._live(workflow_id)
+        events = self.instances.store.history(workflow_id, kinds=["transform_trace"])
+        return {"traces": transform_traces(events, field, include_timing, self._masker(live))}
+
+    def debug_info(self, workflow_id: str) -> dict[str, Any]:
+        from aromcp_workflows.explain.inspect import debug_info
+
+        live = self._live(workflow_id)
+        events = self.instances.store.history(workflow_id)
+        with live.lock:
+            return debug_info(live.run, events, self._masker(live))
+
+    def test_transformation(self, transform: str, input: Any = None,
+                            context: dict[str, Any] | None = None) -> dict[str, Any]:
+        from aromcp_workflows.expressions import ExpressionError
+
+        started = time.perf_counter()
+        try:
+            output = self.instances.engine.test_transform(transform, input, context or {})
+        except ExpressionError as exc:
+            return {"success": False, "error": str(exc),
+                    "execution_time_ms": round((time.perf_counter() - started) * 1000, 3)}
+        return {"success": True, "output": output,
+                "execution_time_ms": round((time.perf_counter() - started) * 1000, 3)}
+
+    def explain_plan(self, workflow: str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+        from aromcp_workflows.explain.plan import explain_plan
+
+        bundle = self._guard(lambda: load_valid_bundle(workflow, self.loader))
+        return explain_plan(bundle, inputs or {}, self.instances.engine)
+
+    def _masker(self, live: LiveInstance) -> Any:
+        from aromcp_workflows.explain.masking import Masker, secret_values
+
+        with live.lock:
+            run = live.run
+            return Masker(secret_values(run.inputs, *(s.flattened() for s in run.states.values())))
 
     # -- helpers --------------------------------------------------------------------
     def _live(self, workflow_id: str) -> LiveInstance:

@@ -39,7 +39,13 @@ class ControlFlow:
             if isinstance(ins, Run):
                 return self.run_step(thread, frame, ins)
             if isinstance(ins, JumpUnless):
-                frame.pc = frame.pc + 1 if self.truthy(thread, frame, ins.condition, ins.step_id) else ins.target
+                if self.truthy(thread, frame, ins.condition, ins.step_id):
+                    frame.pc += 1
+                else:
+                    frame.pc = ins.target
+                    if ins.reason == "when":
+                        self.record("step_skipped", self.delivered_id(frame, ins.step_id), self.task_of(thread),
+                                    {"when": ins.condition})
             elif isinstance(ins, Jump):
                 frame.pc = ins.target
             elif isinstance(ins, LoopEnter):

@@ -165,6 +165,9 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
             definition = bundle.get(run.state_workflows[key])
             run.states[key] = StateStore.from_snapshot(engine, computed_specs(definition), snapshot)
         run.threads = {tid: Thread.from_json(t) for tid, t in data["threads"].items()}
+        for thread in run.threads.values():
+            if thread.pending is not None and thread.pending.kind == "shell":
+                thread.pending = None  # the server stopped mid-command: run it again (at least once)
         run.groups = data["groups"]
         run.status, run.error = data["status"], data["error"]
         run.counters, run.retries = data["counters"], data["retries"]

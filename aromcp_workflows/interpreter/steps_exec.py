@@ -82,14 +82,20 @@ class StepExecution:
         self.write(thread, frame, [(path, spec.operation, value)], f"step {step_id}")
 
     def store_failure(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, step_id: str,
-                      message: str, result: Any = None) -> None:
-        """`on_error: continue`: store `fallback_value` (or the output) and `error_state_update`."""
+                      message: str, output: Any = None, result: Any = None) -> None:
+        """`on_error: continue`: store `fallback_value` if given, else what the step's
+        `state_update` would store (its `value` over `result`, or the parsed output);
+        then apply `error_state_update`."""
         spec = getattr(step, "state_update", None)
-        if spec is not None:
+        if spec is not None and (step.fallback_value is not None or result is not None or output is not None):
             path = self.render(thread, frame, spec.path, f"step {step_id}")
-            fallback = step.fallback_value if step.fallback_value is not None else result
-            self.write(thread, frame, [(path, spec.operation if spec.operation != "set" else "set", fallback)],
-                       f"step {step_id}")
+            if step.fallback_value is not None:
+                value = step.fallback_value
+            elif spec.value is not None and result is not None:
+                value = self.render(thread, frame, spec.value, f"state_update of step {step_id}", {"result": result})
+            else:
+                value = output
+            self.write(thread, frame, [(path, spec.operation, value)], f"step {step_id}")
         error_spec = getattr(step, "error_state_update", None)
         if error_spec is not None:
             error = {"message": message, "step_id": step_id}
@@ -144,7 +150,7 @@ class StepExecution:
             elif step.on_error == "retry" and attempt < step.retry_count:
                 return self.request_shell(thread, frame, step, request.step_id, attempt + 1)
             elif step.on_error == "continue" or (step.on_error == "retry" and step.fallback_value is not None):
-                self.store_failure(thread, frame, step, request.step_id, problem, output)
+                self.store_failure(thread, frame, step, request.step_id, problem, output, result.as_result(output))
             else:
                 raise StepFailed(f"step {request.step_id} failed: {problem}")
         except StepFailed as exc:

@@ -1,0 +1,64 @@
+"""Masking secrets in everything we show: traces, debug output, logs.
+
+A value is secret when it sits under a key whose name contains `token`, `secret`,
+`password` or `api_key` (any case), in the inputs or anywhere in state.  Such values are
+replaced by `***` where they appear under their key, and — because transforms copy them
+around — wherever the same text appears inside other strings too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+SENSITIVE_KEY = re.compile(r"token|secret|password|passwd|api_?key", re.IGNORECASE)
+MASK = "***"
+MIN_SECRET_LENGTH = 4  # shorter values would mask innocent text
+
+
+def is_sensitive(key: str) -> bool:
+    return bool(SENSITIVE_KEY.search(key))
+
+
+def secret_values(*sources: Any) -> set[str]:
+    """Every string (or number) held under a sensitive key in the given structures."""
+    found: set[str] = set()
+    for source in sources:
+        _collect(source, found, under_secret=False)
+    return {value for value in found if len(value) >= MIN_SECRET_LENGTH}
+
+
+def _collect(node: Any, found: set[str], under_secret: bool) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _collect(value, found, under_secret or is_sensitive(str(key)))
+    elif isinstance(node, list):
+        for value in node:
+            _collect(value, found, under_secret)
+    elif under_secret and isinstance(node, (str, int, float)) and not isinstance(node, bool):
+        found.add(str(node))
+
+
+class Masker:
+    def __init__(self, secrets: Iterable[str] = ()):
+        self.secrets = sorted(set(secrets), key=len, reverse=True)
+
+    def __call__(self, node: Any) -> Any:
+        return self.mask(node)
+
+    def mask(self, node: Any, key: str | None = None) -> Any:
+        if key is not None and is_sensitive(key) and not isinstance(node, (dict, list)) and node is not None:
+            return MASK
+        if isinstance(node, dict):
+            return {k: self.mask(v, str(k)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [self.mask(v, key if key and is_sensitive(key) else None) for v in node]
+        if isinstance(node, str):
+            return self.mask_text(node)
+        return node
+
+    def mask_text(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
