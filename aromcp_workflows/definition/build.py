@@ -120,14 +120,14 @@ def _translate(err: dict[str, Any], data: Any) -> _Found:
         choices = ", ".join(repr(v) for v in values) or err["ctx"].get("expected", "")
         hint = did_you_mean(str(given), [str(v) for v in values])
         return _Found(path, f"{subject} must be one of {choices}, not {given!r}{hint}")
-    message = err["msg"]
-    message = message.removeprefix("Value error, ")
+    # our own validators' messages are complete sentences; `ctx.key` says where to point
+    message = str(err["msg"]).removeprefix("Value error, ")
     ctx_key = (err.get("ctx") or {}).get("key")
     if ctx_key and isinstance(node, dict) and ctx_key in node:
         return _Found((*path, ctx_key), message)
-    if kind in ("value_error", "assertion_error") or err.get("ctx", {}).get("own"):
+    if kind == "value_error" or ctx_key:
         return _Found(path, message)
-    return _Found(path, f"{subject}: {message}")
+    return _Found(path, f"{subject}: {message.removeprefix('Input should be ')}")
 
 
 def _subject(path: Path, owner: type[BaseModel] | None, where: str) -> str:
@@ -178,6 +178,8 @@ def _type_hint(item: _Found) -> str:
         return " with a 'type' key"
     if item.key in ("state_update", "error_state_update") and isinstance(item.given, str):
         return f" (write {item.key}: {{path: {item.given}}})"
+    if item.expected[0] == "a string" and isinstance(item.given, (bool, int, float)):
+        return " (put it in quotes to make it text)"
     if "a list" in item.expected and isinstance(item.given, str):
         return " (write one '- item' per line, or [a, b])"
     return ""

@@ -150,5 +150,5 @@ def test_a_path_into_a_workflow_directory_is_treated_as_found_there(project: Pat
     report = check(str(path), loader)
     assert report.bundle is not None and report.bundle.main.source == "project"
     assert [w.message for w in report.warnings] == [
-        "workflow name 'tools:format' differs from its file name 'tools:fmt'; it is found by "
-        "the file name"]
+        ("workflow name 'tools:format' differs from its file name 'tools:fmt'; it is found by "
+        "the file name")]
