@@ -237,6 +237,7 @@ class CrashingAgent:
     expect_redelivery: dict[str, str] = field(default_factory=dict)
     redelivered: list[tuple[str, str, str]] = field(default_factory=list)  # (thread, expected, got)
     rng: random.Random = field(default_factory=lambda: random.Random(7))
+    crash_log: list[dict[str, str]] = field(default_factory=list)  # pending steps when each crash hit
 
     async def boot(self) -> None:
         project, home, store = self.root / "project", self.root / "home", self.root / "store.sqlite3"
@@ -273,6 +274,7 @@ class CrashingAgent:
             return
         # a thread whose last call was answered must get its pending step again, same id
         self.expect_redelivery = {t: s for t, s in self.pending.items() if not self.inflight.get(t)}
+        self.crash_log.append(dict(self.pending))
         await server.kill()
 
     def delivered(self, thread: str, step: dict[str, Any] | None) -> None:
@@ -357,19 +359,26 @@ async def test_uninterrupted_run_has_the_exact_values(tmp_path_factory):
     assert 30 <= calls <= 60
 
 
-# Tool calls of the agent (start is not counted): 1 get_next_step (a1), 2 complete a1,
-# 3..6 the while loop's agent steps, 7..9 the foreach's mcp_calls (the 9th answer is the
-# first parallel_tasks batch), 10.. sub-agent calls of batch 1, then batch 2, then the end.
+# Tool calls of the agent (start is not counted): 1 get_next_step (delivers a1), 2 complete
+# a1 (delivers w.wa#1), 3..6 complete w.wa#1..4, 7..9 complete fe.fa#1..3 (the 9th answer is
+# the first parallel_tasks batch), then the sub-agents of batch 1, batch 2, and the end.
 CASES = {
-    "early": [Crash(2, inflight=False)],
-    "mid-while": [Crash(5, inflight=False)],
-    "mid-while-inflight": [Crash(6, inflight=True)],
-    "mid-foreach-inflight": [Crash(9, inflight=True)],
+    "mid-while": [Crash(3, inflight=False)],
+    "mid-while-inflight": [Crash(4, inflight=True)],
+    "mid-foreach-inflight": [Crash(8, inflight=True)],
     "mid-parallel": [Crash(16, inflight=False)],
     "mid-parallel-inflight": [Crash(21, inflight=True)],
     "second-batch": [Crash(30, inflight=True)],
-    "several": [Crash(4, inflight=True), Crash(12, inflight=False), Crash(19, inflight=True),
-                Crash(26, inflight=False), Crash(33, inflight=True)],
+    "several": [Crash(2, inflight=True), Crash(14, inflight=False), Crash(24, inflight=True)],
+}
+PHASES = {  # where each case's crash must land (what was pending at that moment)
+    "mid-while": lambda p: p.get("main") == "w.wa#2",
+    "mid-while-inflight": lambda p: p.get("main", "").startswith("w.wa#"),
+    "mid-foreach-inflight": lambda p: p.get("main", "").startswith("fe.fa#"),
+    "mid-parallel": lambda p: p.get("main") == "pf" and len(p) > 1,
+    "mid-parallel-inflight": lambda p: p.get("main", "").startswith("pf") and len(p) > 1,
+    "second-batch": lambda p: p.get("main") == "pf.batch2" and len(p) > 1,
+    "several": lambda p: p.get("main", "").startswith("pf") and len(p) > 1,
 }
 
 
@@ -378,7 +387,10 @@ async def test_sigkill_and_restart_loses_nothing_and_repeats_nothing(tmp_path_fa
     reference = {k: v for k, v in (await reference_state(tmp_path_factory)).items() if k != "__calls__"}
     agent = CrashingAgent(make_root(tmp_path, case), crashes=CASES[case])
     state = await agent.drive()
+    print(case, "calls", agent.calls, "pending at each crash:", agent.crash_log, "redelivered:", agent.redelivered)
     assert agent.restarts == len(CASES[case]), "every planned crash happened"
+    phase = PHASES[case]
+    assert any(phase(pending) for pending in agent.crash_log), f"{case}: crash not where planned {agent.crash_log}"
     check_exact(state)
     assert normalized(state) == normalized(reference)
     if not all(c.inflight for c in CASES[case]):
