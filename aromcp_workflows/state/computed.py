@@ -135,7 +135,7 @@ class ComputedGraph:
             for r in (reads, vreads):
                 if r is None:
                     continue
-                for n in r.names:
+                for n in sorted(r.names):
                     if n in ("input", "output"):
                         continue
                     node.name_refs[n] = name_ref(n, r.keys_of(n), computed_names)
@@ -186,7 +186,8 @@ class ComputedGraph:
                 return
             if mark.get(name) == 1:
                 cycle = path[path.index(name):] + [name]
-                raise StateError("computed fields form a cycle: " + " -> ".join(cycle),
+                raise StateError("computed fields form a cycle (each reads the next): "
+                                 + " -> ".join(cycle),
                                  field=name)
             mark[name] = 1
             path.append(name)

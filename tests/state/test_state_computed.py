@@ -1,0 +1,161 @@
+"""Computed fields: graph, incremental recompute, cut-off, error policies, limits, traces."""
+
+import pytest
+
+from aromcp_workflows.expressions import ExpressionEngine
+from aromcp_workflows.state import ComputedFieldSpec as C
+from aromcp_workflows.state import StateError, StateStore, Update
+
+
+def test_cycles_are_rejected_naming_the_cycle(engine):
+    with pytest.raises(StateError, match=r"cycle \(each reads the next\): a -> c -> b -> a"):
+        StateStore(engine, [C("a", ["computed.c"]), C("b", ["computed.a"]),
+                            C("c", [], False, "b + 1")])
+    with pytest.raises(StateError, match="cycle .*: x -> x"):
+        StateStore(engine, [C("x", [], False, "(x || 0) + 1")])
+
+
+def test_unknown_computed_source_is_rejected(engine):
+    with pytest.raises(StateError, match="computed.nope"):
+        StateStore(engine, [C("a", ["computed.nope"])])
+
+
+def test_prefix_overlap_decides_what_is_affected(engine):
+    specs = [C("reads_a", ["raw.a"], False, "JSON.stringify(input)"),
+             C("reads_abc", ["raw.a.b.c"], False, "input ?? null"),
+             C("reads_ax", ["raw.a.x"], False, "input ?? null"),
+             C("reads_other", ["raw.other"], False, "input ?? null")]
+    s = StateStore(engine, specs)
+    s.initialize({"raw": {"a": {"b": {"c": 1}, "x": 0}, "other": 0}})
+    r = s.apply([Update("raw.a.b", "set", {"c": 2})])
+    assert sorted(r.recomputed) == ["reads_a", "reads_abc"]
+    r = s.apply([Update("raw.a", "set", {"b": {"c": 2}, "x": 1})])
+    assert sorted(r.recomputed) == ["reads_a", "reads_abc", "reads_ax"]
+    assert r.computed_changed == {"reads_a": '{"b":{"c":2},"x":1}', "reads_ax": 1}
+
+
+def test_cut_off_where_a_value_did_not_change(engine):
+    specs = [C("count", ["raw.items"], False, "input.length"),
+             C("is_big", ["computed.count"], False, "input > 2"),
+             C("label", ["computed.is_big"], False, "input ? 'big' : 'small'")]
+    s = StateStore(engine, specs)
+    s.initialize({"raw": {"items": [1]}})
+    before = engine.stats.v8_calls
+    r = s.apply([Update("raw.items", "append", 2)])
+    assert engine.stats.v8_calls - before == 1
+    assert r.recomputed == ["count", "is_big"]  # label not run: is_big came out unchanged
+    assert r.computed_changed == {"count": 2}
+    r = s.apply([Update("raw.items", "append", 3)])
+    assert r.recomputed == ["count", "is_big", "label"]
+    assert r.computed_changed == {"count": 3, "is_big": True, "label": "big"}
+
+
+def test_update_touching_no_dependency_runs_no_transform(engine):
+    s = StateStore(engine, [C("count", ["raw.items"], False, "input.length")])
+    s.initialize({"raw": {"items": []}})
+    before = engine.stats.v8_calls
+    r = s.apply([Update("raw.unrelated", "set", 1), Update("state.x", "set", 2)])
+    assert r.recomputed == [] and engine.stats.v8_calls == before
+
+
+def test_implicit_dependencies_from_free_names(engine):
+    specs = [C("scaled", ["raw.values"], False, "input.map(v => v * factor)"),
+             C("via_this", [], False, "this.factor + (computed.scaled || []).length"),
+             C("via_tier", [], False, "raw.factor * 2 + state.bonus")]
+    s = StateStore(engine, specs)
+    s.initialize({"raw": {"values": [1, 2], "factor": 2}, "state": {"bonus": 1}})
+    assert s.flattened()["scaled"] == [2, 4]
+    r = s.apply([Update("raw.factor", "set", 3)])
+    assert r.computed_changed == {"scaled": [3, 6], "via_this": 5, "via_tier": 7}
+    r = s.apply([Update("state.bonus", "set", 2)])
+    assert r.computed_changed == {"via_tier": 8}
+    assert sorted(s.dependencies("computed.via_tier")["direct_deps"]) == [
+        "raw.factor", "state.bonus"]
+
+
+def test_on_error_policies(engine):
+    specs = [C("strict", ["raw.x"], False, "input.a.b"),
+             C("fallback", ["raw.y"], False, "input.a.b", on_error="use_fallback",
+               fallback="fb"),
+             C("keep", ["raw.z"], False, "input.a.b", on_error="ignore"),
+             C("below_keep", ["computed.keep"], False, "String(input) + '!'")]
+    s = StateStore(engine, specs)
+    s.initialize({"raw": {"x": {"a": {"b": 1}}, "y": {"a": {"b": 2}}, "z": {"a": {"b": 3}}}})
+    assert s.computed == {"strict": 1, "fallback": 2, "keep": 3, "below_keep": "3!"}
+    r = s.apply([Update("raw.y", "set", {}), Update("raw.z", "set", {})])
+    assert s.computed == {"strict": 1, "fallback": "fb", "keep": 3, "below_keep": "3!"}
+    assert r.computed_changed == {"fallback": "fb"}
+    assert {e["field"] for e in r.errors} == {"fallback", "keep"}
+    with pytest.raises(StateError, match="strict"):
+        s.apply([Update("raw.x", "set", {})])
+
+
+def test_validate_failure_counts_as_an_error(engine):
+    spec = C("ratio", ["raw.a", "raw.b"], True, "input[0] / input[1]",
+             validate="Number.isFinite(output)")
+    s = StateStore(engine, [spec])
+    s.initialize({"raw": {"a": 1, "b": 2}})
+    with pytest.raises(StateError) as exc:
+        s.apply([Update("raw.b", "set", 0)])
+    assert exc.value.cause.kind == "validation"
+    assert s.computed["ratio"] == 0.5
+
+
+def test_traces(engine):
+    s = StateStore(engine, [C("double", ["raw.n"], False, "input * 2"),
+                            C("bad", ["raw.n"], False, "input.x.y", on_error="ignore")])
+    s.initialize({"raw": {"n": 1}}, trigger="workflow_start")
+    s.drain_traces()
+    s.apply([Update("raw.n", "set", 5)], trigger="step set_n")
+    traces = s.drain_traces()
+    assert [t["field"] for t in traces] == ["double", "bad"]
+    t = traces[0]
+    assert set(t) >= {"field", "timestamp", "trigger", "input", "output", "duration_ms", "error"}
+    assert (t["trigger"], t["input"], t["output"], t["error"]) == ("step set_n", 5, 10, None)
+    assert traces[1]["error"]["kind"] == "runtime" and "computed field bad" == \
+        traces[1]["error"]["origin"]
+    assert s.drain_traces() == []
+
+
+def test_traces_are_bounded(engine):
+    s = StateStore(engine, [C("double", ["raw.n"], False, "input * 2")], max_traces=10)
+    s.initialize({"raw": {"n": 0}})
+    for i in range(30):
+        s.apply([Update("raw.n", "set", i + 1)])
+    assert len(s.traces()) == 10
+
+
+def test_runaway_transform_is_reported_with_field_and_source_and_store_keeps_serving():
+    eng = ExpressionEngine(timeout_ms=300)
+    try:
+        specs = [C("ok_before", ["raw.n"], False, "input + 1"),
+                 C("runaway", ["raw.n"], False, "if (input > 1) { while (true) {} } return input"),
+                 C("ok_after", ["computed.ok_before"], False, "input * 10")]
+        s = StateStore(eng, specs)
+        s.initialize({"raw": {"n": 1}})
+        with pytest.raises(StateError) as exc:
+            s.apply([Update("raw.n", "set", 2)])
+        err = exc.value.cause
+        assert exc.value.field == "runaway" and err.kind == "timeout"
+        assert "while (true)" in err.expression and err.origin == "computed field runaway"
+        assert s.raw["n"] == 1
+        r = s.apply([Update("raw.n", "set", 0)])
+        assert r.computed_changed == {"ok_before": 1, "runaway": 0, "ok_after": 10}
+    finally:
+        eng.close()
+
+
+def test_runaway_with_fallback_keeps_the_rest_of_the_chain():
+    eng = ExpressionEngine(timeout_ms=300)
+    try:
+        specs = [C("a", ["raw.n"], False, "input + 1"),
+                 C("slow", ["computed.a"], False, "while (true) {}", on_error="use_fallback",
+                   fallback=-1),
+                 C("b", ["computed.slow"], False, "input * 2"),
+                 C("c", ["computed.a"], False, "input * 3")]
+        s = StateStore(eng, specs)
+        r = s.initialize({"raw": {"n": 1}})
+        assert s.computed == {"a": 2, "slow": -1, "b": -2, "c": 6}
+        assert [e["kind"] for e in r.errors] == ["timeout"]
+    finally:
+        eng.close()
