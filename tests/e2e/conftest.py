@@ -24,6 +24,21 @@ SEVEN_FILES = {
 FIX_SUMMARY = "Standards fix complete: 7 files in 3 batches, 14 fixes applied, 0 batches failed."
 
 
+def _path_to_key_is_a_function() -> bool:
+    from aromcp_workflows.expressions import ExpressionEngine
+
+    try:
+        return bool(ExpressionEngine().evaluate("typeof path_to_key === 'function'", {}))
+    except Exception:  # noqa: BLE001 - any failure means "not available"
+        return False
+
+
+# standards:fix calls `path_to_key(item)` as a function; until the expression engine has it,
+# every batch of standards:fix fails (see test_path_to_key_is_also_a_function).
+needs_path_to_key = pytest.mark.xfail(not _path_to_key_is_a_function(), strict=True,
+                                      reason="path_to_key() is not a JS function yet: standards:fix batches fail")
+
+
 def git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     """A git repository with one empty commit and `files` left as untracked changes."""
     path.mkdir(parents=True, exist_ok=True)
@@ -37,19 +52,20 @@ def git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     return path
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "store.sqlite"
+def run_cli(base: Path, project: Path, *args: str, timeout: float = 60,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m aromcp_workflows --project-dir PROJECT ARGS` with its store and HOME under `base`."""
+    env = {**os.environ, "AROMCP_WORKFLOWS_STORE": str(base / "store.sqlite"), "HOME": str(base / "home")}
+    return subprocess.run([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(project), *args],
+                          capture_output=True, text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL,
+                          cwd=cwd)
 
 
 @pytest.fixture
-def cli(tmp_path: Path, store: Path):
-    """cli(project_dir, *args) -> CompletedProcess of `python -m aromcp_workflows --project-dir D ...`."""
+def cli(tmp_path: Path):
+    """cli(project_dir, *args) -> CompletedProcess of the CLI, isolated in tmp_path."""
 
-    def run(project: Path, *args: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "AROMCP_WORKFLOWS_STORE": str(store), "HOME": str(tmp_path / "home")}
-        return subprocess.run([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(project), *args],
-                              capture_output=True, text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL,
-                              **kwargs)
+    def run(project: Path, *args: str, timeout: float = 60, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return run_cli(tmp_path, project, *args, timeout=timeout, cwd=cwd)
 
     return run

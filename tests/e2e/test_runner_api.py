@@ -1,0 +1,136 @@
+"""The headless runner's programmatic API against a real server subprocess.
+
+standards:fix on a git repo with 7 changed files: 3 batches, 3 sub-agents running
+concurrently over one MCP session, the summary message, and the tool-call budget
+N + T + 2 of DESIGN.md §7.  The standards:fix run is shared by the tests that read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from aromcp_workflows.runner import run_workflow
+from aromcp_workflows.runner_report import RunOutcome
+from tests.e2e.conftest import FIX_SUMMARY, SEVEN_FILES, git_repo, needs_path_to_key
+
+FIX_ANSWERS = {
+    "hints_for_file": [{"when_params": {"file_path": "*.ts"}, "result": {"hints": ["prefer const"]}},
+                       {"result": {"hints": ["wrap long lines"]}}],
+    "apply": 2,
+    "lint_project": {"errors": 0},
+}
+
+
+@pytest.fixture(scope="module")
+def fix_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunOutcome, str]:
+    base = tmp_path_factory.mktemp("fix")
+    repo = git_repo(base / "repo", SEVEN_FILES)
+    out = io.StringIO()
+    outcome = asyncio.run(run_workflow("standards:fix", {}, FIX_ANSWERS, repo, base / "store.sqlite", out))
+    return outcome, out.getvalue()
+
+
+@needs_path_to_key
+def test_standards_fix_completes_with_summary(fix_run):
+    outcome, printed = fix_run
+    assert outcome.status == "completed", (outcome.error, printed)
+    assert outcome.exit_code == 0
+    assert outcome.messages == ["Fixing 7 files in 3 batches of up to 3.", FIX_SUMMARY]
+    assert FIX_SUMMARY in printed
+    state = outcome.final_state
+    assert state is not None
+    assert state["batch_status"] == {"batch_0": "done", "batch_1": "done", "batch_2": "done"}
+    assert len(state["file_results"]) == 7
+    assert {r["hints"]["hints"][0] for r in state["file_results"].values()} == {"prefer const", "wrap long lines"}
+
+
+@needs_path_to_key
+def test_standards_fix_three_sub_agents_run_concurrently(fix_run):
+    outcome, printed = fix_run
+    steps = outcome.transcript
+    assert [e.type for e in steps if e.task_id is None] == ["parallel_tasks"]
+    tasks = sorted({e.task_id for e in steps if e.task_id})
+    assert tasks == ["fix_batch_0", "fix_batch_1", "fix_batch_2"]
+    # every task performed its first step before any task performed its last
+    order = [e.task_id for e in steps if e.task_id]
+    firsts = [order.index(t) for t in tasks]
+    lasts = [len(order) - 1 - order[::-1].index(t) for t in tasks]
+    assert max(firsts) < min(lasts), order
+
+
+@needs_path_to_key
+def test_standards_fix_tool_calls_within_budget(fix_run):
+    """N = 21 task steps (hints, apply, lint for 7 files) + 1 parallel_tasks step, T = 3:
+    start + the main thread's get_next_step + one get_next_step per task + one
+    step_complete per step = N + T + 2 = 27.  The final state read is counted apart."""
+    outcome, printed = fix_run
+    assert sum(e.type == "mcp_call" for e in outcome.transcript) == 14
+    assert sum(e.type == "agent_prompt" for e in outcome.transcript) == 7
+    assert (outcome.agent_steps, outcome.tasks) == (22, 3)
+    assert outcome.loop_calls == outcome.budget == 27
+    assert outcome.tool_calls == outcome.loop_calls + 1
+    assert "tool calls: 27 to run the workflow for 22 agent step(s) and 3 sub-agent task(s) " \
+           "(budget N+T+2 = 27), plus 1 to read the final state" in printed
+
+
+FAN_OUT = """\
+name: "e2e:fan-out"
+default_state:
+  raw: {done: []}
+steps:
+  - id: fan_out
+    type: parallel_foreach
+    items: ["a", "b", "c"]
+    max_parallel: 2
+    sub_agent_task: work
+  - type: user_message
+    message: "done: {{ done.slice().sort().join(',') }}"
+sub_agent_tasks:
+  work:
+    steps:
+      - id: slow
+        type: agent_shell_command
+        command: "sleep 0.3; echo {{ item }}"
+        state_update: {path: "raw.done", operation: append}
+"""
+
+
+async def test_early_parallel_completion_gets_a_wait_step(tmp_path: Path):
+    """An orchestrator that completes parallel_tasks before its sub-agents finish is told to
+    wait; the runner waits for the named tasks and completes the parallel step again.
+    max_parallel 2 over 3 items: a second parallel_tasks step carries the third task."""
+    workflow = tmp_path / "e2e:fan-out.yaml"
+    workflow.write_text(FAN_OUT)
+    outcome = await run_workflow(str(workflow), {}, None, git_repo(tmp_path / "repo"), tmp_path / "s.sqlite",
+                                 None, complete_parallel_early=True)
+    assert outcome.status == "completed", outcome.error
+    main = [(e.step_id, e.type, e.accepted) for e in outcome.transcript if e.task_id is None]
+    assert main[0] == ("fan_out", "parallel_tasks", False)
+    assert ("fan_out.wait", "wait", True) in main
+    assert [m[1] for m in main].count("parallel_tasks") == 2
+    assert outcome.messages == ["done: a,b,c"]
+    assert outcome.tasks == 3
+
+
+async def test_missing_answer_aborts_naming_step_and_key(tmp_path: Path):
+    repo = git_repo(tmp_path / "repo", {"src/a.ts": "a"})
+    outcome = await run_workflow("standards:fix", {}, {"apply": 2}, repo, tmp_path / "s.sqlite", None)
+    assert outcome.status == "aborted" and outcome.exit_code == 1
+    error = outcome.error or ""
+    assert re.search(r"no answer for step fix_batch_0\.fix_files\.get_hints#\d+ ", error), error
+    assert "add `hints_for_file:`" in error
+    assert outcome.final_state is not None  # the instance stays readable (and was cancelled)
+
+
+@pytest.mark.xfail(reason="expressions bug: path_to_key exists only as a filter, not as the JS function "
+                          "that standards:fix uses (`file_results[path_to_key(item)]`)", strict=False)
+def test_path_to_key_is_also_a_function():
+    from aromcp_workflows.expressions import ExpressionEngine
+
+    engine = ExpressionEngine()
+    assert engine.render("{{ path_to_key('src/a.ts') }}", {}) == "src_a_ts"

@@ -1,0 +1,190 @@
+"""`aromcp-workflows run` as a user runs it: a subprocess, exit codes, printed output."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import FIX_SUMMARY, ROOT, git_repo, needs_path_to_key, run_cli
+
+
+@needs_path_to_key
+def test_make_run_example_runs_standards_fix(tmp_path: Path, cli):
+    """What `make run` does: the demo project, then the shipped answers file by relative path."""
+    demo = tmp_path / "demo"
+    subprocess.run([sys.executable, "examples/demo_project.py", str(demo)], cwd=ROOT, check=True,
+                   capture_output=True)
+    proc = cli(demo, "run", "standards:fix", "--answers", "examples/answers/standards-fix.yaml", cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Fixing 7 files in 3 batches of up to 3." in proc.stdout
+    assert FIX_SUMMARY in proc.stdout
+    assert re.search(r"\[fix_batch_2\] fix_batch_2\.fix_files\.get_hints#\d+  mcp_call  hints_for_file\(", proc.stdout)
+    assert "status: completed" in proc.stdout
+    assert "tool calls: 27 to run the workflow for 22 agent step(s) and 3 sub-agent task(s) " \
+           "(budget N+T+2 = 27)" in proc.stdout
+
+
+def test_deps_analyze_runs_without_answers(tmp_path: Path, cli):
+    repo = git_repo(tmp_path / "repo", {
+        "package.json": '{\n  "dependencies": {\n    "left-pad": "1.0.0",\n    "react": "18.0.0"\n  }\n}\n',
+        "api/requirements.txt": "requests==2.31\nflask>=3\n",
+        "node_modules/x/package.json": "{}",
+    })
+    proc = cli(repo, "run", "deps:analyze")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Found 2 manifests (pip, npm) declaring about" in proc.stdout or \
+           "Found 2 manifests (npm, pip) declaring about" in proc.stdout
+    assert "tool calls: 2 to run the workflow for 0 agent step(s)" in proc.stdout
+    assert "  manifests = " in proc.stdout  # the final state summary
+
+
+@pytest.fixture(scope="module")
+def retry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """ci:retry-tests with a command that fails twice (exit 1), then passes (a counter file)."""
+    base = tmp_path_factory.mktemp("retry")
+    repo = git_repo(base / "repo")
+    (repo / "flaky.sh").write_text(textwrap.dedent("""\
+        n=$(cat .count 2>/dev/null || echo 0); n=$((n+1)); echo $n > .count
+        [ "$n" -ge 3 ] || { echo "run $n failed" >&2; exit 1; }
+        echo "run $n passed"
+    """))
+    proc = run_cli(base, repo, "run", "ci:retry-tests", "--input", "command=bash flaky.sh",
+                   "--input", "max_attempts=5", "--quiet")
+    return proc, repo
+
+
+def test_retry_tests_passes_on_the_third_attempt(retry_run):
+    proc, repo = retry_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[:3] == [
+        "Attempt 1 failed with exit code 1.", "Attempt 2 failed with exit code 1.",
+        "Tests passed after 3 attempt(s)."]
+    assert "status: completed" in proc.stdout
+    assert (repo / ".count").read_text().strip() == "3"
+
+
+def test_standards_check_includes_shared_workflow(tmp_path: Path, cli):
+    repo = git_repo(tmp_path / "repo", {"src/a.ts": "a", "src/b.js": "b", "notes.md": "n"})
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(textwrap.dedent("""\
+        check_typescript:
+          - when_params: {files: ["src/a.ts"]}
+            result: {errors: 2}
+          - result: {errors: 0}
+        lint_project: {errors: 0}
+    """))
+    proc = cli(repo, "run", "standards:check", "--answers", str(answers), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outcome = json.loads(proc.stdout)
+    assert outcome["status"] == "completed"
+    assert outcome["messages"] == ["2 issues in 1 of 2 files."]
+    assert outcome["final_state"]["checks"]["files_with_errors"] == ["src_a_ts"]  # path_to_key keys
+    assert outcome["loop_calls"] <= outcome["budget"]
+    assert "[main] " in proc.stderr  # with --json the transcript goes to stderr
+
+
+USER_INPUT = """\
+name: "e2e:ask"
+default_state:
+  raw: {branch: ""}
+steps:
+  - id: ask_branch
+    type: user_input
+    prompt: "Which branch?"
+    validation:
+      pattern: "^[a-z0-9/-]+$"
+      error_message: "Use lowercase letters, digits, '-' and '/' only"
+    max_attempts: 3
+    state_update: {path: raw.branch}
+  - type: user_message
+    message: "Releasing {{ branch }}."
+"""
+
+
+def test_user_input_invalid_then_valid_answer(tmp_path: Path, cli):
+    repo = git_repo(tmp_path / "repo")
+    workflow = tmp_path / "e2e:ask.yaml"
+    workflow.write_text(USER_INPUT)
+    answers = tmp_path / "answers.yaml"
+    answers.write_text('ask_branch: ["Release 1!", "release/1"]\n')
+    proc = cli(repo, "run", str(workflow), "--answers", str(answers))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    rejected = [line for line in lines if "not accepted" in line]
+    assert len(rejected) == 1 and "Use lowercase letters" in rejected[0]
+    assert "Releasing release/1." in lines
+    assert "  branch = release/1" in lines
+
+
+FAILING = """\
+name: "e2e:failing"
+steps:
+  - id: greet
+    type: agent_shell_command
+    command: "echo hello from the agent"
+    state_update: {path: raw.greeting}
+  - id: build
+    type: shell_command
+    command: "sleep 5.3; echo 'cannot find module left-pad' >&2; exit 3"
+  - type: user_message
+    message: "never shown"
+"""
+
+
+def test_failing_workflow_exits_1_naming_step_and_cause(tmp_path: Path, cli):
+    """Also shows progress notifications: the server reports a command running over 5 s."""
+    repo = git_repo(tmp_path / "repo")
+    workflow = tmp_path / "e2e:failing.yaml"
+    workflow.write_text(FAILING)
+    proc = cli(repo, "run", str(workflow))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "greet  agent_shell_command  $ echo hello from the agent -> hello from the agent" in out
+    assert "command still running after 5 s" in out
+    assert "status: failed" in out
+    error = next(line for line in out.splitlines() if line.startswith("error: "))
+    assert "build" in error and "3" in error and "cannot find module left-pad" in error
+    assert "never shown" not in out
+
+
+def test_agent_shell_failure_is_reported_with_stderr(tmp_path: Path, cli):
+    repo = git_repo(tmp_path / "repo")
+    workflow = tmp_path / "e2e:agent-fail.yaml"
+    workflow.write_text(textwrap.dedent("""\
+        name: "e2e:agent-fail"
+        steps:
+          - id: check
+            type: agent_shell_command
+            command: "echo 'disk full' >&2; exit 7"
+    """))
+    proc = cli(repo, "run", str(workflow), "--quiet")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "status: failed" in proc.stdout
+    assert "check" in proc.stdout and "disk full" in proc.stdout
+
+
+def test_usage_errors_exit_2(tmp_path: Path, cli):
+    repo = git_repo(tmp_path / "repo")
+    bad_input = cli(repo, "run", "deps:analyze", "--input", "review")
+    assert bad_input.returncode == 2 and "is not KEY=VALUE" in bad_input.stderr
+    missing = cli(repo, "run", "deps:analyze", "--answers", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2 and "cannot read answers file" in missing.stderr
+    wrong_type = cli(repo, "run", "ci:retry-tests", "--input", "max_attempts=many", "--quiet")
+    assert wrong_type.returncode == 2, wrong_type.stdout + wrong_type.stderr
+    assert "status: not_started" in wrong_type.stdout and "max_attempts" in wrong_type.stdout
+
+
+def test_no_answer_without_a_terminal_fails_clearly(tmp_path: Path, cli):
+    repo = git_repo(tmp_path / "repo")
+    workflow = tmp_path / "e2e:ask.yaml"
+    workflow.write_text(USER_INPUT)
+    proc = cli(repo, "run", str(workflow), "--quiet")
+    assert proc.returncode == 1
+    assert "no answer for step ask_branch" in proc.stdout
+    assert "add `ask_branch:`" in proc.stdout
