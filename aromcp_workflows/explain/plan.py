@@ -29,7 +29,8 @@ def explain_plan(bundle: WorkflowBundle, inputs: dict[str, Any], engine: Any) ->
     state = _default_state(main, inputs, engine)
     steps: list[dict[str, Any]] = []
     estimates: dict[str, Any] = {}
-    for name, definition in bundle.workflows.items():
+    for name, loaded in bundle.workflows.items():
+        definition = loaded.definition
         prefix = "" if name == main.name else f"[{name}] "
         _walk(definition.steps, "", [], [], steps, prefix, definition, state if name == main.name else None,
               engine, estimates)
@@ -52,9 +53,10 @@ def explain_plan(bundle: WorkflowBundle, inputs: dict[str, Any], engine: Any) ->
 
 
 def _walk(step_list: list[Any], prefix: str, conditions: list[str], loops: list[str], out: list[dict[str, Any]],
-          label: str, definition: WorkflowDefinition, state: Any, engine: Any, estimates: dict[str, Any]) -> None:
+          label: str, definition: WorkflowDefinition, state: Any, engine: Any, estimates: dict[str, Any],
+          branch: str = "") -> None:
     for index, step in enumerate(step_list):
-        local = step.id or f"{step.type}_{index + 1}"
+        local = step.id or f"{branch}{step.type}_{index + 1}"  # the compiler's naming
         qid = f"{prefix}{local}"
         entry: dict[str, Any] = {"step_id": f"{label}{qid}", "type": step.type,
                                  "side": _side(step.type)}
@@ -78,9 +80,9 @@ def _walk(step_list: list[Any], prefix: str, conditions: list[str], loops: list[
         out.append(entry)
         if isinstance(step, ConditionalStep):
             _walk(step.then, f"{qid}.", [*guards, f"if {step.condition}"], loops, out, label, definition, state,
-                  engine, estimates)
+                  engine, estimates, "then_")
             _walk(step.else_, f"{qid}.", [*guards, f"unless {step.condition}"], loops, out, label, definition,
-                  state, engine, estimates)
+                  state, engine, estimates, "else_")
         elif isinstance(step, WhileStep):
             _walk(step.body, f"{qid}.", guards, [*loops, f"while {step.condition} (max {step.max_iterations})"],
                   out, label, definition, state, engine, estimates)

@@ -37,7 +37,8 @@ JS_GLOBALS = frozenset(
     BigInt Set Iterator WeakMap WeakSet Proxy Reflect FinalizationRegistry WeakRef
     decodeURI decodeURIComponent encodeURI encodeURIComponent escape unescape eval
     isFinite isNaN console Temporal SuppressedError DisposableStack AsyncDisposableStack
-    Float16Array SharedArrayBuffer WebAssembly setTimeout clearTimeout now uuid""".split()
+    Float16Array SharedArrayBuffer WebAssembly setTimeout clearTimeout now uuid
+    path_to_key""".split()
 )
 
 

@@ -20,6 +20,33 @@
 
   class CompileError extends Error {}
 
+  // Texts of computed values kept between calls (LRU, bounded by total characters), so
+  // an unchanged 10,000-item value is not sent into V8 again on every recompute.
+  const cache = new Map();
+  let cacheChars = 0;
+  const CACHE_LIMIT = 24 * 1024 * 1024;
+  function cacheGet(key) {
+    const s = cache.get(key);
+    if (s !== undefined) {
+      cache.delete(key);
+      cache.set(key, s);
+    }
+    return s;
+  }
+  function cacheSet(key, s) {
+    const old = cache.get(key);
+    if (old !== undefined) cacheChars -= old.length;
+    cache.delete(key);
+    if (s.length > CACHE_LIMIT / 4) return;
+    cache.set(key, s);
+    cacheChars += s.length;
+    for (const [k, v] of cache) {
+      if (cacheChars <= CACHE_LIMIT) break;
+      cache.delete(k);
+      cacheChars -= v.length;
+    }
+  }
+
   function describe(e) {
     try {
       if (e instanceof CompileError) return String(e.message);
@@ -176,7 +203,24 @@
   // | [2,kind,msg,ms] failed with policy propagate (the chain stops there).
   function chain(meta, vals) {
     const ctx = newCtx(vals, meta.multi);
-    for (const pair of meta.computed) ctx.cur[pair[0]] = ctx.cells[pair[1]];
+    // meta.computed: [name, cell index | null, cache key | null].  A null index means
+    // "the value is in the cache under this key" (it stayed in V8 from an earlier call);
+    // a miss answers {"miss": key} and Python resends the values inline.
+    for (const e of meta.computed) {
+      if (e[1] === null) {
+        const s = cacheGet(e[2]);
+        if (s === undefined) return '{"miss":' + stringify(e[2]) + '}';
+        ctx.cur[e[0]] = { v: undefined, s: s, used: true, multi: true };
+      } else {
+        const c = ctx.cells[e[1]];
+        c.multi = true;
+        ctx.cur[e[0]] = c;
+        if (e[2] !== null && c.v !== undefined) {
+          c.s = stringify(c.v);
+          cacheSet(e[2], c.s);
+        }
+      }
+    }
     const dirty = new Set(meta.dirty);
     const parts = [];
     progress = { i: -1, first: -1, done: parts };
@@ -238,6 +282,11 @@
         continue;
       }
       ctx.cur[it.n] = { v: out, s: s, used: false, multi: true };
+      if (it.ok && cache.has(it.ok)) {
+        cacheChars -= cache.get(it.ok).length;
+        cache.delete(it.ok);
+      }
+      if (it.nk && s !== undefined) cacheSet(it.nk, s);
       for (const d of it.d) dirty.add(d);
       parts.push('[1,' + (s === undefined ? '[]' : '[' + s + ']') + ',' + ek + ',' + em + ',' + ms + ']');
     }
@@ -256,6 +305,13 @@
       const r = (random() * 16) | 0;
       return (c === 'x' ? r : (r & 0x3) | 0x8).toString(16);
     });
+  }
+
+  // The `path_to_key` filter as a function, for use inside expressions
+  // (`file_results[path_to_key(item)]`); same rule as the Python filter.
+  function path_to_key(v) {
+    const text = v === undefined || v === null ? '' : typeof v === 'object' ? stringify(v) : String(v);
+    return text.replace(/[^A-Za-z0-9_-]+/g, '_');
   }
 
   // ---- lockdown -------------------------------------------------------------------
@@ -281,6 +337,7 @@
   defineProperty(G, '__aro', { value: api, writable: false, enumerable: false, configurable: false });
   defineProperty(G, 'now', { value: now, writable: false, enumerable: false, configurable: false });
   defineProperty(G, 'uuid', { value: uuid, writable: false, enumerable: false, configurable: false });
+  defineProperty(G, 'path_to_key', { value: path_to_key, writable: false, enumerable: false, configurable: false });
   const seen = new Set();
   function deepFreeze(o) {
     if ((typeof o !== 'object' && typeof o !== 'function') || o === null || seen.has(o)) return;
