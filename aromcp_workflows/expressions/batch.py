@@ -164,13 +164,21 @@ class ChainOutcome:
 
 
 def run_chain(rt: V8Runtime, items: list[ChainItem], table: ValueTable,
-              current: dict[str, Any], dirty: set[int], max_chars: int) -> list[ChainOutcome]:
+              current: dict[str, Any], dirty: set[int], max_chars: int,
+              keys: dict[str, str] | None = None, cached: set[str] | None = None,
+              new_keys: dict[str, str] | None = None) -> list[ChainOutcome]:
     """Recompute a chain in topological order with cut-off, normally in one crossing.
 
     `current` holds the present value of every computed field the items read or
     produce; `dirty` the indices directly affected by the change.  An item runs only if
     dirty; a changed output makes its dependents dirty.
+
+    Values stay in V8 between calls under cache keys: `keys[name]` is the key of the
+    current value, `cached` the names whose value V8 should still hold (sent by key, not
+    by value), `new_keys[name]` the key under which a changed output is kept.  A cache
+    miss (context replaced, entry evicted) costs one more call with values inline.
     """
+    keys, cached, new_keys = keys or {}, set(cached or ()), new_keys or {}
     calls = [it.call for it in items] + [it.validate for it in items if it.validate]
     defs = _defs(c.fn for c in calls)
     js_items = [{
@@ -178,13 +186,16 @@ def run_chain(rt: V8Runtime, items: list[ChainItem], table: ValueTable,
         "v": None if it.validate is None else [it.validate.fn.fn_id, it.validate.args,
                                                it.validate.this],
         "p": it.policy, "fb": it.fallback, "d": it.dependents,
+        "ok": keys.get(it.name), "nk": new_keys.get(it.name),
     } for it in items]
     current = dict(current)
     dirty = set(dirty)
     outcomes: list[ChainOutcome | None] = [None] * len(items)
     start, step, inject = 0, False, None
     while start < len(items):
-        computed = [[name, table.fresh(value)] for name, value in current.items()]
+        computed = [[name, None, keys[name]] if name in cached and name in keys
+                    else [name, table.fresh(value), keys.get(name)]
+                    for name, value in current.items()]
         meta = {"items": js_items, "multi": table.multi(), "start": start, "max": max_chars,
                 "computed": computed, "dirty": sorted(dirty), "limit": 1 if step else 0,
                 "inject": inject}
@@ -192,15 +203,20 @@ def run_chain(rt: V8Runtime, items: list[ChainItem], table: ValueTable,
         inject = None
         try:
             parts = rt.call("chain", defs, meta, table.values)
+            if isinstance(parts, dict):  # {"miss": key}: resend every value inline
+                cached.clear()
+                continue
         except Interrupted as exc:
             if exc.kind == "timeout" and exc.progress is not None and \
                     exc.progress["i"] >= start:
                 done, i = exc.progress["done"], exc.progress["i"]
                 _absorb(items, outcomes, current, dirty, start, done)
+                cached.clear()
                 if i == exc.progress["first"]:
                     inject = [i, "timeout", _limit_message("timeout", rt)]
                 start = i
                 continue
+            cached.clear()
             if step:  # one transform per call: the one that ran is the guilty one
                 guilty = min((d for d in dirty if d >= start), default=start)
                 for k in range(start, guilty):

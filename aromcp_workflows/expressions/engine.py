@@ -133,9 +133,17 @@ class ExpressionEngine:
         return Call(self.function(source, names, mode), args, this, origin)
 
     def run_chain(self, items: list[ChainItem], table: ValueTable, current: dict[str, Any],
-                  dirty: set[int]) -> list[ChainOutcome]:
+                  dirty: set[int], keys: dict[str, str] | None = None,
+                  cached: set[str] | None = None,
+                  new_keys: dict[str, str] | None = None) -> list[ChainOutcome]:
         """Recompute computed fields in one crossing (see batch.run_chain)."""
-        return batch.run_chain(self._rt, items, table, current, dirty, self.max_result_chars)
+        return batch.run_chain(self._rt, items, table, current, dirty, self.max_result_chars,
+                               keys, cached, new_keys)
+
+    @property
+    def context_epoch(self) -> int:
+        """Changes whenever V8 was (re)created: values cached in V8 are gone then."""
+        return self._rt.stats.contexts_created
 
 
 def _scope_source(table: ValueTable, scope: Mapping[str, Any], name: str,

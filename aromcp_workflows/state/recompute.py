@@ -8,7 +8,8 @@ topological order and cuts off below any field whose value came out unchanged.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -132,6 +133,25 @@ def build_items(engine: ExpressionEngine, graph: ComputedGraph, order: list[str]
     return items
 
 
+class V8Cache:
+    """Which of one store's computed values V8 still holds, and under which keys.
+
+    Sending a 10,000-item value into V8 costs milliseconds; a value V8 produced itself can
+    stay there (keyed by store, field and version) to serve as the next recompute's old
+    value and input.  Python only tracks keys; V8 may evict, and then resends are
+    automatic (see expressions.batch.run_chain).
+    """
+
+    def __init__(self) -> None:
+        self.uid = uuid.uuid4().hex[:12]
+        self.versions: dict[str, int] = {}
+        self.cached: set[str] = set()
+        self.epoch = -1
+
+    def key(self, name: str, ahead: int = 0) -> str:
+        return f"{self.uid}:{name}:{self.versions.get(name, 0) + ahead}"
+
+
 @dataclass
 class RecomputeOutcome:
     """Per-field outcomes of one recompute plus the traces it produced."""
@@ -139,14 +159,34 @@ class RecomputeOutcome:
     order: list[str]
     outcomes: list[ChainOutcome]
     traces: list[dict[str, Any]]
+    sent: set[str] = field(default_factory=set)
+    epoch: int = -1
+
+    def commit_cache(self, cache: V8Cache, computed: dict[str, Any]) -> None:
+        """After the store committed: advance versions of changed values; everything the
+        call saw with a defined value is now held by V8."""
+        for name, out in zip(self.order, self.outcomes):
+            if out.status == "changed":
+                cache.versions[name] = cache.versions.get(name, 0) + 1
+        if cache.epoch != self.epoch:
+            cache.cached.clear()
+            cache.epoch = self.epoch
+        for name in self.sent:
+            if computed.get(name, MISSING) is MISSING:
+                cache.cached.discard(name)
+            else:
+                cache.cached.add(name)
 
 
 def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: StateView,
-              direct: set[str], trigger: str) -> RecomputeOutcome:
+              direct: set[str], trigger: str, cache: V8Cache | None = None) -> RecomputeOutcome:
     """Recompute everything downstream of `direct` against `view` (not mutated)."""
     order = graph.downstream(direct)
     if not order:
         return RecomputeOutcome([], [], [])
+    cache = cache or V8Cache()
+    if cache.epoch != engine.context_epoch:
+        cache.cached.clear()
     builder = _Builder(view, graph)
     items = build_items(engine, graph, order, builder)
     needed = builder.reads_computed | set(order)
@@ -154,7 +194,9 @@ def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: StateView,
     dirty = {i for i, n in enumerate(order) if n in direct}
     stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     t0 = time.perf_counter()
-    outcomes = engine.run_chain(items, builder.table, current, dirty)
+    outcomes = engine.run_chain(
+        items, builder.table, current, dirty, keys={n: cache.key(n) for n in current},
+        cached=cache.cached & set(current), new_keys={n: cache.key(n, 1) for n in order})
     elapsed = (time.perf_counter() - t0) * 1000
     # Inputs for traces: resolved after the chain (upstream fields are final by then).
     after = dict(view.computed)
@@ -181,7 +223,7 @@ def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: StateView,
             "error": None if out.error is None else out.error.to_dict(),
             "status": out.status,
         })
-    return RecomputeOutcome(order, outcomes, traces)
+    return RecomputeOutcome(order, outcomes, traces, set(current), engine.context_epoch)
 
 
 def _none(value: Any) -> Any:

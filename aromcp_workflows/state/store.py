@@ -16,7 +16,7 @@ from ..expressions import MISSING, ExpressionEngine, ExpressionError
 from .computed import ComputedFieldSpec, ComputedGraph, Ref
 from .errors import StateError
 from .paths import format_path, get_in, key_tuple, parse_path
-from .recompute import StateView, recompute
+from .recompute import StateView, V8Cache, recompute
 from .updates import Update, UpdateResult, apply_updates, check_value_keys, describe_changes
 
 SNAPSHOT_VERSION = 1
@@ -36,6 +36,7 @@ class StateStore:
         self._inputs: dict[str, Any] = dict(inputs or {})
         self._traces: deque[dict[str, Any]] = deque(maxlen=max_traces)
         self._lock = threading.RLock()
+        self._v8_cache = V8Cache()
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -141,7 +142,7 @@ class StateStore:
         """Run the recompute; commit computed values and traces (tiers: the caller)."""
         if not direct:
             return UpdateResult()
-        out = recompute(self.engine, self.graph, view, direct, trigger)
+        out = recompute(self.engine, self.graph, view, direct, trigger, self._v8_cache)
         self._traces.extend(out.traces)
         result = UpdateResult()
         new_values: dict[str, Any] = {}
@@ -159,6 +160,7 @@ class StateStore:
                 result.computed_changed[name] = None if outcome.value is MISSING \
                     else outcome.value
         self._computed = {**view.computed, **new_values}
+        out.commit_cache(self._v8_cache, self._computed)
         return result
 
     # -- introspection -----------------------------------------------------------------

@@ -159,3 +159,22 @@ def test_runaway_with_fallback_keeps_the_rest_of_the_chain():
         assert [e["kind"] for e in r.errors] == ["timeout"]
     finally:
         eng.close()
+
+
+def test_values_kept_in_v8_survive_a_lost_context(engine):
+    s = StateStore(engine, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)"),
+                            C("count", ["computed.evens"], False, "input.length")])
+    s.initialize({"raw": {"items": [1, 2, 3, 4]}})
+    calls = engine.stats.v8_calls
+    s.apply([Update("raw.items", "append", 6)])
+    assert engine.stats.v8_calls - calls == 1  # old values came from V8's cache
+    engine.close()  # the context (and its cache) is gone
+    assert engine.evaluate("1 + 1", {}) == 2
+    s._v8_cache.epoch = engine.context_epoch  # make the store believe V8 still has them
+    calls = engine.stats.v8_calls
+    r = s.apply([Update("raw.items", "append", 8)])
+    assert engine.stats.v8_calls - calls == 2  # a miss, then values resent inline
+    assert r.computed_changed == {"evens": [2, 4, 6, 8], "count": 4}
+    calls = engine.stats.v8_calls
+    s.apply([Update("raw.items", "append", 10)])
+    assert engine.stats.v8_calls - calls == 1 and s.computed["count"] == 5

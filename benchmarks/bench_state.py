@@ -1,0 +1,204 @@
+"""Benchmarks of DESIGN.md §7 budgets that concern expressions and state.
+
+Counts V8 crossings as well as time (times drift on shared machines; crossings do not):
+
+1. a step with only plain-path templates: 0 V8 calls
+2. a step with 3 non-trivial templates: 1 V8 call
+3. an update cascading through 4 computed fields over a 10,000-item list: 1 V8 call,
+   <= 20 ms median
+4. an update touching no computed field's dependencies: 0 transforms, 0 V8 calls
+5. memory flat across 100,000 recomputes (RSS and V8 heap before/after)
+
+Run:  .venv/bin/python benchmarks/bench_state.py [--quick] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from aromcp_workflows.expressions import ExpressionEngine  # noqa: E402
+from aromcp_workflows.state import ComputedFieldSpec, StateStore, Update  # noqa: E402
+
+CASCADE = [
+    ComputedFieldSpec("filtered_files", ["raw.file_list"], False,
+                      "input.filter(f => !f.includes('node_modules') && !f.endsWith('.d.ts'))"),
+    ComputedFieldSpec("file_batches", ["computed.filtered_files"], False, """
+        input.reduce((batches, file, index) => {
+          const b = Math.floor(index / 10);
+          if (!batches[b]) batches[b] = [];
+          batches[b].push(file);
+          return batches;
+        }, []).map((files, idx) => ({ id: `batch_${idx}`, files, status: 'pending' }))"""),
+    ComputedFieldSpec("ready_batches", ["computed.file_batches", "raw.batch_status"], True,
+                      "input[0].filter(b => (input[1][b.id] || 'pending') === 'pending')"),
+    ComputedFieldSpec("summary", ["computed.ready_batches", "computed.filtered_files"], True,
+                      "({ ready: input[0].length, files: input[1].length, "
+                      "first: input[0][0] && input[0][0].id })"),
+]
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import py_mini_racer
+
+    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
+            "platform": platform.platform(), "mini_racer": getattr(py_mini_racer, "__version__",
+                                                                    "0.14.1")}
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(fn: Callable[[], Any], engine: ExpressionEngine, n: int) -> tuple[float, float]:
+    """(median ms, V8 calls per run)."""
+    for _ in range(min(20, n)):
+        fn()
+    times = []
+    calls0 = engine.stats.v8_calls
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times), (engine.stats.v8_calls - calls0) / n
+
+
+def bench_templates(engine: ExpressionEngine, n: int) -> dict[str, Any]:
+    scope = {"item": "src/app/Button.tsx", "index": 3, "inputs": {"branch": "main"},
+             "files": [f"src/f{i}.ts" for i in range(50)], "loop": {"iteration": 2},
+             "file_results": {"src_app_Button_tsx": {"hints": ["use const"]}}}
+    plain = {"command": "eslint {{ item }}", "branch": "{{ inputs.branch }}",
+             "n": "{{ loop.iteration }}"}
+    rich = {"command": "eslint {{ files.filter(f => f.endsWith('.ts')).slice(0, 5).join(' ') }}",
+            "hints": "{{ file_results[item.replace(/[^A-Za-z0-9_-]+/g, '_')].hints }}",
+            "more": "{{ index > 2 && files.length > 10 ? 'many' : 'few' }}"}
+    plain_ms, plain_calls = measure(lambda: engine.render(plain, scope, shell_quote=True),
+                                    engine, n)
+    rich_ms, rich_calls = measure(lambda: engine.render(rich, scope, shell_quote=True),
+                                  engine, n)
+    return {"plain_paths_step_ms": plain_ms, "plain_paths_step_v8_calls": plain_calls,
+            "three_templates_step_ms": rich_ms, "three_templates_step_v8_calls": rich_calls}
+
+
+def bench_cascade(engine: ExpressionEngine, n: int) -> dict[str, Any]:
+    store = StateStore(engine, CASCADE)
+    files = [f"src/pkg{i % 40}/file{i}.{'d.ts' if i % 7 == 0 else 'ts'}" for i in range(10_000)]
+    store.initialize({"raw": {"file_list": files, "batch_status": {}, "other": 0}})
+    counter = [0]
+
+    def cascade() -> None:
+        counter[0] += 1
+        # Replace one entry: every one of the 4 fields changes (ids shift / counts change).
+        store.apply([Update("raw.file_list[0]", "set",
+                            f"src/x{counter[0]}.{'d.ts' if counter[0] % 2 else 'ts'}")],
+                    trigger="bench")
+
+    transforms0 = len(store.drain_traces())
+    ms, calls = measure(cascade, engine, n)
+    traces = store.drain_traces()
+    per_update = len(traces) / (n + min(20, n))
+    noop_calls0 = engine.stats.v8_calls
+    recomputed = 0
+
+    def untouched() -> None:
+        nonlocal recomputed
+        counter[0] += 1
+        recomputed += len(store.apply([Update("raw.other", "set", counter[0])]).recomputed)
+
+    noop_ms, noop_calls = measure(untouched, engine, n)
+    del transforms0, noop_calls0
+    return {"cascade_4_fields_10k_ms": ms, "cascade_4_fields_10k_v8_calls": calls,
+            "cascade_transforms_per_update": per_update,
+            "unrelated_update_ms": noop_ms, "unrelated_update_v8_calls": noop_calls,
+            "unrelated_update_transforms": recomputed}
+
+
+def bench_memory(engine: ExpressionEngine, recomputes: int) -> dict[str, Any]:
+    specs = [ComputedFieldSpec("a", ["raw.n"], False, "input + 1"),
+             ComputedFieldSpec("b", ["computed.a"], False, "[input, input * 2]"),
+             ComputedFieldSpec("c", ["computed.b"], False, "({ sum: input[0] + input[1] })"),
+             ComputedFieldSpec("d", ["computed.c", "raw.tag"], True, "input[1] + input[0].sum")]
+    store = StateStore(engine, specs)
+    store.initialize({"raw": {"n": 0, "tag": "t"}})
+    updates = recomputes // len(specs)
+    warm = updates // 10
+    rss = []
+    t0 = time.perf_counter()
+    for i in range(updates):
+        store.apply([Update("raw.n", "set", i + 1)])
+        if i == warm:
+            gc.collect()
+            rss.append(rss_mb())
+        if i % 1000 == 0:
+            store.drain_traces()  # as the service does after persisting them
+    gc.collect()
+    rss.append(rss_mb())
+    heap = engine._rt._mr.heap_stats() if engine._rt._mr is not None else {}
+    return {"memory_recomputes": updates * len(specs), "memory_updates": updates,
+            "memory_rss_after_warmup_mb": rss[0], "memory_rss_end_mb": rss[1],
+            "memory_rss_growth_mb": rss[1] - rss[0],
+            "memory_v8_used_heap_mb": (heap.get("used_heap_size", 0) / 2**20) if heap else None,
+            "memory_run_seconds": time.perf_counter() - t0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    n = 50 if args.quick else 300
+    engine = ExpressionEngine()
+    results: dict[str, Any] = {"machine": machine()}
+    results.update(bench_templates(engine, n * 4))
+    results.update(bench_cascade(engine, n))
+    results.update(bench_memory(engine, 10_000 if args.quick else 100_000))
+    results["v8_calls_total"] = engine.stats.v8_calls
+    m = results["machine"]
+    print(f"machine: {m['nproc']} x {m['cpu']}, Python {m['python']}, "
+          f"mini-racer {m['mini_racer']}")
+    rows = [
+        ("step, 3 plain-path templates", "plain_paths_step", "0 calls"),
+        ("step, 3 non-trivial templates", "three_templates_step", "1 call"),
+        ("update cascading 4 fields / 10k items", "cascade_4_fields_10k", "1 call, <= 20 ms"),
+        ("update touching no dependency", "unrelated_update", "0 calls, 0 transforms"),
+    ]
+    print(f"{'case':40} {'median ms':>10} {'V8 calls':>9}  budget")
+    for label, key, budget in rows:
+        print(f"{label:40} {results[key + '_ms']:10.3f} {results[key + '_v8_calls']:9.2f}  "
+              f"{budget}")
+    print(f"transforms per cascading update: {results['cascade_transforms_per_update']:.1f}; "
+          f"transforms run by unrelated updates: {results['unrelated_update_transforms']}")
+    print(f"memory over {results['memory_recomputes']:,} recomputes "
+          f"({results['memory_updates']:,} updates, {results['memory_run_seconds']:.1f} s): "
+          f"RSS {results['memory_rss_after_warmup_mb']:.1f} -> "
+          f"{results['memory_rss_end_mb']:.1f} MB "
+          f"(growth {results['memory_rss_growth_mb']:+.1f} MB), "
+          f"V8 used heap {results['memory_v8_used_heap_mb'] or 0:.1f} MB")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    engine.close()
+
+
+if __name__ == "__main__":
+    main()
