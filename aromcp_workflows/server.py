@@ -15,7 +15,7 @@ import threading
 from typing import Any, Callable, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
 
@@ -260,7 +260,7 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
         try:
             info = holder.get().get_info(name)
         except ServiceError as exc:
-            raise ValueError(str(exc)) from None
+            raise ResourceNotFoundError(str(exc)) from None
         with open(info["found_at"], encoding="utf-8") as handle:
             return handle.read()
 

@@ -110,12 +110,12 @@ def _writes(step: Any) -> list[str]:
 
 def _default_state(definition: WorkflowDefinition, inputs: dict[str, Any], engine: Any) -> Any:
     """The state at start (inputs + default_state + computed), or None if it cannot be made."""
-    try:
-        from aromcp_workflows.interpreter.inputs import check_inputs
-        from aromcp_workflows.interpreter.run import computed_specs
-        from aromcp_workflows.state import StateStore
+    from aromcp_workflows.interpreter.inputs import check_inputs
+    from aromcp_workflows.interpreter.run import computed_specs
+    from aromcp_workflows.state import StateStore
 
-        values = check_inputs(definition.name, definition.inputs, inputs)
+    values = check_inputs(definition.name, definition.inputs, inputs)  # bad inputs are the caller's error
+    try:
         store = StateStore(engine, computed=computed_specs(definition), inputs=values)
         store.initialize(definition.default_state.model_dump())
         return store

@@ -285,7 +285,9 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
             if step_id in thread.completed_ids:
                 return Completion(True)  # completing twice is harmless
             if thread.done:
-                return Completion(True) if step_id in thread.completed_ids else self.unknown_step(thread, step_id)
+                who = "the workflow" if thread.thread_id == "main" else f"task {thread.thread_id}"
+                return Completion(False, f"{who} is already {thread.status}; step {step_id} was not recorded "
+                                         "and there is nothing more to do")
             return self.unknown_step(thread, step_id)
         if pending.kind == "parallel":
             return self.complete_parallel(thread, pending)
