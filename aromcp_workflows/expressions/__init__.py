@@ -5,7 +5,7 @@ docs/internals.md and docs/expressions-and-state.md.  Importing this package doe
 import mini-racer; V8 starts on first use.
 """
 
-from .analysis import Reads, analyse
+from .analysis import Reads, analyse, js_truthy
 from .engine import ExpressionEngine, reads_of
 from .errors import MISSING, ExpressionError
 from .runtime import EngineStats
@@ -13,5 +13,5 @@ from .template import parse_template, path_to_key, to_text
 
 __all__ = [
     "ExpressionEngine", "ExpressionError", "MISSING", "EngineStats", "Reads", "analyse",
-    "reads_of", "parse_template", "path_to_key", "to_text",
+    "reads_of", "parse_template", "path_to_key", "to_text", "js_truthy",
 ]

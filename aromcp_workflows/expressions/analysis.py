@@ -11,6 +11,7 @@ or an extra recompute; missing a name would be a correctness bug.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .lexer import Token, iter_tokens, tokenize
 
@@ -125,7 +126,11 @@ def _analyse(tokens: list[Token], names: set[str], members: dict[str, set[str] |
                     globals_used.add(word)
                 else:
                     names.add(word)
-                key, _ = _static_key(tokens, idx + 1)
+                key, used = _static_key(tokens, idx + 1)
+                after = tokens[idx + 1 + used] if idx + 1 + used < len(tokens) else None
+                if after is not None and (after.text in ("(", "?.") and after.kind == "punct"
+                                          or after.kind == "tmpl"):
+                    key = None  # a method call (obj.hasOwnProperty(k)) needs the whole value
                 if key is None:
                     members[word] = None
                 elif word not in members:
@@ -171,6 +176,25 @@ def _bound(tokens: list[Token], out: set[str]) -> None:
                             break
                     elif t.kind == "name" and depth >= 1:
                         out.add(t.text)
+
+
+def js_truthy(value: Any) -> bool:
+    """JavaScript truthiness of a JSON-like value (`[]` and `{}` are true, NaN false).
+
+    Conditions must use this rather than Python's bool(): `{{ files }}` with an empty
+    list is truthy in JS.
+    """
+    from .errors import MISSING
+
+    if value is None or value is MISSING or value is False:
+        return False
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, (int, float)):
+        return value == value and value != 0
+    if isinstance(value, str):
+        return value != ""
+    return True
 
 
 def analyse(src: str) -> Reads:

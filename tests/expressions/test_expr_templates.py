@@ -167,3 +167,15 @@ def test_test_transform_forms(engine):
     # 'return' inside a string does not make it a function body
     assert engine.test_transform("'return ' + input", "x") == "return x"
     assert engine.test_transform("x * input", 2, {"x": 21}) == 42
+
+
+def test_method_calls_on_objects_get_the_whole_object(engine):
+    scope = {"obj": {"y": 1, "z": 2}}
+    assert engine.render("{{ obj.hasOwnProperty('y') && obj.z }}", scope) == 2
+    assert engine.render("{{ Object.keys(obj).length }}", scope) == 2
+
+
+def test_js_truthiness_helper():
+    from aromcp_workflows.expressions import js_truthy
+    assert [js_truthy(v) for v in ([], {}, "0", 1, -1.5)] == [True] * 5
+    assert [js_truthy(v) for v in (None, MISSING, False, 0, 0.0, float("nan"), "")] == [False] * 7
