@@ -85,7 +85,7 @@ class HeadlessAgent:
         self.outcome.loop_calls += int(loop)
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
-            self.printer.detail(f"  [{who}]   ... {message or f'working ({done:.0f})'}")
+            self.printer.detail(f"  ... {message or f'working ({done:.0f})'} ({who})")
 
         result = await self.client.call_tool(tool, args, progress_callback=progress)
         if result.is_error:
@@ -122,6 +122,9 @@ class HeadlessAgent:
             outcome.status, outcome.error = "aborted", str(exc)
             await self.cancel_sub_agents()
             await self.give_up()
+        except BaseException:
+            await self.cancel_sub_agents()  # the session is going away: stop every sub-agent
+            raise
         await self.read_final_state()
         return outcome
 
@@ -170,6 +173,9 @@ class HeadlessAgent:
     # -- sub-agents -----------------------------------------------------------------
     async def run_parallel(self, step: dict[str, Any]) -> None:
         task_ids = [str(t["task_id"]) for t in step["definition"].get("tasks", [])]
+        new = [t for t in task_ids if t not in self.sub_agents]
+        if new:
+            self.printer.detail(f"  {step['id']}: starting {len(new)} sub-agent(s): {', '.join(new)}")
         for task_id in task_ids:
             if task_id not in self.sub_agents:
                 self.sub_agents[task_id] = asyncio.create_task(self.sub_agent(task_id), name=task_id)
@@ -198,7 +204,7 @@ class HeadlessAgent:
         self.show(first.get("messages", []))
         last = await self.loop(task_id, first.get("step"), first)
         status = last.get("status", "?")
-        self.printer.detail(f"  [{task_id}] task {status}" + (f": {last['error']}" if last.get("error") else ""))
+        self.printer.detail(f"  {task_id}: task {status}" + (f": {last['error']}" if last.get("error") else ""))
         return last
 
     async def cancel_sub_agents(self) -> None:
@@ -246,10 +252,10 @@ class HeadlessAgent:
         async with self.ask_lock:
             if step["type"] == "user_input":
                 keys: tuple[str, ...] = ("choices", "validation")
-                self.printer.write(f"\n[{task_id or 'main'}] {step['id']}: {definition.get('prompt')}")
+                self.printer.write(f"\n{step['id']}: {definition.get('prompt')}")
             else:
                 keys = ("prompt", "method", "params", "context", "response_schema")
-                self.printer.write(f"\n[{task_id or 'main'}] {step['id']} ({step['type']}): {step['instructions']}")
+                self.printer.write(f"\n{step['id']} ({step['type']}): {step['instructions']}")
             for key in keys:
                 if key in definition:
                     value = definition[key]
@@ -322,6 +328,7 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     params = StdioServerParameters(command=sys.executable, args=server_command(project, store),
                                    env={**os.environ, **(env or {})}, cwd=str(project))
     printer = Printer(output, quiet)
+    agent: HeadlessAgent | None = None
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             async with Client(stdio_client(params, errlog=errlog)) as client:
@@ -330,11 +337,20 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
         except Exception as exc:  # noqa: BLE001 - the server died or could not start
             errlog.seek(0)
             tail = errlog.read()[-3000:].strip()
-            outcome = RunOutcome(workflow=workflow, workflow_id=None, status="aborted",
-                                 error=f"the server connection failed: {type(exc).__name__}: {exc}"
-                                       + (f"\nserver stderr:\n{tail}" if tail else ""))
+            outcome = agent.outcome if agent is not None and agent.outcome is not None else \
+                RunOutcome(workflow=workflow, workflow_id=None, status="aborted")
+            outcome.status = "aborted"
+            outcome.error = (f"lost the connection to the server: {_describe(exc)}"
+                             + (f"\nserver stderr (last lines):\n{tail}" if tail else ""))
     printer.final(outcome)
     return outcome
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost causes of an exception (task groups wrap what actually went wrong)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _workflow_arg(workflow: str) -> str:

@@ -113,16 +113,16 @@ class Printer:
         self.write(text)
 
     def step(self, entry: TranscriptEntry, outcome: str) -> None:
-        who = entry.task_id or "main"
-        self.detail(f"  [{who}] {entry.step_id}  {entry.type}  {entry.summary} -> {outcome}")
+        # a task's step ids start with its task_id, so the id alone says who did the step
+        self.detail(f"  {entry.step_id}  {entry.type}  {entry.summary} -> {outcome}")
         if not entry.accepted:
-            self.detail(f"  [{who}]   not accepted: {entry.error}")
+            self.detail(f"    not accepted: {entry.error}")
 
     def final(self, outcome: RunOutcome) -> None:
         self.write(f"status: {outcome.status}" + (f" ({outcome.workflow_id})" if outcome.workflow_id else ""))
         if outcome.error:
             self.write(f"error: {outcome.error}")
-        if self.quiet:
+        if self.quiet or outcome.workflow_id is None:
             return
         if outcome.final_state is not None:
             self.write("final state:")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import re
 from pathlib import Path
 
 import pytest
@@ -115,16 +114,6 @@ async def test_early_parallel_completion_gets_a_wait_step(tmp_path: Path):
     assert [m[1] for m in main].count("parallel_tasks") == 2
     assert outcome.messages == ["done: a,b,c"]
     assert outcome.tasks == 3
-
-
-async def test_missing_answer_aborts_naming_step_and_key(tmp_path: Path):
-    repo = git_repo(tmp_path / "repo", {"src/a.ts": "a"})
-    outcome = await run_workflow("standards:fix", {}, {"apply": 2}, repo, tmp_path / "s.sqlite", None)
-    assert outcome.status == "aborted" and outcome.exit_code == 1
-    error = outcome.error or ""
-    assert re.search(r"no answer for step fix_batch_0\.fix_files\.get_hints#\d+ ", error), error
-    assert "add `hints_for_file:`" in error
-    assert outcome.final_state is not None  # the instance stays readable (and was cancelled)
 
 
 @pytest.mark.xfail(reason="expressions bug: path_to_key exists only as a filter, not as the JS function "
