@@ -134,8 +134,8 @@ def _age(seconds: float) -> str:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from aromcp_workflows.integrations.claude import InstallError, install_claude
     from aromcp_workflows.definition.resolver import project_root
+    from aromcp_workflows.integrations.claude import InstallError, install_claude
 
     try:
         report = install_claude(Path(project_root(args.project_dir)), global_scope=args.global_scope)

@@ -111,7 +111,7 @@ def _writes(step: Any) -> list[str]:
 def _default_state(definition: WorkflowDefinition, inputs: dict[str, Any], engine: Any) -> Any:
     """The state at start (inputs + default_state + computed), or None if it cannot be made."""
     from aromcp_workflows.interpreter.inputs import check_inputs
-    from aromcp_workflows.interpreter.run import computed_specs
+    from aromcp_workflows.interpreter.outcomes import computed_specs
     from aromcp_workflows.state import StateStore
 
     values = check_inputs(definition.name, definition.inputs, inputs)  # bad inputs are the caller's error

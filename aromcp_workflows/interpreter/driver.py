@@ -14,7 +14,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from aromcp_workflows.interpreter.run import Answer, Busy, Completion, ShellRequest, WorkflowRun
+from aromcp_workflows.interpreter.outcomes import Answer, Busy, Completion, ShellRequest
+from aromcp_workflows.interpreter.run import WorkflowRun
 from aromcp_workflows.interpreter.shell import ProgressCallback, ShellResult, run_shell
 
 ShellRunner = Callable[[ShellRequest, ProgressCallback | None], ShellResult]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from aromcp_workflows.interpreter.outcomes import now_iso
 from aromcp_workflows.interpreter.thread import Frame, Thread
 
 if TYPE_CHECKING:
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
 class Failures:
     def fail(self: "WorkflowRun", thread: Thread, step_id: str | None, message: str,
              handled: bool = True) -> None:
-        from aromcp_workflows.interpreter.run import now_iso
-
         error = {"message": message, "step_id": step_id, "timestamp": now_iso()}
         thread.pending = None
         self.record("error", step_id, self.task_of(thread), {"message": message})

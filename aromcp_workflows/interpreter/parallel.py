@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from aromcp_workflows.interpreter.outcomes import Completion
 from aromcp_workflows.interpreter.steps_exec import StepFailed
 from aromcp_workflows.interpreter.thread import Frame, Pending, Thread
 
 if TYPE_CHECKING:
-    from aromcp_workflows.interpreter.run import Completion, WorkflowRun
+    from aromcp_workflows.interpreter.run import WorkflowRun
 
 WAIT_RETRY_MS = 2000
 _DEFAULT_SUB_AGENT_PROMPT = (
@@ -115,9 +116,7 @@ class ParallelSteps:
     def is_wait_of(self, pending: Pending, step_id: str) -> bool:
         return pending.kind == "parallel" and step_id == f"{pending.step_id}.wait"
 
-    def complete_parallel(self: "WorkflowRun", thread: Thread, pending: Pending) -> "Completion":
-        from aromcp_workflows.interpreter.run import Completion
-
+    def complete_parallel(self: "WorkflowRun", thread: Thread, pending: Pending) -> Completion:
         frame = thread.frames[-1]
         step = self.programs(frame.workflow)[frame.program].instructions[frame.pc].step
         unfinished = [t for t in pending.data["task_ids"] if not self.threads[t].done]

@@ -13,83 +13,32 @@ the caller can run it without holding the instance lock.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.expressions import ExpressionEngine
+from aromcp_workflows.interpreter.agent_steps import public
 from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
 from aromcp_workflows.interpreter.control import ControlFlow
 from aromcp_workflows.interpreter.failures import Failures
 from aromcp_workflows.interpreter.inputs import check_inputs
+from aromcp_workflows.interpreter.outcomes import (
+    Answer,
+    Busy,
+    Completion,
+    RunError,
+    ShellRequest,
+    computed_specs,
+    now_iso,
+)
 from aromcp_workflows.interpreter.parallel import ParallelSteps
 from aromcp_workflows.interpreter.steps_exec import StepExecution
 from aromcp_workflows.interpreter.thread import TERMINAL, Frame, Thread
-from aromcp_workflows.state import ComputedFieldSpec, StateStore
+from aromcp_workflows.state import StateStore
 
 MAX_INSTRUCTIONS_PER_ADVANCE = 200_000
-
-
-@dataclass
-class Answer:
-    """What a thread's caller gets: the next atomic step (or None) and its messages."""
-
-    status: str
-    step: dict[str, Any] | None
-    messages: list[str] = field(default_factory=list)
-    error: str | None = None
-    thread_id: str = "main"
-
-
-@dataclass
-class ShellRequest:
-    """A server-side command to run outside the lock, then hand to `finish_shell`."""
-
-    thread_id: str
-    step_id: str
-    command: str
-    cwd: Path
-    env: dict[str, str]
-    timeout_ms: int | None
-    delay_ms: int = 0
-
-
-@dataclass
-class Busy:
-    """The thread is running a server-side command for another caller; ask again shortly."""
-
-    thread_id: str
-
-
-@dataclass
-class Completion:
-    """The answer to `complete` before the thread advances (success, or why not)."""
-
-    success: bool
-    error: str | None = None
-    step: dict[str, Any] | None = None  # a re-issued or `wait` step when not successful
-    advance: bool = True
-
-
-class RunError(Exception):
-    """A request the run cannot serve (unknown task or step id): a tool error."""
-
-
-def computed_specs(definition: WorkflowDefinition) -> list[ComputedFieldSpec]:
-    """The state store's view of a definition's computed fields."""
-    return [
-        ComputedFieldSpec(name=name, sources=spec.sources, source_is_list=isinstance(spec.from_, list),
-                          transform=spec.transform, on_error=spec.on_error,
-                          fallback=spec.fallback, validate=spec.validate_)
-        for name, spec in definition.state_schema.computed.items()
-    ]
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
@@ -224,8 +173,6 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
         pending = thread.pending
         assert pending is not None
         step = self.parallel_step(thread) if pending.kind == "parallel" else pending.step
-        from aromcp_workflows.interpreter.agent_steps import public
-
         return Answer(self.status_for(thread), public(step), list(pending.messages),
                       thread_id=thread.thread_id)
 

@@ -16,17 +16,24 @@ from aromcp_workflows.interpreter.agent_steps import (
     Accepted,
     accept_result,
     atomic_step,
+    public,
     reissued,
     templated_fields,
 )
 from aromcp_workflows.interpreter.inputs import InputError, check_inputs
+from aromcp_workflows.interpreter.outcomes import Completion, ShellRequest
 from aromcp_workflows.interpreter.program import Run
-from aromcp_workflows.interpreter.shell import OutputFormatError, ShellResult, parse_output, stderr_tail
+from aromcp_workflows.interpreter.shell import (
+    OutputFormatError,
+    ShellResult,
+    parse_output,
+    stderr_tail,
+)
 from aromcp_workflows.interpreter.thread import Frame, Pending, Thread
 from aromcp_workflows.state import StateError, Update
 
 if TYPE_CHECKING:
-    from aromcp_workflows.interpreter.run import Completion, ShellRequest, WorkflowRun
+    from aromcp_workflows.interpreter.run import WorkflowRun
 
 
 class StepFailed(Exception):
@@ -107,9 +114,7 @@ class StepExecution:
 
     # -- shell ----------------------------------------------------------------------
     def request_shell(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, step_id: str,
-                      attempt: int) -> "ShellRequest":
-        from aromcp_workflows.interpreter.run import ShellRequest
-
+                      attempt: int) -> ShellRequest:
         rendered = self.render(thread, frame, {"command": step.command}, f"step {step_id}", shell_quote=True)
         other = self.render(thread, frame, {"cwd": step.working_dir, "env": step.env,
                                             "path": step.state_update.path if step.state_update else None},
@@ -123,7 +128,7 @@ class StepExecution:
         return ShellRequest(thread.thread_id, step_id, rendered["command"], cwd,
                             {k: str(v) for k, v in (other["env"] or {}).items()}, step.timeout, delay)
 
-    def shell_finished(self: "WorkflowRun", thread: Thread, request: "ShellRequest", result: ShellResult) -> Any:
+    def shell_finished(self: "WorkflowRun", thread: Thread, request: ShellRequest, result: ShellResult) -> Any:
         """Store a finished command's output, or apply its `on_error` (retry, continue, fail)."""
         pending = thread.pending
         if pending is None or pending.kind != "shell" or pending.step_id != request.step_id:
@@ -195,9 +200,7 @@ class StepExecution:
         return self.pending_answer(thread)
 
     def complete_agent_step(self: "WorkflowRun", thread: Thread, pending: Pending, status: str,
-                            result: Any, error: str | None) -> "Completion":
-        from aromcp_workflows.interpreter.run import Completion
-
+                            result: Any, error: str | None) -> Completion:
         frame = thread.frames[-1]
         step = self.programs(frame.workflow)[frame.program].instructions[frame.pc].step
         started = time.perf_counter()
@@ -213,8 +216,6 @@ class StepExecution:
                 return self.agent_step_failed(thread, frame, step, pending,
                                               f"no valid answer after {limit} attempts: {verdict.problem}")
             pending.step = reissued(pending.step or {}, verdict.problem, pending.attempts, limit)
-            from aromcp_workflows.interpreter.agent_steps import public
-
             return Completion(False, verdict.problem, public(pending.step), advance=False)
         try:
             self.store_result(thread, frame, step, pending.state_path, verdict.value, verdict.value, pending.step_id)
@@ -226,9 +227,7 @@ class StepExecution:
         return Completion(True)
 
     def agent_step_failed(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, pending: Pending,
-                          message: str) -> "Completion":
-        from aromcp_workflows.interpreter.run import Completion
-
+                          message: str) -> Completion:
         thread.pending = None
         if getattr(step, "on_error", "fail") == "continue":
             try:
