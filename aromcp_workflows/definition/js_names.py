@@ -1,19 +1,47 @@
-"""Which state names a computed field's transform reads, without running it.
+"""Which computed fields a transform reads, without running it.
 
-Validation needs a transform's dependencies to find cycles before anything runs, and the
-definition layer stays free of the expression engine.  A false cycle would reject a
-valid workflow, so this analysis leaves out names the transform declares itself
-(`const total`, `files => ...`), unlike a run-time analysis that may safely over-count.
+Validation must find the cycles the state store will refuse at start, so it asks the
+same free-name analysis the store uses (`expressions.reads_of`) and applies the same
+rules: a free name that is a computed field is a dependency (even when the transform
+also declares it locally: the run-time analysis counts generously, so that no value is
+ever stale), `this.x`/`computed.x` read `x`, and a bare `this`/`computed` reads them all.
+Without the expression package a local tokenizer gives a close answer.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
+from dataclasses import dataclass
 
 
-def transform_reads(source: str) -> set[str]:
-    """Names a transform may read from the flattened view (for dependency and cycle checks)."""
-    return js_free_names(source)
+@dataclass(frozen=True)
+class TransformReads:
+    """The computed fields a transform reads, or why its source cannot be analysed."""
+
+    fields: frozenset[str]
+    error: str | None = None
+
+
+def computed_reads(source: str, computed: Collection[str]) -> TransformReads:
+    """The computed fields `source` reads, by the rules of the state store's graph."""
+    try:
+        from aromcp_workflows.expressions import ExpressionError, reads_of
+    except ImportError:  # the definition layer also works on its own
+        names = js_free_names(source)
+        return TransformReads(frozenset(n for n in names if n in computed))
+    try:
+        reads = reads_of(source)
+    except ExpressionError as exc:
+        return TransformReads(frozenset(), str(exc.js_message or exc))
+    found: set[str] = set()
+    for name in reads.names:
+        if name in ("this", "computed"):
+            keys = reads.keys_of(name)
+            found |= set(computed) if keys is None else {k for k in keys if k in computed}
+        elif name in computed:
+            found.add(name)
+    return TransformReads(frozenset(found))
 
 
 _JS_TOKEN = re.compile(r"""

@@ -13,7 +13,7 @@ from typing import Any
 
 from aromcp_workflows.definition.build import describe
 from aromcp_workflows.definition.errors import Problem, closest_names, did_you_mean
-from aromcp_workflows.definition.js_names import transform_reads
+from aromcp_workflows.definition.js_names import computed_reads, js_free_names
 from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle, _walk_steps
 from aromcp_workflows.definition.steps import (
     BreakStep,
@@ -216,6 +216,7 @@ class _Checker:
     def check_computed_fields(self) -> None:
         computed = self.definition.state_schema.computed
         graph: dict[str, list[str]] = {}
+        reasons: dict[tuple[str, str], str] = {}  # edges that come from reading a name
         for name, spec in computed.items():
             base = ("state_schema", "computed", name)
             deps: list[str] = []
@@ -224,7 +225,8 @@ class _Checker:
                 tier, _, rest = source.partition(".")
                 if tier not in TIERS or not rest:
                     self.error(where, f"computed field {name!r} reads {source!r}, which names no "
-                               "state tier; start it with raw., state., computed. or inputs.")
+                               "state tier; start it with raw., state., computed. or inputs."
+                               + self._tier_hint(source))
                 elif tier == "inputs":
                     field = re.split(r"[.\[]", rest, maxsplit=1)[0]
                     if field not in self.definition.inputs:
@@ -238,11 +240,37 @@ class _Checker:
                                    f"{field!r}{did_you_mean(field, computed)}")
                     else:
                         deps.append(field)
-            deps.extend(n for n in transform_reads(spec.transform) if n in computed and n != name)
+            for key, source in (("transform", spec.transform), ("validate", spec.validate_)):
+                if source is None:
+                    continue
+                found = computed_reads(source, computed)
+                if found.error:
+                    self.error((*base, key), f"{key} of computed field {name!r} is not valid "
+                               f"JavaScript: {found.error}")
+                precise = js_free_names(source)
+                for dep in sorted(found.fields - set(deps)):
+                    deps.append(dep)
+                    reasons[(name, dep)] = (
+                        f"the {key} of {name!r} reads {dep!r}" if dep in precise or dep == "this"
+                        else f"the {key} of {name!r} names a local {dep!r}, which counts as "
+                        "reading that field: rename the local")
             graph[name] = deps
         for cycle in _cycles(graph):
+            why = [reasons[edge] for edge in zip(cycle, cycle[1:]) if edge in reasons]
+            hint = f" ({'; '.join(why)})" if why else ""
             self.error(("state_schema", "computed", cycle[0]),
-                       "circular computed fields: " + " → ".join(cycle))
+                       "circular computed fields: " + " → ".join(cycle) + hint)
+
+    def _tier_hint(self, source: str) -> str:
+        """` (did you mean 'raw.files'?)` when the head is a name some tier declares."""
+        head = re.split(r"[.\[]", source, maxsplit=1)[0]
+        schema, defaults = self.definition.state_schema, self.definition.default_state
+        tiers = {"computed": schema.computed, "raw": {**schema.raw, **defaults.raw},
+                 "state": {**schema.state, **defaults.state}, "inputs": self.definition.inputs}
+        for tier, names in tiers.items():
+            if head in names:
+                return f" (did you mean '{tier}.{source}'?)"
+        return ""
 
     def check_collisions(self) -> None:
         schema, defaults = self.definition.state_schema, self.definition.default_state

@@ -83,55 +83,101 @@ def test_step_ids_are_unique_across_steps_and_failure_handlers(tmp_path: Path,
     ]
 
 
+CYCLES = """
+    name: cycles
+    state_schema:
+      computed:
+        total:
+          from: raw.items
+          transform: "input.length + offset"
+        offset:
+          from: raw.base
+          transform: "input + total"
+        lonely:
+          from: computed.lonely
+          transform: "input"
+        x: {from: computed.y, transform: "input"}
+        y: {from: computed.z, transform: "input"}
+        z: {from: computed.x, transform: "input"}
+    steps: [{type: exit}]
+    """
+
+NO_CYCLES = """
+    name: no-false-cycles
+    state_schema:
+      computed:
+        files:
+          from: raw.list
+          transform: "input.map(x => ({ batches: x, nested: {deep: x} }))"
+        batches:
+          from: computed.files
+          transform: |
+            // files are grouped here; 'total' in a comment or a string is not a read
+            return input.map((f, i) => ({ id: `b${i}`, size: f.batches.total }));
+        total:
+          from: computed.batches
+          transform: "input.reduce((sum, b) => sum + b.size, 0)"
+          validate: "output >= 0 && this.files !== undefined"
+    steps:
+      - type: agent_prompt
+        prompt: "p"
+        response_schema: {type: object, description: "a }} in JSON Schema text is fine"}
+    """
+
+LOCAL_SHADOW = """
+    name: local-shadow
+    state_schema:
+      computed:
+        batches:
+          from: raw.files
+          transform: |
+            const total = input.length;
+            return [total];
+        total:
+          from: computed.batches
+          transform: "input.length"
+    steps: [{type: exit}]
+    """
+
+
 def test_computed_cycles_through_direct_reads_and_self_reference(tmp_path: Path,
                                                                  loader: WorkflowLoader) -> None:
-    assert problems(tmp_path, loader, """
-        name: cycles
-        state_schema:
-          computed:
-            total:
-              from: raw.items
-              transform: "input.length + offset"
-            offset:
-              from: raw.base
-              transform: "input + total"
-            lonely:
-              from: computed.lonely
-              transform: "input"
-            x: {from: computed.y, transform: "input"}
-            y: {from: computed.z, transform: "input"}
-            z: {from: computed.x, transform: "input"}
-        steps: [{type: exit}]
-        """) == [
-        "4:5: circular computed fields: total → offset → total",
+    assert problems(tmp_path, loader, CYCLES) == [
+        "4:5: circular computed fields: total → offset → total (the transform of 'total' "
+        "reads 'offset'; the transform of 'offset' reads 'total')",
         "10:5: circular computed fields: lonely → lonely",
         "13:5: circular computed fields: x → y → z → x",
     ]
 
 
-def test_no_false_cycles_from_properties_keys_strings_or_locals(tmp_path: Path,
-                                                               loader: WorkflowLoader) -> None:
-    assert problems(tmp_path, loader, """
-        name: no-false-cycles
-        state_schema:
-          computed:
-            files:
-              from: raw.list
-              transform: "input.map(x => ({ batches: x, nested: {deep: x} }))"
-            batches:
-              from: computed.files
-              transform: |
-                // files are grouped here; 'files' in a comment or string is not a read
-                const total = input.length;
-                return input.map((files, i) => ({ id: `b${i}`, files: files.batches, n: total }));
-            total:
-              from: computed.batches
-              transform: "input.reduce((sum, b) => sum + b.files.length, 0)"
-        steps:
-          - type: agent_prompt
-            prompt: "p"
-            response_schema: {type: object, description: "a }} in JSON Schema text is fine"}
-        """) == []
+def test_no_false_cycles_from_properties_keys_strings_or_comments(tmp_path: Path,
+                                                                  loader: WorkflowLoader) -> None:
+    assert problems(tmp_path, loader, NO_CYCLES) == []
+
+
+def test_a_local_named_like_a_field_is_explained(tmp_path: Path, loader: WorkflowLoader) -> None:
+    assert problems(tmp_path, loader, LOCAL_SHADOW) == [
+        "4:5: circular computed fields: batches → total → batches (the transform of 'batches' "
+        "names a local 'total', which counts as reading that field: rename the local)"]
+
+
+@pytest.mark.parametrize("text, refused", [(CYCLES, True), (NO_CYCLES, False), (LOCAL_SHADOW, True)])
+def test_validation_agrees_with_the_state_store(text: str, refused: bool, tmp_path: Path,
+                                                loader: WorkflowLoader) -> None:
+    """What validation calls a cycle is exactly what the running state store refuses."""
+    state = pytest.importorskip("aromcp_workflows.state")
+    computed = pytest.importorskip("aromcp_workflows.state.computed")
+    definition = loader.load(str(write(tmp_path / "c.yaml", text))).definition
+    specs = [computed.ComputedFieldSpec(name=name, sources=spec.sources,
+                                        source_is_list=isinstance(spec.from_, list),
+                                        transform=spec.transform, validate=spec.validate_)
+             for name, spec in definition.state_schema.computed.items()]
+    try:
+        computed.ComputedGraph(specs)
+    except state.StateError:
+        assert refused
+    else:
+        assert not refused
 
 
 def test_tier_paths_checked_everywhere_a_step_writes(tmp_path: Path, loader: WorkflowLoader) -> None:
