@@ -7,6 +7,7 @@ unbalanced template braces, tier collisions (warnings) and the like.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -240,7 +241,9 @@ class _Checker:
                                    f"{field!r}{did_you_mean(field, computed)}")
                     else:
                         deps.append(field)
-            for key, source in (("transform", spec.transform), ("validate", spec.validate_)):
+            sources: list[tuple[str, str | None]] = [("transform", spec.transform),
+                                                     ("validate", spec.validate_)]
+            for key, source in sources:
                 if source is None:
                     continue
                 found = computed_reads(source, computed)
@@ -256,7 +259,7 @@ class _Checker:
                         "reading that field: rename the local")
             graph[name] = deps
         for cycle in _cycles(graph):
-            why = [reasons[edge] for edge in zip(cycle, cycle[1:]) if edge in reasons]
+            why = [reasons[edge] for edge in itertools.pairwise(cycle) if edge in reasons]
             hint = f" ({'; '.join(why)})" if why else ""
             self.error(("state_schema", "computed", cycle[0]),
                        "circular computed fields: " + " → ".join(cycle) + hint)

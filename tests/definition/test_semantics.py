@@ -143,8 +143,8 @@ LOCAL_SHADOW = """
 def test_computed_cycles_through_direct_reads_and_self_reference(tmp_path: Path,
                                                                  loader: WorkflowLoader) -> None:
     assert problems(tmp_path, loader, CYCLES) == [
-        "4:5: circular computed fields: total → offset → total (the transform of 'total' "
-        "reads 'offset'; the transform of 'offset' reads 'total')",
+        ("4:5: circular computed fields: total → offset → total (the transform of 'total' "
+        "reads 'offset'; the transform of 'offset' reads 'total')"),
         "10:5: circular computed fields: lonely → lonely",
         "13:5: circular computed fields: x → y → z → x",
     ]
@@ -157,8 +157,8 @@ def test_no_false_cycles_from_properties_keys_strings_or_comments(tmp_path: Path
 
 def test_a_local_named_like_a_field_is_explained(tmp_path: Path, loader: WorkflowLoader) -> None:
     assert problems(tmp_path, loader, LOCAL_SHADOW) == [
-        "4:5: circular computed fields: batches → total → batches (the transform of 'batches' "
-        "names a local 'total', which counts as reading that field: rename the local)"]
+        ("4:5: circular computed fields: batches → total → batches (the transform of 'batches' "
+        "names a local 'total', which counts as reading that field: rename the local)")]
 
 
 @pytest.mark.parametrize("text, refused", [(CYCLES, True), (NO_CYCLES, False), (LOCAL_SHADOW, True)])
