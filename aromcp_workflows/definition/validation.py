@@ -241,16 +241,16 @@ class _Checker:
                                    f"{field!r}{did_you_mean(field, computed)}")
                     else:
                         deps.append(field)
-            sources: list[tuple[str, str | None]] = [("transform", spec.transform),
+            scripts: list[tuple[str, str | None]] = [("transform", spec.transform),
                                                      ("validate", spec.validate_)]
-            for key, source in sources:
-                if source is None:
+            for key, script in scripts:
+                if script is None:
                     continue
-                found = computed_reads(source, computed)
+                found = computed_reads(script, computed)
                 if found.error:
                     self.error((*base, key), f"{key} of computed field {name!r} is not valid "
                                f"JavaScript: {found.error}")
-                precise = js_free_names(source)
+                precise = js_free_names(script)
                 for dep in sorted(found.fields - set(deps)):
                     deps.append(dep)
                     reasons[(name, dep)] = (
