@@ -142,24 +142,35 @@ def bench_memory(engine: ExpressionEngine, recomputes: int) -> dict[str, Any]:
     store = StateStore(engine, specs)
     store.initialize({"raw": {"n": 0, "tag": "t"}})
     updates = recomputes // len(specs)
-    warm = updates // 10
-    rss = []
+    samples: list[float] = []
+    transforms = 0
     t0 = time.perf_counter()
     for i in range(updates):
-        store.apply([Update("raw.n", "set", i + 1)])
-        if i == warm:
-            gc.collect()
-            rss.append(rss_mb())
+        transforms += len(store.apply([Update("raw.n", "set", i + 1)]).recomputed)
         if i % 1000 == 0:
             store.drain_traces()  # as the service does after persisting them
+        if i % max(1, updates // 10) == 0 and i >= updates // 10:
+            gc.collect()
+            samples.append(rss_mb())
     gc.collect()
-    rss.append(rss_mb())
-    heap = engine._rt._mr.heap_stats() if engine._rt._mr is not None else {}
-    return {"memory_recomputes": updates * len(specs), "memory_updates": updates,
-            "memory_rss_after_warmup_mb": rss[0], "memory_rss_end_mb": rss[1],
-            "memory_rss_growth_mb": rss[1] - rss[0],
-            "memory_v8_used_heap_mb": (heap.get("used_heap_size", 0) / 2**20) if heap else None,
+    samples.append(rss_mb())
+    return {"memory_recomputes": transforms, "memory_updates": updates,
+            "memory_rss_samples_mb": [round(x, 1) for x in samples],
+            "memory_rss_after_warmup_mb": samples[0], "memory_rss_end_mb": samples[-1],
+            "memory_rss_growth_mb": samples[-1] - samples[0],
             "memory_run_seconds": time.perf_counter() - t0}
+
+
+def bench_reference(engine: ExpressionEngine, n: int) -> dict[str, Any]:
+    """Same-run references: an empty V8 crossing, a JSON round trip of the 10k list."""
+    files = [f"src/pkg{i % 40}/file{i}.ts" for i in range(10_000)]
+    trivial_ms, _ = measure(lambda: engine.evaluate("a + 1", {"a": 1}), engine, n)
+    t = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        json.loads(json.dumps(files))
+        t.append((time.perf_counter() - t0) * 1000)
+    return {"ref_trivial_v8_call_ms": trivial_ms, "ref_json_roundtrip_10k_ms": statistics.median(t)}
 
 
 def main() -> None:
@@ -170,13 +181,19 @@ def main() -> None:
     n = 50 if args.quick else 300
     engine = ExpressionEngine()
     results: dict[str, Any] = {"machine": machine()}
+    results["load_average_start"] = os.getloadavg()[0]
+    results.update(bench_reference(engine, n))
     results.update(bench_templates(engine, n * 4))
     results.update(bench_cascade(engine, n))
     results.update(bench_memory(engine, 10_000 if args.quick else 100_000))
     results["v8_calls_total"] = engine.stats.v8_calls
+    results["load_average_end"] = os.getloadavg()[0]
     m = results["machine"]
     print(f"machine: {m['nproc']} x {m['cpu']}, Python {m['python']}, "
-          f"mini-racer {m['mini_racer']}")
+          f"mini-racer {m['mini_racer']}; load average {results['load_average_start']:.1f} "
+          f"-> {results['load_average_end']:.1f}")
+    print(f"references (same run): empty V8 crossing {results['ref_trivial_v8_call_ms']:.3f} ms, "
+          f"JSON round trip of a 10k list {results['ref_json_roundtrip_10k_ms']:.3f} ms")
     rows = [
         ("step, 3 plain-path templates", "plain_paths_step", "0 calls"),
         ("step, 3 non-trivial templates", "three_templates_step", "1 call"),
@@ -189,12 +206,13 @@ def main() -> None:
               f"{budget}")
     print(f"transforms per cascading update: {results['cascade_transforms_per_update']:.1f}; "
           f"transforms run by unrelated updates: {results['unrelated_update_transforms']}")
+    ratio = results["cascade_4_fields_10k_ms"] / results["ref_json_roundtrip_10k_ms"]
+    print(f"cascade / JSON round trip of the 10k list (same run): {ratio:.1f}x")
     print(f"memory over {results['memory_recomputes']:,} recomputes "
           f"({results['memory_updates']:,} updates, {results['memory_run_seconds']:.1f} s): "
-          f"RSS {results['memory_rss_after_warmup_mb']:.1f} -> "
-          f"{results['memory_rss_end_mb']:.1f} MB "
-          f"(growth {results['memory_rss_growth_mb']:+.1f} MB), "
-          f"V8 used heap {results['memory_v8_used_heap_mb'] or 0:.1f} MB")
+          f"RSS after warm-up {results['memory_rss_after_warmup_mb']:.1f} MB, end "
+          f"{results['memory_rss_end_mb']:.1f} MB (growth {results['memory_rss_growth_mb']:+.1f} "
+          f"MB); samples {results['memory_rss_samples_mb']}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     engine.close()

@@ -18,8 +18,17 @@ from .errors import MISSING, ExpressionError
 from .lexer import LexError
 from .runtime import EngineStats, FunctionDef, V8Runtime
 from .template import (
-    ExprPart, NeedsV8, Template, apply_filter, call_builtin, classify, parse_expression,
-    parse_template, resolve_path, shell_quote, to_text,
+    ExprPart,
+    NeedsV8,
+    Template,
+    apply_filter,
+    call_builtin,
+    classify,
+    parse_expression,
+    parse_template,
+    resolve_path,
+    shell_quote,
+    to_text,
 )
 
 

@@ -34,6 +34,7 @@ class EngineStats:
     contexts_created: int = 0
     timeouts: int = 0
     out_of_memory: int = 0
+    gc_requests: int = 0  # maintenance: not evaluation crossings
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -66,12 +67,14 @@ class V8Runtime:
 
     timeout_ms: int = 1000
     max_memory_mb: int = 256
+    gc_every: int = 1000
     stats: EngineStats = field(default_factory=EngineStats)
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
         self._mr: Any = None
         self._installed: set[str] = set()
+        self._calls_since_gc = 0
 
     # -- context lifecycle -------------------------------------------------------------
     def _create(self) -> Any:
@@ -166,6 +169,13 @@ class V8Runtime:
                     raise Interrupted("memory", None) from None
                 raise RuntimeFailure(f"V8 call failed: {exc}") from exc
             self._installed.update(new_ids)
+            self._calls_since_gc += 1
+            if self._calls_since_gc >= self.gc_every:
+                # V8 collects lazily; every call leaves a compiled script and its values
+                # behind.  A periodic full GC keeps memory flat across long runs.
+                self._calls_since_gc = 0
+                self.stats.gc_requests += 1
+                mr.low_memory_notification()
         if not isinstance(text, str):
             raise RuntimeFailure(f"V8 returned {type(text).__name__}, expected JSON text")
         result: Any = json.loads(text)
