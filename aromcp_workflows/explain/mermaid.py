@@ -1,123 +1,176 @@
-"""A Mermaid flowchart of a workflow: steps in order, conditionals as diamonds, loops
-with back edges, and `parallel_foreach` fanning out to its sub-agent task's steps.
+"""A Mermaid flowchart of a workflow: steps in order, conditionals as diamonds, loops as
+hexagons with dotted back edges, and `parallel_foreach` fanning out into a subgraph of its
+sub-agent task's steps.
 
 Built from the definition (not the compiled program) so the picture matches what the
-author wrote; node ids are derived from step positions, labels are escaped for Mermaid.
+author wrote.  Node ids are numbered in drawing order (`n1`, `n2`, ...) so the output is
+stable enough to keep as a golden file.  Every label goes through `escape_label`: authors
+write braces, quotes, pipes and `#` in templates and commands, and each of those means
+something to Mermaid's parser.
+
+Shapes: `(["..."])` start/end/join, `{"..."}` condition, `{{"..."}}` loop head,
+`[["..."]]` parallel fan-out, `[/"..."/]` a step the agent performs, `>"..."]` a message
+to the user, `["..."]` a step the server runs itself.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from aromcp_workflows.definition.steps import ConditionalStep, ForeachStep, ParallelForeachStep, WhileStep
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 
 MAX_LABEL = 60
+AGENT_STEPS = frozenset({"agent_shell_command", "mcp_call", "user_input", "agent_prompt", "apply_hints"})
+
+# An exit of a drawn fragment: a node id and the label its outgoing edge should carry
+# ("false" for the untaken branch of a conditional, "done" for a finished loop, ...).
+Tail = tuple[str, str | None]
+
+_PLAIN = re.compile(r"[A-Za-z0-9_ ]{1,40}")
+_SHAPES = {"box": '["{}"]', "diamond": '{{"{}"}}', "round": '(["{}"])', "loop": '{{{{"{}"}}}}',
+           "agent": '[/"{}"/]', "parallel": '[["{}"]]', "message": '>"{}"]'}
 
 
+@dataclass
+class _Loop:
+    head: str
+    breaks: list[Tail] = field(default_factory=list)
+
+
+@dataclass
 class _Graph:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.count = 0
-        self.loops: list[dict[str, Any]] = []  # innermost last: {"head": id, "breaks": [ids]}
+    """The lines drawn so far, plus where `break`, `continue` and `exit` lead right now."""
+
+    definition: WorkflowDefinition
+    lines: list[str] = field(default_factory=list)
+    count: int = 0
+    loops: list[_Loop] = field(default_factory=list)  # innermost last
+    exits: list[list[str]] = field(default_factory=lambda: [[]])  # `exit` nodes per scope (main, task)
 
     def node(self, label: str, shape: str = "box") -> str:
         self.count += 1
         node_id = f"n{self.count}"
-        text = _escape(label)
-        shapes = {"box": f'["{text}"]', "diamond": f'{{"{text}"}}', "round": f'(["{text}"])',
-                  "loop": f'{{{{"{text}"}}}}', "agent": f'[/"{text}"/]', "parallel": f'[["{text}"]]'}
-        self.lines.append(f"  {node_id}{shapes[shape]}")
+        self.lines.append(f"  {node_id}{_SHAPES[shape].format(escape_label(label))}")
         return node_id
 
     def edge(self, source: str, target: str, label: str | None = None, dotted: bool = False) -> None:
         arrow = "-.->" if dotted else "-->"
-        text = f"|{_escape(label)}|" if label else ""
+        text = ""
+        if label:  # plain words stay bare (`-.->|repeat|`); anything else is quoted
+            text = f"|{label}|" if _PLAIN.fullmatch(label) else f'|"{escape_label(label)}"|'
         self.lines.append(f"  {source} {arrow}{text} {target}")
+
+    def link(self, tails: list[Tail], target: str, label: str | None = None) -> None:
+        """Connect every tail to `target`; a tail's own label wins over `label`."""
+        for source, own in tails:
+            self.edge(source, target, own or label)
 
 
 def mermaid_flowchart(definition: WorkflowDefinition) -> str:
-    graph = _Graph()
+    """The whole workflow as `flowchart TD` text (ends with a newline)."""
+    graph = _Graph(definition)
     start = graph.node(f"start: {definition.name}", "round")
-    end_ids = _steps(graph, definition, definition.steps, [start], "")
+    tails = _steps(graph, definition.steps, [(start, None)])
     end = graph.node("end", "round")
-    for tail in end_ids:
-        graph.edge(tail, end)
+    graph.link(tails, end)
+    for node in graph.exits[0]:
+        graph.edge(node, end)
     return "flowchart TD\n" + "\n".join(graph.lines) + "\n"
 
 
-def _steps(graph: _Graph, definition: WorkflowDefinition, steps: list[Any], entries: list[str],
-           label: str | None) -> list[str]:
-    """Draw a step list; returns the node ids that flow on to whatever comes next."""
-    tails = entries
-    pending_label = label
+def _steps(graph: _Graph, steps: list[Any], tails: list[Tail], label: str | None = None) -> list[Tail]:
+    """Draw a step list after `tails`; returns the tails that flow on to whatever comes next.
+
+    `label` marks the edges into the first step (`true`, `each item`, ...)."""
     for index, step in enumerate(steps):
         local = step.id or f"{step.type}_{index + 1}"
         if step.when is not None:
             guard = graph.node(f"when {step.when}", "diamond")
-            _link(graph, tails, guard, pending_label)
-            tails, skip = _draw(graph, definition, step, local, [guard], "yes"), [guard]
-            tails = tails + skip
-            pending_label = None
-            continue
-        tails = _draw(graph, definition, step, local, tails, pending_label)
-        pending_label = None
+            graph.link(tails, guard, label)
+            tails = _draw(graph, step, local, [(guard, "yes")]) + [(guard, "skip")]
+        else:
+            tails = _draw(graph, step, local, _relabel(tails, label))
+        label = None
+    if label is not None:  # an empty list: the label belongs to the edge that passes it by
+        tails = _relabel(tails, label)
     return tails
 
 
-def _draw(graph: _Graph, definition: WorkflowDefinition, step: Any, local: str, entries: list[str],
-          label: str | None) -> list[str]:
+def _relabel(tails: list[Tail], label: str | None) -> list[Tail]:
+    return [(node, own or label) for node, own in tails]
+
+
+def _draw(graph: _Graph, step: Any, local: str, tails: list[Tail]) -> list[Tail]:
     if isinstance(step, ConditionalStep):
         test = graph.node(f"{local}: {step.condition}", "diamond")
-        _link(graph, entries, test, label)
-        then_tails = _steps(graph, definition, step.then, [test], "true") if step.then else [test]
-        else_tails = _steps(graph, definition, step.else_, [test], "false") if step.else_ else [test]
+        graph.link(tails, test)
+        then_tails = _steps(graph, step.then, [(test, None)], "true")
+        else_tails = _steps(graph, step.else_, [(test, None)], "false")
         return _unique(then_tails + else_tails)
     if isinstance(step, (WhileStep, ForeachStep)):
-        text = f"while {step.condition}" if isinstance(step, WhileStep) else f"foreach {step.items}"
-        head = graph.node(f"{local}: {text}", "loop")
-        _link(graph, entries, head, label)
-        body = step.body if isinstance(step, WhileStep) else step.steps
-        graph.loops.append({"head": head, "breaks": []})
-        tails = _steps(graph, definition, body, [head], "next")
-        loop = graph.loops.pop()
-        for tail in tails:
-            graph.edge(tail, head, "repeat", dotted=True)
-        return [head, *loop["breaks"]]
+        return _draw_loop(graph, step, local, tails)
     if isinstance(step, ParallelForeachStep):
-        fan = graph.node(f"{local}: parallel_foreach {step.items} (max {step.max_parallel})", "parallel")
-        _link(graph, entries, fan, label)
-        task = definition.sub_agent_tasks.get(step.sub_agent_task)
-        join = graph.node(f"all {step.sub_agent_task} tasks done", "round")
-        if task is not None:
-            graph.lines.append(f"  subgraph task_{_safe(step.sub_agent_task)}_{graph.count}"
-                               f"[\"sub-agent task: {_escape(step.sub_agent_task)}\"]")
-            tails = _steps(graph, definition, task.steps, [fan], "each item")
-            graph.lines.append("  end")
-            for tail in tails:
-                graph.edge(tail, join)
-        else:
-            graph.edge(fan, join)
-        return [join]
+        return _draw_parallel(graph, step, local, tails)
     if step.type in ("break", "continue", "exit"):
-        node = graph.node(f"{step.type}", "round")
-        _link(graph, entries, node, label)
+        node = graph.node(step.type if step.type != "exit" or not step.message else f"exit: {step.message}",
+                          "round")
+        graph.link(tails, node)
         if step.type == "break" and graph.loops:
-            graph.loops[-1]["breaks"].append(node)
+            graph.loops[-1].breaks.append((node, "break"))
         elif step.type == "continue" and graph.loops:
-            graph.edge(node, graph.loops[-1]["head"], "continue", dotted=True)
+            graph.edge(node, graph.loops[-1].head, "continue", dotted=True)
+        elif step.type == "exit":
+            graph.exits[-1].append(node)
         return []
-    shape = "agent" if step.type in ("agent_shell_command", "mcp_call", "user_input", "agent_prompt",
-                                     "apply_hints") else "box"
+    shape = "agent" if step.type in AGENT_STEPS else "message" if step.type == "user_message" else "box"
     node = graph.node(f"{local}: {_summary(step)}", shape)
-    _link(graph, entries, node, label)
-    return [node]
+    graph.link(tails, node)
+    return [(node, None)]
 
 
-def _link(graph: _Graph, sources: list[str], target: str, label: str | None) -> None:
-    for source in sources:
-        graph.edge(source, target, label)
+def _draw_loop(graph: _Graph, step: Any, local: str, tails: list[Tail]) -> list[Tail]:
+    if isinstance(step, WhileStep):
+        text, body = f"while {step.condition} (max {step.max_iterations})", step.body
+    else:
+        text, body = f"foreach {step.items}", step.steps
+    head = graph.node(f"{local}: {text}", "loop")
+    graph.link(tails, head)
+    graph.loops.append(_Loop(head))
+    body_tails = _steps(graph, body, [(head, None)], "next")
+    loop = graph.loops.pop()
+    for source, own in body_tails:
+        graph.edge(source, head, own if own and own != "next" else "repeat", dotted=True)
+    return [(head, "done"), *loop.breaks]
+
+
+def _draw_parallel(graph: _Graph, step: ParallelForeachStep, local: str, tails: list[Tail]) -> list[Tail]:
+    fan = graph.node(f"{local}: parallel_foreach {step.items} (max {step.max_parallel})", "parallel")
+    graph.link(tails, fan)
+    task = graph.definition.sub_agent_tasks.get(step.sub_agent_task)
+    join = graph.node(f"all {step.sub_agent_task} tasks done", "round")
+    if task is None:
+        graph.edge(fan, join, f"unknown task {step.sub_agent_task}")
+        return [(join, None)]
+    start = len(graph.lines)
+    graph.lines.append(f'  subgraph task_{_safe(step.sub_agent_task)}_{graph.count}'
+                       f'["{escape_label("sub-agent task: " + step.sub_agent_task)}"]')
+    outer_loops, graph.loops = graph.loops, []  # break/continue never cross into a task
+    graph.exits.append([])
+    task_tails = _steps(graph, task.steps, [(fan, None)], "each item")
+    task_exits = graph.exits.pop()
+    graph.loops = outer_loops
+    # Mermaid puts a node in the subgraph whose block first mentions it, so the edges out
+    # of the fan-out node move below `end`: the fan-out stays outside, the task's steps in.
+    block = graph.lines[start:]
+    entries = [line for line in block if line.startswith(f"  {fan} ")]
+    graph.lines[start:] = [line for line in block if line not in entries] + ["  end"] + entries
+    graph.link(task_tails, join)
+    for node in task_exits:
+        graph.edge(node, join)
+    return [(join, None)]
 
 
 def _summary(step: Any) -> str:
@@ -127,23 +180,36 @@ def _summary(step: Any) -> str:
         return f"mcp_call {step.mcp.method}"
     if step.type == "user_message":
         return f"message {step.message}"
+    if step.type == "user_input":
+        return f"user_input {step.prompt}"
+    if step.type == "agent_prompt":
+        return f"agent_prompt {step.prompt}"
     if step.type == "include_workflow":
         return f"include {step.workflow}"
     if step.type == "state_update":
         return "state_update " + ", ".join(u.path for u in step.as_updates())
-    return step.type
+    return str(step.type)
 
 
-def _escape(text: str) -> str:
+# Characters with a meaning inside a quoted Mermaid label, replaced by Mermaid's own
+# entity codes (`#35;` is `#`).  `#` goes first so the codes we insert stay intact.
+_ENTITIES = [("#", "#35;"), ("&", "#amp;"), ('"', "#quot;"), ("|", "#124;"), ("`", "#96;"), ("<", "#lt;"), (">", "#gt;")]
+
+
+def escape_label(text: str) -> str:
+    """Text made safe for a quoted Mermaid label: one line, at most MAX_LABEL characters,
+    and no character that could end the label or start markup."""
     text = " ".join(str(text).split())
     if len(text) > MAX_LABEL:
         text = text[: MAX_LABEL - 1] + "…"
-    return text.replace('"', "#quot;").replace("|", "#124;")
+    for char, code in _ENTITIES:
+        text = text.replace(char, code)
+    return text
 
 
 def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", text)
 
 
-def _unique(ids: list[str]) -> list[str]:
-    return list(dict.fromkeys(ids))
+def _unique(tails: list[Tail]) -> list[Tail]:
+    return list(dict.fromkeys(tails))

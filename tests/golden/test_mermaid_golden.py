@@ -1,0 +1,313 @@
+"""`aromcp-workflows graph`: the Mermaid flowchart of a workflow.
+
+Three layers, from always-on to best-effort:
+- the output of `graph standards:fix` equals the golden file `standards_fix.mmd`
+  (regenerate with `aromcp-workflows graph standards:fix > tests/golden/standards_fix.mmd`
+  and review the diff);
+- structural assertions on the Mermaid text for every construct (diamonds, hexagon loops
+  with dotted back edges, `break`/`continue`, `when` guards, parallel fan-out into a
+  subgraph) and for hostile labels, for every shipped workflow and example;
+- when a Mermaid installation is available (`MERMAID_NODE_MODULES` pointing at a
+  `node_modules` with `mermaid` and `jsdom`), every graph is parsed by Mermaid's own
+  parser, and with `@mermaid-js/mermaid-cli` plus a Chromium also rendered to SVG.
+  Without them those tests skip, saying how to enable them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
+from aromcp_workflows.explain.mermaid import MAX_LABEL, escape_label, mermaid_flowchart
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).with_name("standards_fix.mmd")
+PARSER = Path(__file__).with_name("mermaid_parse.mjs")
+SHIPPED = sorted(p.stem for p in (REPO / "workflows").glob("*.yaml"))
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+HOSTILE = """
+name: "test:hostile"
+description: "labels with everything Mermaid cares about"
+inputs:
+  files: {type: array, default: []}
+default_state:
+  raw: {n: 0, done: false}
+steps:
+  - id: quote
+    type: shell_command
+    command: 'echo "a|b" `date` #comment {x} [y] <b>&amp; {{ inputs.files | json }}'
+  - id: guarded
+    type: user_message
+    when: "{{ n > 0 && \\"x\\" !== '|' }}"
+    message: "n is {{ n }}"
+  - id: poll
+    type: while
+    condition: "{{ !done }}"
+    max_iterations: 5
+    body:
+      - id: bump
+        type: state_update
+        path: raw.n
+        operation: increment
+        value: 1
+      - id: enough
+        type: conditional
+        condition: "{{ n >= 3 }}"
+        then:
+          - type: break
+      - id: odd
+        type: conditional
+        condition: "{{ n % 2 === 1 }}"
+        then:
+          - type: continue
+      - id: ask
+        type: user_input
+        prompt: "Say \\"yes\\" | \\"no\\" — this prompt is deliberately far longer than a label should ever be"
+        state_update: {path: raw.answer}
+  - id: each
+    type: foreach
+    items: "{{ inputs.files }}"
+    steps:
+      - id: fan
+        type: parallel_foreach
+        items: "{{ [item] }}"
+        sub_agent_task: work
+  - id: last
+    type: exit
+    message: "bye #1"
+sub_agent_tasks:
+  work:
+    steps:
+      - id: maybe_quit
+        type: conditional
+        condition: "{{ task.item === 'stop' }}"
+        then:
+          - type: exit
+      - id: call
+        type: mcp_call
+        mcp: {method: "do|it", params: {}}
+"""
+
+
+def load(name_or_path: str, project: Path | None = None, home: Path | None = None):
+    return WorkflowLoader(WorkflowResolver(project_dir=project or REPO, home=home)).load(name_or_path).definition
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> str:
+    path = tmp_path / "test:hostile.yaml"
+    path.write_text(textwrap.dedent(HOSTILE), encoding="utf-8")
+    return mermaid_flowchart(load(str(path), tmp_path, tmp_path))
+
+
+def nodes(text: str) -> dict[str, str]:
+    """node id -> its whole declaration (shape and label)."""
+    return {m.group(1): m.group(0).strip() for m in re.finditer(r"^\s+(n\d+)([\[\(\{>].*)$", text, re.M)}
+
+
+def label_of(text: str, needle: str) -> str:
+    """The id of the (single) node whose label contains `needle`."""
+    found = [nid for nid, decl in nodes(text).items() if needle in decl]
+    assert len(found) == 1, (needle, found)
+    return found[0]
+
+
+def edges(text: str) -> list[tuple[str, str, str | None, bool]]:
+    """(source, target, label, dotted) for every edge."""
+    out = []
+    for m in re.finditer(r"^\s+(n\d+) (-->|-\.->)(?:\|\"?(.*?)\"?\|)? (n\d+)$", text, re.M):
+        out.append((m.group(1), m.group(4), m.group(3), m.group(2) == "-.->"))
+    return out
+
+
+# -- golden ------------------------------------------------------------------------------
+def test_standards_fix_matches_golden_file() -> None:
+    assert mermaid_flowchart(load("standards:fix")) == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_cli_graph_prints_the_golden_text(capsys: pytest.CaptureFixture[str]) -> None:
+    from aromcp_workflows.cli import main
+
+    assert main(["--project-dir", str(REPO), "graph", "standards:fix"]) == 0
+    assert capsys.readouterr().out == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_cli_graph_unknown_workflow_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from aromcp_workflows.cli import main
+
+    assert main(["--project-dir", str(REPO), "graph", "nope:nope"]) == 1
+    assert "not found" in capsys.readouterr().err
+
+
+# -- structure of standards:fix ----------------------------------------------------------
+def test_standards_fix_structure() -> None:
+    text = GOLDEN.read_text(encoding="utf-8")
+    assert text.startswith("flowchart TD\n")
+    decl = nodes(text)
+    cond = label_of(text, "nothing_to_do:")
+    assert decl[cond].startswith(f'{cond}{{"') and decl[cond].endswith('"}')  # a diamond
+    loop = label_of(text, "fix_files: foreach")
+    assert decl[loop].startswith(f'{loop}{{{{"') and decl[loop].endswith('"}}')  # a hexagon
+    fan = label_of(text, "fix_batches: parallel_foreach")
+    assert decl[fan].startswith(f'{fan}[["')
+    all_edges = edges(text)
+    labels_from_cond = {e[2] for e in all_edges if e[0] == cond}
+    assert labels_from_cond == {"true", "false"}
+    # the loop: body entered with `next`, a dotted `repeat` back edge, left with `done`
+    assert any(e[1] == loop and e[2] == "repeat" and e[3] for e in all_edges)
+    assert "-.->|repeat|" in text
+    assert {e[2] for e in all_edges if e[0] == loop} == {"next", "done"}
+    # the fan-out: into a subgraph holding the task's steps, the fan-out node stays outside
+    block = re.search(r"subgraph (\S+)\[\"sub-agent task: fix_batch\"\]\n(.*?)\n  end\n", text, re.S)
+    assert block is not None
+    inside = set(re.findall(r"\b(n\d+)\b", block.group(2)))
+    assert loop in inside and fan not in inside
+    for method in ("get_hints", "apply:", "lint:", "mark_done"):
+        assert label_of(text, method) in inside
+    assert (fan, loop, "each item", False) in all_edges
+    join = label_of(text, "all fix_batch tasks done")
+    assert join not in inside
+    assert any(e[1] == join and e[0] == label_of(text, "mark_done") for e in all_edges)
+    # agent steps are parallelograms, messages flags, server steps boxes
+    assert decl[label_of(text, "get_hints")].endswith('/]')
+    assert decl[label_of(text, "announce:")].startswith(f'{label_of(text, "announce:")}>"')
+    assert decl[label_of(text, "detect_files")].endswith('"]')
+    # `exit` leads to the end
+    end = label_of(text, '(["end"])')
+    assert (label_of(text, '(["exit"])'), end, None, False) in all_edges
+
+
+# -- every construct, hostile labels -----------------------------------------------------
+def test_break_continue_and_when(hostile: str) -> None:
+    text, all_edges = hostile, edges(hostile)
+    poll = label_of(text, "poll: while")
+    assert "(max 5)" in nodes(text)[poll]
+    brk, cont = label_of(text, '(["break"])'), label_of(text, '(["continue"])')
+    after_loop = label_of(text, "each: foreach")
+    assert (brk, after_loop, "break", False) in all_edges  # break leaves to after the loop
+    assert (poll, after_loop, "done", False) in all_edges
+    assert (cont, poll, "continue", True) in all_edges  # continue goes back, dotted
+    ask = label_of(text, "ask: user_input")
+    assert (ask, poll, "repeat", True) in all_edges
+    guard = label_of(text, "when ")
+    assert nodes(text)[guard].startswith(f'{guard}{{"')
+    guarded = label_of(text, "guarded:")
+    assert (guard, guarded, "yes", False) in all_edges
+    assert (guard, poll, "skip", False) in all_edges  # a false guard skips to the next step
+    assert (guarded, poll, None, False) in all_edges
+
+
+def test_parallel_inside_loop_and_exit_inside_task(hostile: str) -> None:
+    text, all_edges = hostile, edges(hostile)
+    each, fan = label_of(text, "each: foreach"), label_of(text, "fan: parallel_foreach")
+    join = label_of(text, "all work tasks done")
+    assert (each, fan, "next", False) in all_edges
+    assert (join, each, "repeat", True) in all_edges
+    task_exit = label_of(text, '(["exit"])')
+    assert (task_exit, join, None, False) in all_edges  # a task's exit ends the task, not the workflow
+    end = label_of(text, '(["end"])')
+    assert (label_of(text, "exit: bye"), end, None, False) in all_edges
+
+
+def test_hostile_labels_are_escaped(hostile: str) -> None:
+    for line in hostile.splitlines()[1:]:
+        stripped = line.strip()
+        if stripped == "end" or stripped.startswith("subgraph "):
+            continue
+        match = re.fullmatch(r'(n\d+)(\(\[|\[\[|\[/|\{\{|\{|\[|>)"([^"]*)"(\]\)|\]\]|/\]|\}\}|\}|\])', stripped)
+        if match:
+            body = match.group(3)
+            assert len(re.sub(r"#\w+;", "x", body)) <= MAX_LABEL
+            assert not set(body) & set('"|`<>&'), body
+            assert "#" not in re.sub(r"#\w+;", "", body), body
+            continue
+        assert re.fullmatch(r'n\d+ (-->|-\.->)(\|[A-Za-z0-9_ ]+\||\|"[^"|]*"\|)? n\d+', stripped), stripped
+    assert "#quot;yes#quot; #124; #quot;no#quot;" in hostile
+    assert "#96;date#96;" in hostile
+    assert "#35;comment" in hostile and "#lt;b#gt;" in hostile
+    assert "do#124;it" in hostile
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('say "hi"', "say #quot;hi#quot;"),
+    ("a|b", "a#124;b"),
+    ("#1 `x`", "#35;1 #96;x#96;"),
+    ("<b>", "#lt;b#gt;"),
+    ("a && b", "a #amp;#amp; b"),
+    ("two\n  lines", "two lines"),
+    ("{{ x }}", "{{ x }}"),
+])
+def test_escape_label(text: str, expected: str) -> None:
+    assert escape_label(text) == expected
+
+
+def test_long_labels_are_cut() -> None:
+    assert escape_label("x" * 200) == "x" * (MAX_LABEL - 1) + "…"
+
+
+@pytest.mark.parametrize("target", SHIPPED + [str(p) for p in EXAMPLES])
+def test_every_shipped_workflow_and_example_draws(target: str) -> None:
+    text = mermaid_flowchart(load(target))
+    assert text.startswith("flowchart TD\n") and text.endswith("\n")
+    declared = set(nodes(text))
+    for source, dest, _, _ in edges(text):
+        assert source in declared and dest in declared
+    assert text.count("subgraph ") == len(re.findall(r"^  end$", text, re.M))
+    end = label_of(text, '(["end"])')
+    assert any(dest == end for _, dest, _, _ in edges(text))
+
+
+# -- Mermaid's own parser and renderer, when installed -----------------------------------
+def _modules() -> Path | None:
+    value = os.environ.get("MERMAID_NODE_MODULES")
+    if not value or shutil.which("node") is None:
+        return None
+    path = Path(value)
+    return path if (path / "mermaid").is_dir() and (path / "jsdom").is_dir() else None
+
+
+def mermaid_parse(diagrams: list[str]) -> list[dict[str, object]]:
+    modules = _modules()
+    if modules is None:
+        pytest.skip("Mermaid parser not available: `npm install --prefix DIR mermaid jsdom` and set "
+                    "MERMAID_NODE_MODULES=DIR/node_modules (needs node)")
+    done = subprocess.run(["node", str(PARSER), str(modules)], input=json.dumps(diagrams), text=True,
+                          capture_output=True, timeout=60, check=True)
+    return list(json.loads(done.stdout))
+
+
+def test_mermaid_parser_accepts_every_graph(tmp_path: Path) -> None:
+    path = tmp_path / "test:hostile.yaml"
+    path.write_text(textwrap.dedent(HOSTILE), encoding="utf-8")
+    diagrams = [mermaid_flowchart(load(t)) for t in SHIPPED + [str(p) for p in EXAMPLES]]
+    diagrams.append(mermaid_flowchart(load(str(path), tmp_path, tmp_path)))
+    diagrams.append('flowchart TD\n  n1["broken"label"]\n')  # proves the parser can say no
+    results = mermaid_parse(diagrams)
+    assert [r["ok"] for r in results] == [True] * (len(diagrams) - 1) + [False], results
+    assert all(r["type"] == "flowchart-v2" for r in results[:-1])
+
+
+def test_mermaid_cli_renders_standards_fix(tmp_path: Path) -> None:
+    modules = _modules()
+    mmdc = modules / ".bin" / "mmdc" if modules else None
+    browser = os.environ.get("PUPPETEER_EXECUTABLE_PATH") or shutil.which("chromium")
+    if mmdc is None or not mmdc.exists() or not browser:
+        pytest.skip("Mermaid CLI render not available: needs @mermaid-js/mermaid-cli in "
+                    "MERMAID_NODE_MODULES and a Chromium (`apt-get install chromium`)")
+    config = tmp_path / "puppeteer.json"
+    config.write_text(json.dumps({"executablePath": browser,
+                                  "args": ["--no-sandbox", "--headless", "--disable-gpu"]}))
+    out = tmp_path / "standards_fix.svg"
+    subprocess.run([str(mmdc), "-p", str(config), "-i", str(GOLDEN), "-o", str(out)],
+                   capture_output=True, text=True, timeout=120, check=True)
+    svg = out.read_text(encoding="utf-8")
+    assert "<svg" in svg and "sub-agent task: fix_batch" in svg and "Syntax error" not in svg
