@@ -145,7 +145,12 @@ class HeadlessAgent:
                 parallel_id = step_id
                 await self.run_parallel(step)
             elif kind == "wait":
-                await self.wait_for([str(t) for t in step["definition"].get("task_ids", [])])
+                waiting = [str(t) for t in step["definition"].get("task_ids", [])]
+                if all(t in self.sub_agents and self.sub_agents[t].done() for t in waiting):
+                    # our sub-agents ended but the server says the tasks did not: pull them again
+                    await asyncio.sleep(min(float(step["definition"].get("retry_after_ms") or 0), 200) / 1000)
+                    self.start_sub_agents(waiting, step_id)
+                await self.wait_for(waiting)
                 report_id = parallel_id or step_id.removesuffix(".wait")
             else:
                 answer = await self.perform(step, task_id)
@@ -173,21 +178,22 @@ class HeadlessAgent:
     # -- sub-agents -----------------------------------------------------------------
     async def run_parallel(self, step: dict[str, Any]) -> None:
         task_ids = [str(t["task_id"]) for t in step["definition"].get("tasks", [])]
-        new = [t for t in task_ids if t not in self.sub_agents]
-        if new:
-            self.printer.detail(f"  {step['id']}: starting {len(new)} sub-agent(s): {', '.join(new)}")
-        for task_id in task_ids:
-            if task_id not in self.sub_agents:
-                self.sub_agents[task_id] = asyncio.create_task(self.sub_agent(task_id), name=task_id)
+        self.start_sub_agents(task_ids, str(step["id"]))
         if not self.complete_parallel_early:
             await self.wait_for(task_ids)
 
+    def start_sub_agents(self, task_ids: list[str], step_id: str) -> None:
+        """One sub-agent per listed task that has none running: new tasks, tasks the server
+        reset for a retry (`retry_failed`), tasks started before this runner (resume)."""
+        idle = [t for t in task_ids if t not in self.sub_agents or self.sub_agents[t].done()]
+        if idle:
+            self.printer.detail(f"  {step_id}: starting {len(idle)} sub-agent(s): {', '.join(idle)}")
+        for task_id in idle:
+            self.sub_agents[task_id] = asyncio.create_task(self.sub_agent(task_id), name=task_id)
+
     async def wait_for(self, task_ids: list[str]) -> None:
-        tasks = []
-        for task_id in task_ids:
-            if task_id not in self.sub_agents:  # a task started before this runner (resume)
-                self.sub_agents[task_id] = asyncio.create_task(self.sub_agent(task_id), name=task_id)
-            tasks.append(self.sub_agents[task_id])
+        self.start_sub_agents([t for t in task_ids if t not in self.sub_agents], "wait")
+        tasks = [self.sub_agents[t] for t in task_ids]
         if not tasks:
             return
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

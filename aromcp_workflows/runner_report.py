@@ -115,7 +115,9 @@ class Printer:
     def step(self, entry: TranscriptEntry, outcome: str) -> None:
         # a task's step ids start with its task_id, so the id alone says who did the step
         self.detail(f"  {entry.step_id}  {entry.type}  {entry.summary} -> {outcome}")
-        if not entry.accepted:
+        if not entry.accepted and entry.type in ("parallel_tasks", "wait"):
+            self.detail(f"    {entry.error}: waiting for them")
+        elif not entry.accepted:
             self.detail(f"    not accepted: {entry.error}")
 
     def final(self, outcome: RunOutcome) -> None:

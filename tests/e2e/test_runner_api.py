@@ -87,6 +87,7 @@ steps:
     items: ["a", "b", "c"]
     max_parallel: 2
     sub_agent_task: work
+    on_sub_agent_error: {strategy: retry_failed, max_retries: 1}
   - type: user_message
     message: "done: {{ done.slice().sort().join(',') }}"
 sub_agent_tasks:
@@ -94,26 +95,34 @@ sub_agent_tasks:
     steps:
       - id: slow
         type: agent_shell_command
-        command: "sleep 0.3; echo {{ item }}"
+        command: >-
+          sleep 0.3; if [ {{ item }} = b ] && [ ! -e tried_b ]; then touch tried_b; echo flaky >&2; exit 1; fi;
+          echo {{ item }}
         state_update: {path: "raw.done", operation: append}
 """
 
 
-async def test_early_parallel_completion_gets_a_wait_step(tmp_path: Path):
-    """An orchestrator that completes parallel_tasks before its sub-agents finish is told to
-    wait; the runner waits for the named tasks and completes the parallel step again.
-    max_parallel 2 over 3 items: a second parallel_tasks step carries the third task."""
+async def test_parallel_batches_wait_and_retried_task(tmp_path: Path):
+    """max_parallel 2 over 3 items gives two parallel_tasks steps.  This orchestrator
+    completes each parallel_tasks step before its sub-agents finish, so the server answers
+    with a `wait` step; the runner waits for the named tasks and completes the step again.
+    Task b fails once (its shell command exits 1) and `retry_failed` hands it out again in a
+    third parallel_tasks step: the runner starts a new sub-agent for it."""
     workflow = tmp_path / "e2e:fan-out.yaml"
     workflow.write_text(FAN_OUT)
+    out = io.StringIO()
     outcome = await run_workflow(str(workflow), {}, None, git_repo(tmp_path / "repo"), tmp_path / "s.sqlite",
-                                 None, complete_parallel_early=True)
-    assert outcome.status == "completed", outcome.error
+                                 out, complete_parallel_early=True)
+    assert outcome.status == "completed", (outcome.error, out.getvalue())
     main = [(e.step_id, e.type, e.accepted) for e in outcome.transcript if e.task_id is None]
     assert main[0] == ("fan_out", "parallel_tasks", False)
     assert ("fan_out.wait", "wait", True) in main
-    assert [m[1] for m in main].count("parallel_tasks") == 2
+    assert [m[0] for m in main if m[1] == "parallel_tasks"] == ["fan_out", "fan_out.batch2", "fan_out.batch3"]
+    failed = [e for e in outcome.transcript if e.status == "failed"]
+    assert [(e.step_id, e.error) for e in failed] == [("work_1.slow", "exit code 1: flaky")]
     assert outcome.messages == ["done: a,b,c"]
-    assert outcome.tasks == 3
+    assert outcome.tasks == 4  # a, b, c, and b again
+    assert outcome.loop_calls == outcome.budget
 
 
 @pytest.mark.xfail(reason="expressions bug: path_to_key exists only as a filter, not as the JS function "

@@ -184,3 +184,41 @@ def test_no_answer_without_a_terminal_fails_clearly(tmp_path: Path, cli):
     assert "no answer for step ask_branch (Which branch?) of the main thread: add `ask_branch:`" in proc.stdout
     status = cli(repo, "status", "--json")
     assert [i["status"] for i in json.loads(status.stdout)["instances"]] == ["cancelled"]
+
+
+def test_terminal_asks_when_no_answer_is_scripted(tmp_path: Path):
+    """On a TTY the runner asks the person at the keyboard; a rejected answer is asked again."""
+    import os
+    import pty
+    import select
+    import time
+
+    repo = git_repo(tmp_path / "repo")
+    workflow = tmp_path / "e2e:ask.yaml"
+    workflow.write_text(USER_INPUT)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI with a terminal on stdin/stdout
+        os.environ.update(AROMCP_WORKFLOWS_STORE=str(tmp_path / "store.sqlite"), HOME=str(tmp_path / "home"))
+        os.execv(sys.executable, [sys.executable, "-m", "aromcp_workflows", "--project-dir", str(repo), "run",
+                                  str(workflow)])
+    typed, output, deadline = [b"Release 1!\n", b"release/1\n"], b"", time.monotonic() + 60
+    asked = 0
+    while time.monotonic() < deadline:
+        if not select.select([fd], [], [], 0.5)[0]:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+        if output.count(b"answer >") > asked and asked < len(typed):
+            os.write(fd, typed[asked])
+            asked += 1
+    _, status = os.waitpid(pid, 0)
+    text = output.decode(errors="replace").replace("\r\n", "\n")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert text.count("ask_branch: Which branch?") == 2
+    assert "not accepted: Use lowercase letters" in text
+    assert "Releasing release/1." in text
