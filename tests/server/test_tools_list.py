@@ -164,11 +164,6 @@ async def test_unknown_workflow_resource_is_an_error(server, mode):
             await any_client.read_resource("workflow://nope")
 
 
-@pytest.mark.xfail(reason="server.py workflow_resource raises ValueError, which the SDK wraps as "
-                          "UnexpectedResourceError: the client sees only 'Error creating resource from template "
-                          "workflow://nope' (and the server logs a traceback) instead of the service's "
-                          "'not found; looked in ...' message; raise ResourceNotFoundError(str(exc)) instead",
-                   strict=False)
 async def test_unknown_workflow_resource_error_says_where_it_looked(server):
     from mcp.shared.exceptions import MCPError
 
