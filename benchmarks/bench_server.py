@@ -1,0 +1,461 @@
+"""Server budgets of DESIGN.md §7, each printed next to a reference measured in the same run.
+
+Run: ``.venv/bin/python benchmarks/bench_server.py [--steps N] [--rounds R] [--dir DIR] [--only A,B,...]``
+
+A. server time per step, in process (`WorkflowService.next_step` + `step_complete`), for a
+   step with 3 non-trivial templates and for a plain-path-only step (also inside a
+   5,000-item loop: a bigger instance), with V8 crossings per step
+   (`engine.stats.v8_calls`); reference: one instance commit alone (JSON + SQLite + fsync),
+   on disk and on a tmpfs store.
+B. `workflow_get_next_step` round trip over stdio vs trivial tools: `workflow_list
+   (include_global=false)` on the same server, and a bare MCPServer's no-op tool
+   (`benchmarks/minimal_server.py`), interleaved call by call.
+C. stdio start → first `tools/list` answer vs the bare MCPServer, alternating runs.
+D. RSS of a server process with 100 live instances (VmRSS from /proc) vs just started.
+E. tool calls for standards:fix with an economical agent vs the seed protocol, against
+   the budget N + T + 2.
+
+Absolute times drift on shared machines; compare the figures of one run with each other.
+Stores live in ``--dir`` (default: a temp dir under the current directory, a real disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+PYTHON = sys.executable
+
+BENCH_STEP = """
+name: bench-step
+description: "one agent step per item, its prompt with 3 non-trivial templates"
+inputs:
+  items:
+    type: array
+    default: []
+default_state:
+  raw:
+    cfg: {mode: "fast", level: 3}
+    nums: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    last: ""
+steps:
+  - id: loop
+    type: foreach
+    items: "{{ inputs.items }}"
+    steps:
+      - id: templ
+        type: agent_prompt
+        prompt: "File {{ item.toUpperCase() }}: {{ nums.filter(n => n > cfg.level).length }} checks, mode {{ cfg.mode === 'fast' ? 'quick' : 'full' }}"
+        state_update:
+          path: raw.last
+"""
+PLAIN_STEP = """
+name: bench-plain
+description: "one agent step per item, its prompt with plain paths only"
+inputs:
+  items:
+    type: array
+    default: []
+  name:
+    type: string
+    default: "bench"
+default_state:
+  raw:
+    cfg: {mode: "fast"}
+    last: ""
+steps:
+  - id: loop
+    type: foreach
+    items: "{{ inputs.items }}"
+    steps:
+      - id: plain
+        type: agent_prompt
+        prompt: "File {{ item }}: mode {{ cfg.mode }} for {{ inputs.name }}"
+        state_update:
+          path: raw.last
+"""
+
+
+BIG_ITEMS = 5000  # the same plain step inside a larger instance: every commit re-encodes all of it
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+def p90_ms(values: list[float]) -> float:
+    return sorted(values)[int(len(values) * 0.9)] * 1000 if values else float("nan")
+
+
+def make_project(root: Path) -> Path:
+    target = root / ".aromcp" / "workflows"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "bench-step.yaml").write_text(BENCH_STEP)
+    (target / "bench-plain.yaml").write_text(PLAIN_STEP)
+    return root
+
+
+def machine() -> dict[str, str]:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import mcp  # noqa: F401
+
+    from importlib.metadata import version
+
+    return {"nproc": str(os.cpu_count()), "cpu": cpu, "python": platform.python_version(),
+            "platform": platform.platform(), "mcp": version("mcp"), "mini-racer": version("mini-racer")}
+
+
+# -- A. in process ------------------------------------------------------------------------------
+def bench_in_process(workdir: Path, steps: int, tmpfs: bool) -> dict[str, Any]:
+    from aromcp_workflows.service import WorkflowService
+
+    base = Path(tempfile.mkdtemp(dir="/dev/shm")) if tmpfs else workdir
+    project = make_project(base / ("proj-shm" if tmpfs else "proj"))
+    home = base / "home"
+    home.mkdir(exist_ok=True)
+    service = WorkflowService(project_dir=project, store_path=base / f"a-{tmpfs}.sqlite3", home=home)
+    out: dict[str, Any] = {}
+    small = [f"src/file_{i}.py" for i in range(steps + 30)]
+    big = [f"src/file_{i}.py" for i in range(BIG_ITEMS)]
+    for label, workflow, items in (("3 templates", "bench-step", small), ("plain paths", "bench-plain", small),
+                                   (f"plain, {BIG_ITEMS:,}-item loop", "bench-plain", big)):
+        workflow_id = service.start(workflow, {"items": items})["workflow_id"]
+        engine = service.instances.engine
+        step = service.next_step(workflow_id)["step"]
+        for _ in range(20):  # warm up (V8 compile cache, SQLite pages)
+            step = service.step_complete(workflow_id, step["id"], result="ok")["next_step"]
+        seed, economical, deliveries = [], [], []
+        v8_before = engine.stats.v8_calls
+        for n in range(steps // 2):
+            t0 = time.perf_counter()
+            again = service.next_step(workflow_id)["step"]  # seed style: asks again
+            t1 = time.perf_counter()
+            step = service.step_complete(workflow_id, again["id"], result="ok")["next_step"]
+            t2 = time.perf_counter()
+            seed.append(t2 - t0)
+            deliveries.append(t1 - t0)
+            economical.append(t2 - t1)
+        v8_per_step = (engine.stats.v8_calls - v8_before) / (steps // 2)
+        live = service.instances.get(workflow_id)
+        commits = []
+        for _ in range(50):
+            t0 = time.perf_counter()
+            with live.lock:
+                service.instances.commit(live)
+            commits.append(time.perf_counter() - t0)
+        out[label] = {"seed_pair_ms": median_ms(seed), "seed_pair_p90_ms": p90_ms(seed),
+                      "step_complete_ms": median_ms(economical), "redelivery_ms": median_ms(deliveries),
+                      "commit_ms": median_ms(commits), "v8_calls_per_step": v8_per_step,
+                      "prompt": step["definition"]["prompt"] if step else None}
+    if tmpfs:
+        shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
+# -- stdio helpers ----------------------------------------------------------------------------------
+def server_env(home: Path, store: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AROMCP_")}
+    env.update(HOME=str(home), PYTHONPATH=str(REPO), AROMCP_WORKFLOWS_STORE=str(store),
+               XDG_DATA_HOME=str(home / ".local" / "share"))
+    return env
+
+
+def our_command(project: Path, store: Path) -> list[str]:
+    return [PYTHON, "-m", "aromcp_workflows", "--project-dir", str(project), "serve", "--store", str(store)]
+
+
+def minimal_command() -> list[str]:
+    return [PYTHON, str(REPO / "benchmarks" / "minimal_server.py")]
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
+
+
+class SyncStdio:
+    """Blocking JSON-RPC over a subprocess's stdio (no client library in the measurement)."""
+
+    def __init__(self, command: list[str], env: dict[str, str], cwd: Path):
+        self.t_spawn = time.perf_counter()
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env, cwd=str(cwd))
+        self.next_id = 2
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, request_id: int) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("server closed stdout")
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+
+    def handshake(self) -> None:
+        self.send(INIT)
+        self.wait_for(1)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id, self.next_id = self.next_id, self.next_id + 1
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        message = self.wait_for(request_id)
+        if "error" in message:
+            raise RuntimeError(message["error"])
+        return dict(message["result"])
+
+    def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})
+        if result.get("isError"):
+            raise RuntimeError(result["content"])
+        return dict(result["structuredContent"])
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# -- B. round trips -----------------------------------------------------------------------------------
+def bench_round_trip(workdir: Path, calls: int) -> dict[str, Any]:
+    project = make_project(workdir / "proj-rt")
+    home = workdir / "home-rt"
+    home.mkdir(exist_ok=True)
+    store = workdir / "rt.sqlite3"
+    ours = SyncStdio(our_command(project, store), server_env(home, store), project)
+    bare = SyncStdio(minimal_command(), server_env(home, store), project)
+    ours.handshake()
+    bare.handshake()
+    items = [f"f{i}" for i in range(calls + 50)]
+    workflow_id = ours.tool("workflow_start", {"workflow": "bench-step", "inputs": {"items": items}})["workflow_id"]
+    step = ours.tool("workflow_get_next_step", {"workflow_id": workflow_id})["step"]
+    for _ in range(20):
+        ours.tool("workflow_get_next_step", {"workflow_id": workflow_id})
+        ours.tool("workflow_list", {"include_global": False})
+        bare.tool("noop", {"x": 1})
+    times: dict[str, list[float]] = {k: [] for k in ("get_next_step", "workflow_list", "noop (bare server)",
+                                                    "step_complete (advancing)", "validate (error path)")}
+
+    def timed(key: str, action: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        value = action()
+        times[key].append(time.perf_counter() - t0)
+        return value
+
+    for _ in range(calls):
+        timed("get_next_step", lambda: ours.tool("workflow_get_next_step", {"workflow_id": workflow_id}))
+        timed("workflow_list", lambda: ours.tool("workflow_list", {"include_global": False}))
+        timed("noop (bare server)", lambda: bare.tool("noop", {"x": 1}))
+        timed("validate (error path)", lambda: ours.request("tools/call", {"name": "workflow_validate",
+                                                                          "arguments": {}}))
+        step = timed("step_complete (advancing)", lambda: ours.tool(
+            "workflow_step_complete", {"workflow_id": workflow_id, "step_id": step["id"], "result": "ok"}))["next_step"]
+    ours.close()
+    bare.close()
+    return {k: median_ms(v) for k, v in times.items()}
+
+
+# -- C. start-up ----------------------------------------------------------------------------------------
+def bench_startup(workdir: Path, rounds: int) -> dict[str, Any]:
+    project = make_project(workdir / "proj-start")
+    home = workdir / "home-start"
+    home.mkdir(exist_ok=True)
+    store = workdir / "start.sqlite3"
+    times: dict[str, list[float]] = {"aromcp-workflows": [], "bare MCPServer": []}
+    commands = {"aromcp-workflows": our_command(project, store), "bare MCPServer": minimal_command()}
+    for n in range(rounds + 1):
+        for label, command in commands.items():
+            server = SyncStdio(command, server_env(home, store), project)
+            server.send(INIT)
+            server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+            server.wait_for(2)
+            elapsed = time.perf_counter() - server.t_spawn
+            server.close()
+            if n:  # the first round warms the OS file cache
+                times[label].append(elapsed)
+    return {k: median_ms(v) for k, v in times.items()}
+
+
+# -- D. memory ----------------------------------------------------------------------------------------------
+def bench_rss(workdir: Path, instances: int) -> dict[str, Any]:
+    project = make_project(workdir / "proj-rss")
+    home = workdir / "home-rss"
+    home.mkdir(exist_ok=True)
+    store = workdir / "rss.sqlite3"
+    server = SyncStdio(our_command(project, store), server_env(home, store), project)
+    server.handshake()
+    server.request("tools/list", {})
+    figures = {"started (tools/list answered)": server.rss_mb()}
+    ids = []
+    for n in range(instances):
+        workflow_id = server.tool("workflow_start", {"workflow": "bench-step",
+                                                     "inputs": {"items": ["a", "b", "c"]}})["workflow_id"]
+        step = server.tool("workflow_get_next_step", {"workflow_id": workflow_id})["step"]
+        server.tool("workflow_step_complete", {"workflow_id": workflow_id, "step_id": step["id"], "result": "x"})
+        ids.append(workflow_id)
+        if n == 0:
+            figures["1 live instance (V8 and store open)"] = server.rss_mb()
+    figures[f"{instances} live instances"] = server.rss_mb()
+    listing = server.tool("workflow_status", {})
+    assert len(listing["instances"]) == instances
+    server.close()
+    return figures
+
+
+# -- E. tool calls for standards:fix ---------------------------------------------------------------------------
+def standards_answer(step: dict[str, Any]) -> Any:
+    if step["type"] == "mcp_call":
+        return {"hints": ["x"]} if step["definition"]["method"] == "hints_for_file" else {"errors": 0}
+    return 1
+
+
+async def count_calls(project: Path, workdir: Path, economical: bool) -> dict[str, int]:
+    from mcp import Client
+
+    from aromcp_workflows.server import build_server
+    from aromcp_workflows.service import WorkflowService
+
+    home = workdir / "home-calls"
+    home.mkdir(exist_ok=True)
+    server = build_server(lambda: WorkflowService(project_dir=project, store_path=workdir / f"calls-{economical}.sqlite3",
+                                                  home=home))
+    counts = {"calls": 0, "agent_steps": 0, "tasks": 0}
+    async with Client(server, mode="legacy") as client:
+        async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+            counts["calls"] += 1
+            result = await client.call_tool(name, args)
+            assert not result.is_error, result.content
+            return dict(result.structured_content or {})
+
+        workflow_id = (await call("workflow_start", {"workflow": "standards:fix", "inputs": {"batch_size": 2}}))[
+            "workflow_id"]
+
+        async def run(task_id: str | None) -> None:
+            base = {"workflow_id": workflow_id} | ({"task_id": task_id} if task_id else {})
+            step = (await call("workflow_get_next_step", base))["step"]
+            while step is not None:
+                counts["agent_steps"] += 1
+                result = None
+                if step["type"] == "parallel_tasks":
+                    counts["tasks"] += len(step["definition"]["tasks"])
+                    await asyncio.gather(*(run(t["task_id"]) for t in step["definition"]["tasks"]))
+                else:
+                    result = standards_answer(step)
+                reply = await call("workflow_step_complete", {**base, "step_id": step["id"], "result": result})
+                step = reply["next_step"] if economical else (await call("workflow_get_next_step", base))["step"]
+
+        await run(None)
+    return counts
+
+
+def bench_calls(workdir: Path) -> dict[str, Any]:
+    project = workdir / "repo"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run(["git", "-c", "user.email=b@b", "-c", "user.name=b", "commit", "-q", "--allow-empty", "-m", "i"],
+                   cwd=project, check=True)
+    for i in range(6):
+        (project / f"mod_{i}.py").write_text("x=1\n")
+    economical = asyncio.run(count_calls(project, workdir, True))
+    seed = asyncio.run(count_calls(project, workdir, False))
+    n, t = economical["agent_steps"], economical["tasks"]
+    return {"N (agent-performed steps)": n, "T (sub-agent tasks)": t, "budget N+T+2": n + t + 2,
+            "economical agent": economical["calls"], "seed protocol": seed["calls"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=400, help="steps measured in process (A)")
+    parser.add_argument("--calls", type=int, default=200, help="round trips per tool over stdio (B)")
+    parser.add_argument("--rounds", type=int, default=8, help="start-ups per server (C)")
+    parser.add_argument("--instances", type=int, default=100, help="live instances for RSS (D)")
+    parser.add_argument("--dir", help="where stores are created (default: temp dir under cwd)")
+    parser.add_argument("--only", default="A,B,C,D,E", help="sections to run, e.g. A,C")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-server-", dir=args.dir or ".")).resolve()
+    sections = set(args.only.upper().split(","))
+    figures: dict[str, Any] = {"machine": machine()}
+    print("machine:", ", ".join(f"{k}={v}" for k, v in figures["machine"].items()))
+    try:
+        if "A" in sections:
+            for label, tmpfs in (("disk", False), ("tmpfs", True)):
+                result = bench_in_process(workdir, args.steps, tmpfs)
+                figures[f"A in-process ({label} store)"] = result
+                print(f"\nA. server time per step, in process, store on {label} (median of {args.steps // 2})")
+                for kind, row in result.items():
+                    print(f"  {kind:24s} next_step+step_complete {row['seed_pair_ms']:7.3f} ms "
+                          f"(p90 {row['seed_pair_p90_ms']:.3f}) | step_complete alone {row['step_complete_ms']:7.3f} ms"
+                          f" | re-delivery {row['redelivery_ms']:.3f} ms | reference: one commit "
+                          f"{row['commit_ms']:.3f} ms | V8 crossings/step {row['v8_calls_per_step']:.2f}")
+        if "B" in sections:
+            result = bench_round_trip(workdir, args.calls)
+            figures["B stdio round trip"] = result
+            print(f"\nB. stdio round trip (median of {args.calls}, interleaved)")
+            ref = result["noop (bare server)"]
+            for key, value in result.items():
+                print(f"  {key:28s} {value:7.3f} ms  ({value / ref:.2f} x bare no-op, "
+                      f"{value / result['workflow_list']:.2f} x workflow_list)")
+        if "C" in sections:
+            result = bench_startup(workdir, args.rounds)
+            figures["C start-up"] = result
+            ref = result["bare MCPServer"]
+            print(f"\nC. spawn -> first tools/list answer (median of {args.rounds})")
+            for key, value in result.items():
+                print(f"  {key:18s} {value:7.1f} ms  ({value / ref:.2f} x bare)")
+        if "D" in sections:
+            result = bench_rss(workdir, args.instances)
+            figures["D RSS"] = result
+            print("\nD. server RSS (VmRSS)")
+            for key, value in result.items():
+                print(f"  {key:38s} {value:6.1f} MB")
+        if "E" in sections:
+            result = bench_calls(workdir)
+            figures["E tool calls"] = result
+            print("\nE. tool calls for standards:fix (6 changed files, batch_size 2)")
+            for key, value in result.items():
+                print(f"  {key:28s} {value}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
