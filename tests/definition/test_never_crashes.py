@@ -59,7 +59,7 @@ def mutated(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=80, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
