@@ -24,21 +24,6 @@ SEVEN_FILES = {
 FIX_SUMMARY = "Standards fix complete: 7 files in 3 batches, 14 fixes applied, 0 batches failed."
 
 
-def _path_to_key_is_a_function() -> bool:
-    from aromcp_workflows.expressions import ExpressionEngine
-
-    try:
-        return bool(ExpressionEngine().evaluate("typeof path_to_key === 'function'", {}))
-    except Exception:  # noqa: BLE001 - any failure means "not available"
-        return False
-
-
-# standards:fix calls `path_to_key(item)` as a function; until the expression engine has it,
-# every batch of standards:fix fails (see test_path_to_key_is_also_a_function).
-needs_path_to_key = pytest.mark.xfail(not _path_to_key_is_a_function(), strict=True,
-                                      reason="path_to_key() is not a JS function yet: standards:fix batches fail")
-
-
 def git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     """A git repository with one empty commit and `files` left as untracked changes."""
     path.mkdir(parents=True, exist_ok=True)

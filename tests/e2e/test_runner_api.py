@@ -15,7 +15,7 @@ import pytest
 
 from aromcp_workflows.runner import run_workflow
 from aromcp_workflows.runner_report import RunOutcome
-from tests.e2e.conftest import FIX_SUMMARY, SEVEN_FILES, git_repo, needs_path_to_key
+from tests.e2e.conftest import FIX_SUMMARY, SEVEN_FILES, git_repo
 
 FIX_ANSWERS = {
     "hints_for_file": [{"when_params": {"file_path": "*.ts"}, "result": {"hints": ["prefer const"]}},
@@ -34,7 +34,6 @@ def fix_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunOutcome, str]:
     return outcome, out.getvalue()
 
 
-@needs_path_to_key
 def test_standards_fix_completes_with_summary(fix_run):
     outcome, printed = fix_run
     assert outcome.status == "completed", (outcome.error, printed)
@@ -48,7 +47,6 @@ def test_standards_fix_completes_with_summary(fix_run):
     assert {r["hints"]["hints"][0] for r in state["file_results"].values()} == {"prefer const", "wrap long lines"}
 
 
-@needs_path_to_key
 def test_standards_fix_three_sub_agents_run_concurrently(fix_run):
     outcome, printed = fix_run
     steps = outcome.transcript
@@ -62,7 +60,6 @@ def test_standards_fix_three_sub_agents_run_concurrently(fix_run):
     assert max(firsts) < min(lasts), order
 
 
-@needs_path_to_key
 def test_standards_fix_tool_calls_within_budget(fix_run):
     """N = 21 task steps (hints, apply, lint for 7 files) + 1 parallel_tasks step, T = 3:
     start + the main thread's get_next_step + one get_next_step per task + one
@@ -125,9 +122,8 @@ async def test_parallel_batches_wait_and_retried_task(tmp_path: Path):
     assert outcome.loop_calls == outcome.budget
 
 
-@pytest.mark.xfail(reason="expressions bug: path_to_key exists only as a filter, not as the JS function "
-                          "that standards:fix uses (`file_results[path_to_key(item)]`)", strict=False)
 def test_path_to_key_is_also_a_function():
+    """standards:fix calls `path_to_key(item)` as a function (found by these tests; fixed)."""
     from aromcp_workflows.expressions import ExpressionEngine
 
     engine = ExpressionEngine()

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import FIX_SUMMARY, ROOT, git_repo, needs_path_to_key, run_cli
+from tests.e2e.conftest import FIX_SUMMARY, ROOT, git_repo, run_cli
 
 
-@needs_path_to_key
 def test_make_run_example_runs_standards_fix(tmp_path: Path, cli):
     """What `make run` does: the demo project, then the shipped answers file by relative path."""
     demo = tmp_path / "demo"
