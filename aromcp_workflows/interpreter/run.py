@@ -61,6 +61,7 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
         self.retries = 0
         self.events: list[dict[str, Any]] = []
         self.checkpoint_requested: str | None = None
+        self._programs: dict[str, ProgramSet] = {}
 
     # -- construction and persistence ---------------------------------------------
     @classmethod
@@ -89,7 +90,10 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
         return store
 
     def programs(self, workflow: str) -> ProgramSet:
-        return programs_for(self.bundle.get(workflow))
+        cached = self._programs.get(workflow)
+        if cached is None:
+            cached = self._programs[workflow] = programs_for(self.bundle.get(workflow))
+        return cached
 
     def to_json(self) -> dict[str, Any]:
         return {

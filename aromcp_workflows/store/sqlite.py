@@ -4,9 +4,11 @@ Why these choices (numbers in docs/store-and-claude.md, from benchmarks/bench_st
 
 - WAL journal: readers never block the writer, and several server processes (two Claude
   Code windows on one project) can share the file.
-- ``synchronous=FULL``: every commit is fsynced before `save` returns, so an answered
-  tool call survives power loss, not only a process crash. NORMAL would be faster but
-  loses the last commits on power loss, which breaks the "nothing lost" promise.
+- ``synchronous=NORMAL`` by default (`open_store`): with WAL, a committed transaction
+  survives a killed or crashed server process, which is the promise of DESIGN.md §6,
+  and no fsync is paid per commit. ``FULL`` (``AROMCP_WORKFLOWS_STORE_SYNC=FULL``) also
+  survives power loss or an OS crash, for an fsync per save that costs more than the
+  whole 1 ms per-step budget on the machines measured.
 - One connection per store guarded by a lock, not one per thread: SQLite admits a
   single writer anyway, and in-process contention on a lock is far cheaper than
   SQLite's busy handler (which sleeps in steps of milliseconds). Other *processes* are
@@ -66,7 +68,7 @@ def _dumps(value: Any, what: str) -> str:
 class SqliteStore:
     """A `Store` in one SQLite file. Thread-safe; safe to share a file across processes."""
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):
             raise ValueError(f"synchronous must be FULL, NORMAL, EXTRA or OFF, not {synchronous!r}")
         self.path = str(path)

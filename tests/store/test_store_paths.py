@@ -93,13 +93,13 @@ def test_uncreatable_directory_even_as_root() -> None:
 def test_sync_mode_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from aromcp_workflows.store import SYNC_ENV_VAR
 
-    assert open_store(tmp_path / "a.sqlite3").synchronous == "FULL"
-    monkeypatch.setenv(SYNC_ENV_VAR, "normal")
+    assert open_store(tmp_path / "a.sqlite3").synchronous == "NORMAL"
+    monkeypatch.setenv(SYNC_ENV_VAR, "full")
     store = open_store(tmp_path / "b.sqlite3")
-    assert store.synchronous == "NORMAL"
+    assert store.synchronous == "FULL"
     store.open()
-    assert store._connection().execute("PRAGMA synchronous").fetchone()[0] == 1
+    assert store._connection().execute("PRAGMA synchronous").fetchone()[0] == 2
     store.close()
     monkeypatch.setenv(SYNC_ENV_VAR, "sometimes")
-    with pytest.raises(StoreOpenError, match=r"FULL .* or NORMAL"):
+    with pytest.raises(StoreOpenError, match=r"NORMAL .* or FULL"):
         open_store(tmp_path / "c.sqlite3")

@@ -233,11 +233,14 @@ def test_reopen_after_close_sees_everything(tmp_path: Path) -> None:
     s2.close()
 
 
-def test_wal_and_full_sync_and_schema(tmp_path: Path, store: SqliteStore) -> None:
+def test_wal_and_normal_sync_and_schema(tmp_path: Path, store: SqliteStore) -> None:
     store.open()
     conn = store._connection()
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL (durable across a killed process in WAL)
+    full = SqliteStore(tmp_path / "full.sqlite3", synchronous="FULL")
+    assert full._connection().execute("PRAGMA synchronous").fetchone()[0] == 2
+    full.close()
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
     raw = sqlite3.connect(store.path)
     assert raw.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 1
