@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -17,6 +18,7 @@ from aromcp_workflows import __version__
 from aromcp_workflows.definition import (
     CheckReport,
     DefinitionError,
+    Problem,
     WorkflowLoader,
     WorkflowResolver,
     check,
@@ -171,10 +173,20 @@ def _report_json(report: CheckReport) -> dict[str, Any]:
 def _print_report(report: CheckReport) -> None:
     """Problems as `file:line:col: message` on stdout (like compilers), then a verdict."""
     for problem in report.errors + report.warnings:
-        print(str(problem))
+        print(str(_relative(problem)))
     verdict = "valid" if report.valid else f"INVALID ({_count(len(report.errors), 'error')})"
     extra = f", {_count(len(report.warnings), 'warning')}" if report.warnings else ""
     print(f"{report.target}: {verdict}{extra}")
+
+
+def _relative(problem: Problem) -> Problem:
+    """Files under the current directory are shown relative to it: shorter, still clickable."""
+    if problem.file:
+        try:
+            return replace(problem, file=str(Path(problem.file).relative_to(Path.cwd())))
+        except ValueError:
+            pass
+    return problem
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

@@ -233,3 +233,17 @@ def test_validate_a_folder_checks_every_file_in_it(env: Env, tmp_path: Path) -> 
     empty.mkdir()
     nothing = env.run("validate", str(empty))
     assert (nothing.returncode, nothing.stderr) == (1, f"validate: no .yaml files in {empty}\n")
+
+
+def test_problems_under_the_current_directory_are_shown_relative(env: Env) -> None:
+    env.put(env.project, "rel:flow", 'name: "rel:flow"\nsteps:\n  - type: shel_command\n')
+    result = env.run("validate", "rel:flow")
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        ".aromcp/workflows/rel:flow.yaml:3:5: unknown step type 'shel_command' "
+        "(did you mean 'shell_command'?)",
+        "rel:flow: INVALID (1 error)",
+    ]
+    data = json.loads(env.run("validate", "--json", "rel:flow").stdout)  # JSON keeps full paths
+    assert data["results"][0]["errors"][0]["file"] == str(
+        env.project / ".aromcp" / "workflows" / "rel:flow.yaml")
