@@ -240,8 +240,8 @@ def test_problems_under_the_current_directory_are_shown_relative(env: Env) -> No
     result = env.run("validate", "rel:flow")
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
-        ".aromcp/workflows/rel:flow.yaml:3:5: unknown step type 'shel_command' "
-        "(did you mean 'shell_command'?)",
+        (".aromcp/workflows/rel:flow.yaml:3:5: unknown step type 'shel_command' "
+        "(did you mean 'shell_command'?)"),
         "rel:flow: INVALID (1 error)",
     ]
     data = json.loads(env.run("validate", "--json", "rel:flow").stdout)  # JSON keeps full paths
