@@ -34,7 +34,7 @@ from aromcp_workflows.runner_report import (
 
 __all__ = ["AnswerBook", "RunOutcome", "TranscriptEntry", "parse_inputs", "run_from_cli", "run_workflow"]
 
-MAX_REDELIVERIES = 50
+MAX_REDELIVERIES = 250  # > user_input's max_attempts limit (100): only a server bug gets here
 DEFAULT_SHELL_TIMEOUT_MS = 10 * 60 * 1000  # as the server's shell_command default
 AGENT_STEP_TYPES = ("mcp_call", "user_input", "agent_prompt")
 
@@ -139,23 +139,10 @@ class HeadlessAgent:
             seen[step_id] = seen.get(step_id, 0) + 1
             if seen[step_id] > MAX_REDELIVERIES:
                 raise Abort(f"the server delivered step {step_id} of {who} {MAX_REDELIVERIES} times; giving up")
-            entry = TranscriptEntry(task_id, step_id, kind, step_summary(step))
-            report_id, result, error = step_id, None, None
-            if kind == "parallel_tasks":
-                parallel_id = step_id
-                await self.run_parallel(step)
-            elif kind == "wait":
-                waiting = [str(t) for t in step["definition"].get("task_ids", [])]
-                if all(t in self.sub_agents and self.sub_agents[t].done() for t in waiting):
-                    # our sub-agents ended but the server says the tasks did not: pull them again
-                    await asyncio.sleep(min(float(step["definition"].get("retry_after_ms") or 0), 200) / 1000)
-                    self.start_sub_agents(waiting, step_id)
-                await self.wait_for(waiting)
-                report_id = parallel_id or step_id.removesuffix(".wait")
-            else:
-                answer = await self.perform(step, task_id)
-                entry.status, result, error = answer.status, answer.result, answer.error
-                entry.error = error
+            parallel_id = step_id if kind == "parallel_tasks" else parallel_id
+            report_id, result, error = await self.act(step, task_id, parallel_id)
+            entry = TranscriptEntry(task_id, step_id, kind, step_summary(step),
+                                    "success" if error is None else "failed", error=error)
             args: dict[str, Any] = {"workflow_id": self.workflow_id, "step_id": report_id, "status": entry.status}
             if result is not None:
                 args["result"] = result
@@ -174,6 +161,26 @@ class HeadlessAgent:
             self.show(reply.get("messages", []))
             step, last = reply.get("next_step"), reply
         return last
+
+    async def act(self, step: dict[str, Any], task_id: str | None,
+                  parallel_id: str | None) -> tuple[str, Any, str | None]:
+        """Perform one step; return the step id to report, the result and the error (if failed)."""
+        step_id, kind = str(step["id"]), str(step["type"])
+        if kind == "parallel_tasks":
+            await self.run_parallel(step)
+            return step_id, None, None
+        if kind == "wait":
+            waiting = [str(t) for t in step["definition"].get("task_ids", [])]
+            if all(t in self.sub_agents and self.sub_agents[t].done() for t in waiting):
+                # our sub-agents ended but the server says the tasks did not: pull them again
+                await asyncio.sleep(min(float(step["definition"].get("retry_after_ms") or 0), 200) / 1000)
+                self.start_sub_agents(waiting, step_id)
+            await self.wait_for(waiting)
+            return parallel_id or step_id.removesuffix(".wait"), None, None  # complete the parallel step again
+        answer = await self.perform(step, task_id)
+        if answer.status == "failed":
+            return step_id, answer.result, answer.error or "failed"
+        return step_id, answer.result, None
 
     # -- sub-agents -----------------------------------------------------------------
     async def run_parallel(self, step: dict[str, Any]) -> None:
@@ -226,7 +233,10 @@ class HeadlessAgent:
             return scripted
         if step["type"] == "agent_shell_command":
             return await self.run_shell(step)
-        if step["type"] in AGENT_STEP_TYPES and self.interactive:
+        if step["type"] not in AGENT_STEP_TYPES:
+            raise Abort(f"step {step['id']} has type {step['type']!r}, which this runner cannot perform; "
+                        f"script its result in the answers file under `{step['id']}:`")
+        if self.interactive:
             return await self.ask(step, task_id)
         raise Abort(f"no answer for step {step['id']} ({step_summary(step)}) of "
                     f"{task_id or 'the main thread'}: {self.answers.missing_hint(step, task_id)}")

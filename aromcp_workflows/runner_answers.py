@@ -19,6 +19,7 @@ Knows nothing about MCP: it turns a delivered atomic step into a `ScriptedAnswer
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import re
 from dataclasses import dataclass
@@ -163,11 +164,14 @@ def _equal(actual: Any, expected: Any) -> bool:
 
 
 def _plain(node: Any) -> Any:
-    """ruamel's commented containers as plain dicts/lists (JSON-ready)."""
+    """YAML data as JSON-ready values: plain dicts and lists, dates as ISO text
+    (`release: 2024-06-01` is the string an agent would have reported)."""
     if isinstance(node, dict):
         return {str(k): _plain(v) for k, v in node.items()}
     if isinstance(node, list):
         return [_plain(v) for v in node]
+    if isinstance(node, (datetime.date, datetime.time)):
+        return node.isoformat()
     return node
 
 

@@ -91,6 +91,8 @@ def result_summary(status: str, result: Any, error: str | None) -> str:
         return f"FAILED: {short(error, 70)}"
     if result is None:
         return "done"
+    if result == "":
+        return "(no output)"
     return short(result, 60)
 
 

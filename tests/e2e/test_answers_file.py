@@ -88,3 +88,9 @@ def test_parse_inputs_json_or_string():
         "n": 3, "flag": True, "ref": "main", "files": ["a"], "s": "a=b"}
     with pytest.raises(UsageError, match="is not KEY=VALUE"):
         parse_inputs(["nokey"])
+
+
+def test_yaml_dates_are_iso_text(tmp_path: Path):
+    path = tmp_path / "answers.yaml"
+    path.write_text("ask_branch: 2024-06-01\n")
+    assert AnswerBook.load(path).take(ASK, None).result == "2024-06-01"
