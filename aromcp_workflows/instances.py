@@ -9,6 +9,7 @@ the import: server start-up stays as fast as a bare MCP server.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -30,6 +31,7 @@ class LiveInstance:
     record: InstanceRecord
     lock: threading.RLock = field(default_factory=threading.RLock)
     broken: bool = False
+    fingerprint: str = ""  # JSON of what was last saved, to skip saves that change nothing
 
     def driver(self, commit: Callable[[WorkflowRun], None]) -> Driver:
         return Driver(self.run, self.lock, commit)
@@ -93,10 +95,13 @@ class InstanceRegistry:
         return live
 
     def get(self, workflow_id: str) -> LiveInstance:
+        """The live instance, reloaded when another server process saved a newer version."""
         with self._guard:
             live = self._live.get(workflow_id)
         if live is not None and not live.broken:
-            return live
+            with live.lock:
+                if self.store.version(workflow_id) == live.record.version:
+                    return live
         return self.reload(workflow_id)
 
     def reload(self, workflow_id: str) -> LiveInstance:
@@ -111,16 +116,24 @@ class InstanceRegistry:
         return live
 
     def commit(self, live: LiveInstance) -> None:
-        """Save the run (and its new history events) at the version it was loaded at."""
+        """Save the run (and its new history events) at the version it was loaded at.
+
+        Nothing is written when nothing changed (a step merely delivered again), so a
+        reader in another server process never turns into a writer's conflict."""
         record = record_of(live.run, live.record)
+        events = events_of(live.run)
+        fingerprint = json.dumps([record.state, record.threads, record.status, record.error], default=str)
+        if not events and fingerprint == live.fingerprint:
+            return
         try:
-            record.version = self.store.save(record, live.record.version, events_of(live.run))
+            record.version = self.store.save(record, live.record.version, events)
         except ConflictError as exc:
             live.broken = True
             raise ServiceError(
                 f"{exc} Another server process changed workflow {live.run.workflow_id}; this server "
                 "has reloaded it. Call workflow_get_next_step to see where it stands, then retry.") from None
         live.record = record
+        live.fingerprint = fingerprint
 
     def forget(self, workflow_id: str) -> None:
         with self._guard:

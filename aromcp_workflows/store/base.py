@@ -194,6 +194,10 @@ class Store(Protocol):
         """The stored record; NotFoundError if there is none."""
         ...
 
+    def version(self, workflow_id: str) -> int:
+        """The stored version of an instance; NotFoundError if there is none."""
+        ...
+
     def save(
         self,
         record: InstanceRecord,

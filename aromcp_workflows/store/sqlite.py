@@ -184,6 +184,16 @@ class SqliteStore:
         record.version, record.created_at, record.updated_at = 1, created, now
         return 1
 
+    def version(self, workflow_id: str) -> int:
+        """The stored version alone (a cheap freshness check for cached instances)."""
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT version FROM instances WHERE workflow_id = ?", (workflow_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFoundError(workflow_id, self.path)
+        return int(row[0])
+
     def load(self, workflow_id: str) -> InstanceRecord:
         with self._lock:
             row = self._connection().execute(
