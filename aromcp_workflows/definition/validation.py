@@ -26,6 +26,7 @@ from aromcp_workflows.definition.steps import (
     WhileStep,
     child_step_lists,
 )
+from aromcp_workflows.definition.templates import template_problems
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_source import Path
 
@@ -299,8 +300,11 @@ class _Checker:
         if path and path[-1] in NOT_TEMPLATES:
             return
         if isinstance(node, str):
-            problem = unbalanced_braces(node)
-            if problem:
+            task = None
+            if len(path) > 1 and path[0] == "sub_agent_tasks":
+                task = self.definition.sub_agent_tasks.get(str(path[1]))
+            for problem in template_problems(node, self.definition.inputs,
+                                             task.inputs if task is not None else None):
                 self.error(_data_path(path), problem)
         elif isinstance(node, dict):
             for key, value in node.items():
@@ -308,25 +312,6 @@ class _Checker:
         elif isinstance(node, list):
             for index, value in enumerate(node):
                 self.check_templates((*path, index), value)
-
-
-def unbalanced_braces(text: str) -> str | None:
-    """Why `text`'s `{{ }}` do not pair up, or None when they do."""
-    depth, index = 0, 0
-    while index < len(text):
-        if text.startswith("{{", index):
-            if depth:
-                return "template opens '{{' inside another '{{ ... }}'"
-            depth, index = 1, index + 2
-        elif text.startswith("}}", index) and depth:
-            depth, index = 0, index + 2
-        elif text.startswith("}}", index):
-            return "template closes '}}' that was never opened"
-        else:
-            index += 1
-    if depth:
-        return "template opens '{{' but never closes it with '}}'"
-    return None
 
 
 def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:

@@ -10,7 +10,7 @@ from definition_helpers import write
 
 from aromcp_workflows.definition import WorkflowLoader, check
 from aromcp_workflows.definition.js_names import js_free_names
-from aromcp_workflows.definition.validation import unbalanced_braces
+from aromcp_workflows.definition.templates import NEVER_CLOSED, template_problems, unbalanced_braces
 
 
 def problems(tmp_path: Path, loader: WorkflowLoader, text: str) -> list[str]:
@@ -238,3 +238,23 @@ def test_unbalanced_braces(text: str, problem: str | None) -> None:
 ])
 def test_js_free_names(source: str, names: set[str]) -> None:
     assert js_free_names(source) == names
+
+
+@pytest.mark.parametrize("text, found", [
+    ("{{ {a: {b: 1}}.a }}", []),  # braces inside the expression are JavaScript's
+    ('{{ "}}" }}', []),
+    ("{{ items.map(x => `${x}`) | json }}", []),
+    ("{{ inputs.branch }} {{ inputs['branch'] }} {{ Object.keys(inputs) }}", []),
+    ("{{ inputs.nope }}", ["template reads inputs.nope, but the workflow declares no input 'nope'"]),
+    ("{{ task.id }}", []),  # outside a task, `task` is not checked
+    ("{{ 'unterminated }}", [NEVER_CLOSED]),
+])
+def test_templates_are_checked_like_the_engine_parses_them(text: str, found: list[str]) -> None:
+    assert template_problems(text, ["branch"]) == found
+
+
+def test_task_templates_know_task_id_and_inputs() -> None:
+    assert template_problems("{{ task.task_id }}/{{ task.files.length }}", [], ["files"]) == []
+    assert template_problems("{{ task.file }}", [], ["files"]) == [
+        ("template reads task.file, but the sub-agent task has no input 'file' (did you mean "
+        "'files'?)")]

@@ -1,0 +1,99 @@
+"""Static checks of `{{ }}` templates: what can be known before anything runs.
+
+Templates are parsed by the same parser the engine renders them with
+(`expressions.parse_template`), so validation and run time agree on where a template
+ends, which filters exist and what counts as a stray `}}`.  Beyond syntax, a template
+that reads `inputs.x` must name a declared input (start refuses undeclared ones, so such
+a read could only ever be undefined), and inside a sub-agent task `task.x` must name one
+of the task's inputs or `task_id`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+
+from aromcp_workflows.definition.errors import did_you_mean
+
+NEVER_CLOSED = "template opens '{{' but never closes it with '}}'"
+NEVER_OPENED = "template closes '}}' that was never opened"
+NESTED = "template opens '{{' inside another '{{ ... }}'"
+
+
+def template_problems(text: str, inputs: Collection[str],
+                      task_inputs: Collection[str] | None = None) -> list[str]:
+    """Every problem of the templates in `text` (empty when it has none or they are fine)."""
+    if "{{" not in text and "}}" not in text:
+        return []
+    try:
+        from aromcp_workflows.expressions import ExpressionError, parse_template, reads_of
+        from aromcp_workflows.expressions.template import ExprPart
+    except ImportError:  # the definition layer also works on its own
+        problem = unbalanced_braces(text)
+        return [problem] if problem else []
+    try:
+        template = parse_template(text)
+    except ExpressionError as exc:
+        return [_parse_message(str(exc.js_message or exc))]
+    problems: list[str] = []
+    for part in template.parts:
+        if not isinstance(part, ExprPart):
+            if "}}" in part:
+                problems.append(NEVER_OPENED)
+            continue
+        if "{{" in part.source:
+            problems.append(NESTED)
+            continue
+        if not part.source.strip():
+            problems.append("empty template '{{ }}'; put an expression inside")
+            continue
+        try:
+            reads = reads_of(part.source)
+        except ExpressionError as exc:
+            problems.append(f"template {{{{ {part.source.strip()} }}}} is not valid JavaScript: "
+                            f"{exc.js_message or exc}")
+            continue
+        problems += _unknown_keys(reads.keys_of("inputs") if "inputs" in reads.names else None,
+                                  inputs, "inputs", "the workflow declares no input")
+        if task_inputs is not None and "task" in reads.names:
+            problems += _unknown_keys(reads.keys_of("task"), [*task_inputs, "task_id"], "task",
+                                      "the sub-agent task has no input")
+    return problems
+
+
+def _unknown_keys(keys: Collection[str] | None, known: Collection[str], root: str,
+                  what: str) -> list[str]:
+    if not keys:
+        return []
+    return [f"template reads {root}.{key}, but {what} {key!r}{did_you_mean(key, known)}"
+            for key in sorted(keys) if key not in known]
+
+
+def _parse_message(message: str) -> str:
+    if message.startswith("cannot find the closing"):
+        return NEVER_CLOSED
+    unknown = re.match(r"unknown filter '([^']*)' \(known: ([^)]*)\)", message)
+    if unknown:
+        name, known = unknown.group(1), unknown.group(2).split(", ")
+        return (f"template uses unknown filter {name!r}{did_you_mean(name, known)}; "
+                f"filters are: {', '.join(known)}")
+    return f"template: {message}"
+
+
+def unbalanced_braces(text: str) -> str | None:
+    """Why `text`'s `{{ }}` do not pair up, or None when they do (no JS awareness)."""
+    depth, index = 0, 0
+    while index < len(text):
+        if text.startswith("{{", index):
+            if depth:
+                return NESTED
+            depth, index = 1, index + 2
+        elif text.startswith("}}", index) and depth:
+            depth, index = 0, index + 2
+        elif text.startswith("}}", index):
+            return NEVER_OPENED
+        else:
+            index += 1
+    if depth:
+        return NEVER_CLOSED
+    return None
