@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from aromcp_workflows.runner_answers import AnswerBook, AnswersFileError, ScriptedAnswer
 from aromcp_workflows.runner_report import (
     Printer,
+    id_list,
     RunOutcome,
     TranscriptEntry,
     result_summary,
@@ -66,13 +67,14 @@ class HeadlessAgent:
     """Drives one workflow instance over an MCP client session."""
 
     def __init__(self, client: Any, answers: AnswerBook, project_dir: Path, printer: Printer,
-                 interactive: bool = False, complete_parallel_early: bool = False):
+                 interactive: bool = False, complete_parallel_early: bool = False, seed_style: bool = False):
         self.client = client
         self.answers = answers
         self.project_dir = project_dir
         self.printer = printer
         self.interactive = interactive
         self.complete_parallel_early = complete_parallel_early
+        self.seed_style = seed_style
         self.outcome: RunOutcome | None = None
         self.workflow_id = ""
         self.sub_agents: dict[str, asyncio.Task[dict[str, Any]]] = {}
@@ -158,9 +160,23 @@ class HeadlessAgent:
             shown = "waiting" if not entry.accepted and kind == "parallel_tasks" else \
                 result_summary(entry.status, result, error)
             self.printer.step(entry, shown)
+            if self.seed_style and reply.get("success", True):
+                reply = await self.next_step_again(task_id, reply)
             self.show(reply.get("messages", []))
             step, last = reply.get("next_step"), reply
         return last
+
+    async def next_step_again(self, task_id: str | None, reply: dict[str, Any]) -> dict[str, Any]:
+        """Seed style: ignore step_complete's answer and ask workflow_get_next_step, which
+        must hand out the same next step and messages (DESIGN.md §4); a difference is an error."""
+        args = {"workflow_id": self.workflow_id} | ({"task_id": task_id} if task_id else {})
+        again = await self.call("workflow_get_next_step", args, task_id or "main")
+        step, expected = again.get("step"), reply.get("next_step")
+        if (step or {}).get("id") != (expected or {}).get("id") or again.get("messages") != reply.get("messages"):
+            raise Abort(f"workflow_get_next_step after step_complete answered step {(step or {}).get('id')} with "
+                        f"messages {again.get('messages')}, but step_complete answered "
+                        f"{(expected or {}).get('id')} with {reply.get('messages')}")
+        return {**reply, "next_step": step, "messages": again.get("messages", [])}
 
     async def act(self, step: dict[str, Any], task_id: str | None,
                   parallel_id: str | None) -> tuple[str, Any, str | None]:
@@ -194,7 +210,7 @@ class HeadlessAgent:
         reset for a retry (`retry_failed`), tasks started before this runner (resume)."""
         idle = [t for t in task_ids if t not in self.sub_agents or self.sub_agents[t].done()]
         if idle:
-            self.printer.detail(f"  {step_id}: starting {len(idle)} sub-agent(s): {', '.join(idle)}")
+            self.printer.detail(f"  {step_id}: starting {len(idle)} sub-agent(s): {id_list(idle)}")
         for task_id in idle:
             self.sub_agents[task_id] = asyncio.create_task(self.sub_agent(task_id), name=task_id)
 
@@ -331,8 +347,14 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
                        answers: AnswerBook | dict[str, Any] | str | Path | None = None,
                        project_dir: str | Path | None = None, store: str | Path | None = None,
                        output: TextIO | None = None, *, quiet: bool = False, interactive: bool = False,
-                       env: dict[str, str] | None = None, complete_parallel_early: bool = False) -> RunOutcome:
-    """Run `workflow` to its end through a fresh server subprocess; print to `output`."""
+                       env: dict[str, str] | None = None, complete_parallel_early: bool = False,
+                       seed_style: bool = False) -> RunOutcome:
+    """Run `workflow` to its end through a fresh server subprocess; print to `output`.
+
+    `complete_parallel_early` completes each parallel_tasks step before its sub-agents
+    finish (the server must answer with a `wait` step); `seed_style` calls
+    workflow_get_next_step after every step_complete instead of using its answer, and
+    aborts if the two disagree.  Both exist to test the server's protocol."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -348,7 +370,8 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             async with Client(stdio_client(params, errlog=errlog)) as client:
-                agent = HeadlessAgent(client, book, project, printer, interactive, complete_parallel_early)
+                agent = HeadlessAgent(client, book, project, printer, interactive, complete_parallel_early,
+                                      seed_style)
                 outcome = await agent.run(workflow, inputs or {})
         except Exception as exc:  # noqa: BLE001 - the server died or could not start
             errlog.seek(0)

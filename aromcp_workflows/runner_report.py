@@ -80,10 +80,15 @@ def step_summary(step: dict[str, Any]) -> str:
         return short(definition.get("prompt"), 70)
     if kind == "parallel_tasks":
         ids = [t.get("task_id") for t in definition.get("tasks", [])]
-        return f"{len(ids)} task(s): {', '.join(map(str, ids))}"
+        return f"{len(ids)} task(s): {id_list(ids)}"
     if kind == "wait":
-        return f"wait for {', '.join(map(str, definition.get('task_ids', [])))}"
+        return f"wait for {id_list(definition.get('task_ids', []))}"
     return short(step.get("instructions"), 70)
+
+
+def id_list(ids: list[Any], limit: int = 6) -> str:
+    names = [str(i) for i in ids]
+    return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f", ... ({len(names)} in all)"
 
 
 def result_summary(status: str, result: Any, error: str | None) -> str:
@@ -129,9 +134,9 @@ class Printer:
         if self.quiet or outcome.workflow_id is None:
             return
         if outcome.final_state is not None:
-            self.write("final state:")
             state = dict(outcome.final_state)
             inputs = state.pop("inputs", None)
+            self.write("final state:" if state or inputs else "final state: (empty)")
             for key, value in state.items():
                 self.write(f"  {key} = {short(value, WIDTH - len(key) - 5)}")
             if inputs:

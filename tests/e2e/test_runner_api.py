@@ -128,3 +128,68 @@ def test_path_to_key_is_also_a_function():
 
     engine = ExpressionEngine()
     assert engine.render("{{ path_to_key('src/a.ts') }}", {}) == "src_a_ts"
+
+
+MESSAGES = """\
+name: "e2e:messages"
+steps:
+  - type: user_message
+    message: "before the tasks"
+  - id: fan
+    type: parallel_foreach
+    items: ["x", "y"]
+    sub_agent_task: t
+  - type: user_message
+    message: "after the tasks"
+  - id: inc
+    type: include_workflow
+    workflow: "e2e:child"
+  - id: q
+    type: user_input
+    prompt: "q?"
+  - type: user_message
+    message: "the end"
+sub_agent_tasks:
+  t:
+    steps:
+      - type: user_message
+        message: "task {{ item }} starts"
+      - id: a
+        type: agent_prompt
+        prompt: "do {{ item }}"
+      - type: user_message
+        message: "task {{ item }} ends"
+"""
+CHILD = """\
+name: "e2e:child"
+steps:
+  - type: user_message
+    message: "child starts"
+  - id: c
+    type: agent_prompt
+    prompt: "child work"
+  - type: user_message
+    message: "child ends"
+"""
+
+
+async def test_messages_once_each_economical_and_seed_style(tmp_path: Path):
+    """Every user_message is shown exactly once, in order, whether the agent uses the answer
+    of step_complete (economical) or asks workflow_get_next_step after each step (seed
+    style; the runner aborts if the two answers differ).  Both runs go at once."""
+    repo = git_repo(tmp_path / "repo")
+    (repo / ".aromcp" / "workflows").mkdir(parents=True)
+    (repo / ".aromcp" / "workflows" / "e2e:child.yaml").write_text(CHILD)
+    (repo / ".aromcp" / "workflows" / "e2e:messages.yaml").write_text(MESSAGES)
+    answers = {"a": "done", "c": "done", "q": "ok"}
+    economical, seed = await asyncio.gather(
+        run_workflow("e2e:messages", {}, answers, repo, tmp_path / "a.sqlite", None),
+        run_workflow("e2e:messages", {}, answers, repo, tmp_path / "b.sqlite", None, seed_style=True))
+    for outcome in (economical, seed):
+        assert outcome.status == "completed", outcome.error
+        assert outcome.messages[:1] == ["before the tasks"]
+        assert sorted(outcome.messages[1:5]) == ["task x ends", "task x starts", "task y ends", "task y starts"]
+        assert outcome.messages[1:5].index("task x starts") < outcome.messages[1:5].index("task x ends")
+        assert outcome.messages[5:] == ["after the tasks", "child starts", "child ends", "the end"]
+    assert economical.loop_calls == economical.budget == 5 + 2 + 2
+    assert seed.loop_calls == economical.loop_calls + seed.agent_steps
