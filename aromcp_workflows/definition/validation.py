@@ -1,8 +1,11 @@
 """Semantic validation: what a schema cannot see, reported all at once with positions.
 
 Runs after the models accepted a file: duplicate step ids, `break` outside a loop,
-unknown sub-agent tasks, state paths that name no writable tier, computed-field cycles,
-unbalanced template braces, tier collisions (warnings) and the like.
+unknown sub-agent tasks, state paths that name no writable tier, computed-field cycles
+(by the state store's own rules), templates (by the engine's own parser), inputs passed
+to included workflows, input defaults of the wrong type, and warnings for tier
+collisions, unused tasks and a name that differs from its file.  Everything that would
+make `workflow_start` fail for a reason visible in the file belongs here.
 """
 
 from __future__ import annotations
