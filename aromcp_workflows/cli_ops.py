@@ -161,11 +161,13 @@ def parse_inputs(pairs: list[str]) -> dict[str, Any]:
 
 
 def _call(action: Any) -> Any:
+    """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
     from aromcp_workflows.instances import ServiceError
+    from aromcp_workflows.interpreter import InputError
 
     try:
         return action()
-    except ServiceError as exc:
+    except (ServiceError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
 
@@ -175,15 +177,30 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(plan, indent=2, default=str))
         return 0
-    print(f"Plan for {plan['workflow']}")
+    estimate = plan["estimated_sub_agents"]
+    print(f"Plan for {plan['workflow']}: {len(plan['steps'])} steps; sub-agents: "
+          f"{estimate['total'] if estimate['total'] is not None else 'see the parallel steps'}")
+    print()
     for step in plan["steps"]:
-        where = "".join(f" [{c}]" for c in step.get("conditions", []) + step.get("loops", []))
-        extra = ""
-        if "estimated_sub_agents" in step:
-            extra = f" → sub-agents: {step['estimated_sub_agents']}"
-        print(f"  {step['step_id']:<40} {step['type']:<20} {step['side']:<7}{where}{extra}")
+        print(f"  {step['step_id']}  {step['type']} ({step['side']})")
+        for condition in step.get("conditions", []):
+            print(f"      {condition}")
+        for loop in step.get("loops", []):
+            print(f"      in {loop}")
+        if step.get("mcp_method"):
+            print(f"      calls MCP tool {step['mcp_method']}")
+        if step.get("includes"):
+            print(f"      runs workflow {step['includes']}")
+        if "sub_agent_task" in step:
+            note = f" ({step['estimate_note']})" if step.get("estimate_note") else ""
+            print(f"      one sub-agent per item running task {step['sub_agent_task']}, at most "
+                  f"{step['max_parallel']} at once; sub-agents: {step['estimated_sub_agents']}{note}")
+        for path in step.get("writes", []):
+            print(f"      writes {path}")
+    print()
     print("MCP tools called: " + (", ".join(plan["required_tools"]) or "none"))
     print("State written: " + (", ".join(plan["state_paths_written"]) or "nothing"))
+    print()
     print("Program:")
     for workflow, programs in plan["program"].items():
         for key, lines in programs.items():
@@ -208,17 +225,43 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, default=str))
         return 0
     for trace in data["traces"]:
-        status = f"ERROR {trace['error']}" if trace.get("error") else _short(trace["output"])
-        print(f"{trace['timestamp']}  {trace['field']:<24} {trace.get('duration_ms', 0) or 0:>8.2f} ms  "
+        error = trace.get("error")
+        if error:
+            message = error.get("message", error) if isinstance(error, dict) else error
+            status = f"ERROR {message}"
+        else:
+            status = f"{_short(trace['input'])} → {_short(trace['output'])}"
+        print(f"{trace['timestamp']}  {trace['field']:<20} {trace.get('duration_ms') or 0:>8.2f} ms  "
               f"[{trace['trigger']}]  {status}")
     if not data["traces"]:
-        print("No transform traces recorded.")
+        print("No transform traces recorded" + (f" for field {args.field!r}." if args.field else "."))
     return 0
 
 
 def cmd_debug(args: argparse.Namespace) -> int:
     data = _call(lambda: _service(args).debug_info(args.workflow_id))
-    print(json.dumps(data, indent=2, default=str))
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    print(f"{args.workflow_id}  {data.get('status', '')}")
+    current = data.get("current_steps") or {}
+    print("Current steps: " + (", ".join(f"{t}: {s or '-'}" for t, s in current.items()) or "none"))
+    if data.get("error"):
+        print(f"Error: {data['error']}")
+    print("Step history:")
+    for entry in data["step_history"]:
+        task = f" [{entry['task_id']}]" if entry.get("task_id") else ""
+        took = f" {entry['duration_ms']:.0f} ms" if entry.get("duration_ms") is not None else ""
+        error = f"  {entry['error']}" if entry.get("error") else ""
+        print(f"  {entry['status']:<8} {entry['step_id']}{task} ({entry.get('type') or '?'}) "
+              f"{entry['started_at']} → {entry.get('completed_at') or '…'}{took}{error}")
+    size = data["state_size"]
+    print(f"State size: raw {size['raw_bytes']} B, state {size.get('state_bytes', 0)} B, computed "
+          f"{size['computed_bytes']} B; {size['total_transformations']} transformations")
+    perf = data["performance"]
+    print(f"Transform time: average {perf['avg_transformation_time']} ms")
+    for row in perf["slowest_transformations"]:
+        print(f"  {row['field']:<24} avg {row['avg_ms']} ms over {row.get('count', '?')} runs")
     return 0
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from aromcp_workflows.explain.masking import Masker
 

@@ -9,7 +9,8 @@ around — wherever the same text appears inside other strings too.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 SENSITIVE_KEY = re.compile(r"token|secret|password|passwd|api_?key", re.IGNORECASE)
 MASK = "***"

@@ -2,13 +2,14 @@
 
 Walks the definitions of a bundle and reports every step with the conditions and loops
 around it, the sub-agent tasks, the MCP tools it calls, the state paths it writes, and
-the compiled program listing.  Where `parallel_foreach` items can be evaluated from the
-inputs and the default state alone (no command has to run), the number of sub-agents is
-estimated; otherwise the estimate says what it depends on.
+the compiled program listing (the disassembly of what the interpreter will execute).
+Step ids are the ones the compiler gives, so a plan line can be matched with a step the
+agent later receives.  Sub-agent counts are estimated by `estimate.py`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from aromcp_workflows.definition.loader import WorkflowBundle
@@ -21,86 +22,145 @@ from aromcp_workflows.definition.steps import (
     WhileStep,
 )
 from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.explain.estimate import Write, estimate
 from aromcp_workflows.interpreter.compiler import listing, programs_for
+from aromcp_workflows.interpreter.inputs import check_inputs
+from aromcp_workflows.interpreter.outcomes import computed_specs
+from aromcp_workflows.state import StateStore
+
+_SERVER = frozenset({"shell_command", "state_update", "conditional", "while", "foreach", "break", "continue",
+                     "include_workflow", "exit"})
+
+
+@dataclass
+class _Entry:
+    """One step of the plan, with what the estimate needs to know about where it sits."""
+
+    data: dict[str, Any]
+    section: str  # "main", "task:<name>", "cleanup:<name>", "on_failure", or "[other] ..."
+    loop_ids: tuple[str, ...] = ()
+    step: Any = None
+
+
+@dataclass
+class _Walk:
+    workflow: str
+    entries: list[_Entry] = field(default_factory=list)
+
+    def steps(self, step_list: list[Any], section: str, label: str, prefix: str = "", branch: str = "",
+              conditions: tuple[str, ...] = (), loops: tuple[str, ...] = (),
+              loop_ids: tuple[str, ...] = ()) -> None:
+        for index, step in enumerate(step_list):
+            local = step.id or f"{branch}{step.type}_{index + 1}"  # the compiler's naming
+            qid = f"{prefix}{local}"
+            data: dict[str, Any] = {"step_id": f"{label}{qid}", "type": step.type, "side": _side(step.type)}
+            guards = conditions + ((f"when {step.when}",) if step.when is not None else ())
+            if guards:
+                data["conditions"] = list(guards)
+            if loops:
+                data["loops"] = list(loops)
+            writes = _writes(step, local)
+            if writes:
+                data["writes"] = writes
+            if isinstance(step, McpCallStep):
+                data["mcp_method"] = step.mcp.method
+            if isinstance(step, IncludeWorkflowStep):
+                data["includes"] = step.workflow
+            if isinstance(step, ParallelForeachStep):
+                data.update(sub_agent_task=step.sub_agent_task, max_parallel=step.max_parallel, items=step.items)
+            self.entries.append(_Entry(data, section, loop_ids, step))
+            inner: dict[str, Any] = {"section": section, "label": label, "prefix": f"{qid}."}
+            if isinstance(step, ConditionalStep):
+                self.steps(step.then, **inner, branch="then_", conditions=(*guards, f"if {step.condition}"),
+                           loops=loops, loop_ids=loop_ids)
+                self.steps(step.else_, **inner, branch="else_", conditions=(*guards, f"unless {step.condition}"),
+                           loops=loops, loop_ids=loop_ids)
+            elif isinstance(step, WhileStep):
+                self.steps(step.body, **inner, conditions=guards, loop_ids=(*loop_ids, qid),
+                           loops=(*loops, f"while {step.condition} (max {step.max_iterations})"))
+            elif isinstance(step, ForeachStep):
+                self.steps(step.steps, **inner, conditions=guards, loop_ids=(*loop_ids, qid),
+                           loops=(*loops, f"foreach {step.items}"))
+
+    def definition(self, definition: WorkflowDefinition, label: str) -> None:
+        """Every step list of one workflow: main, on_failure, each task and its cleanup."""
+        self.steps(definition.steps, "main", label)
+        for task_name, task in definition.sub_agent_tasks.items():
+            self.steps(task.steps, f"task:{task_name}", f"{label}task {task_name}: ")
+            self.steps(task.error_handling.cleanup_on_error, f"cleanup:{task_name}",
+                       f"{label}task {task_name} (cleanup): ", "cleanup_on_error.")
+        self.steps(definition.error_handling.on_failure, "on_failure", f"{label}on failure: ", "on_failure.")
 
 
 def explain_plan(bundle: WorkflowBundle, inputs: dict[str, Any], engine: Any) -> dict[str, Any]:
+    """The plan as a JSON-safe dict (DESIGN.md §5 `workflow_explain_plan`, plus
+    `state_paths_written` and per-step detail).  Bad inputs raise `InputError`."""
     main = bundle.main.definition
-    state = _default_state(main, inputs, engine)
-    steps: list[dict[str, Any]] = []
-    estimates: dict[str, Any] = {}
+    state = _start_state(main, inputs, engine)
+    walk = _Walk(main.name)
+    walk.definition(main, "")
+    main_entries = list(walk.entries)
     for name, loaded in bundle.workflows.items():
-        definition = loaded.definition
-        prefix = "" if name == main.name else f"[{name}] "
-        _walk(definition.steps, "", [], [], steps, prefix, definition, state if name == main.name else None,
-              engine, estimates)
-        for task_name, task in definition.sub_agent_tasks.items():
-            _walk(task.steps, f"{prefix}task {task_name}: ", [], [], steps, "", definition, None, engine, estimates)
-    tools = sorted({s["mcp_method"] for s in steps if s.get("mcp_method")})
-    writes = sorted({p for s in steps for p in s.get("writes", [])})
-    known = [v for v in estimates.values() if isinstance(v, int)]
+        if name != main.name:
+            walk.definition(loaded.definition, f"[{name}] ")
+    by_step: dict[str, int | str] = {}
+    per_iteration = False
+    for position, entry in enumerate(main_entries):
+        if isinstance(entry.step, ParallelForeachStep):
+            usable = state if entry.section == "main" else None
+            guess = estimate(entry.step.items, usable, engine, _earlier_writes(main_entries, position))
+            entry.data["estimated_sub_agents"] = by_step[entry.data["step_id"]] = guess
+            if entry.loop_ids:
+                entry.data["estimate_note"] = "per iteration of " + ", ".join(entry.loop_ids)
+                per_iteration = True
+    for entry in walk.entries[len(main_entries):]:
+        if isinstance(entry.step, ParallelForeachStep):
+            guess = "unknown: in an included workflow, its state exists only at run time"
+            entry.data["estimated_sub_agents"] = by_step[entry.data["step_id"]] = guess
+    for entry in walk.entries:
+        entry.data.pop("items", None)
+    steps = [e.data for e in walk.entries]
+    known = [v for v in by_step.values() if isinstance(v, int)]
+    total = sum(known) if len(known) == len(by_step) and not per_iteration else None
     return {
         "workflow": main.name,
         "steps": steps,
-        "estimated_sub_agents": {"total": sum(known) if len(known) == len(estimates) else None,
-                                 "by_step": estimates},
-        "required_tools": tools,
-        "state_paths_written": writes,
+        "estimated_sub_agents": {"total": total, "by_step": by_step},
+        "required_tools": sorted({s["mcp_method"] for s in steps if s.get("mcp_method")}),
+        "state_paths_written": sorted({p for s in steps for p in s.get("writes", [])}),
         "program": {name: {key: listing(program) for key, program in programs_for(d).programs.items()
                            if len(program.instructions)}
                     for name, d in ((n, w.definition) for n, w in bundle.workflows.items())},
     }
 
 
-def _walk(step_list: list[Any], prefix: str, conditions: list[str], loops: list[str], out: list[dict[str, Any]],
-          label: str, definition: WorkflowDefinition, state: Any, engine: Any, estimates: dict[str, Any],
-          branch: str = "") -> None:
-    for index, step in enumerate(step_list):
-        local = step.id or f"{branch}{step.type}_{index + 1}"  # the compiler's naming
-        qid = f"{prefix}{local}"
-        entry: dict[str, Any] = {"step_id": f"{label}{qid}", "type": step.type,
-                                 "side": _side(step.type)}
-        guards = [*conditions] + ([f"when {step.when}"] if step.when is not None else [])
-        if guards:
-            entry["conditions"] = guards
-        if loops:
-            entry["loops"] = list(loops)
-        writes = _writes(step)
-        if writes:
-            entry["writes"] = writes
-        if isinstance(step, McpCallStep):
-            entry["mcp_method"] = step.mcp.method
-        if isinstance(step, IncludeWorkflowStep):
-            entry["includes"] = step.workflow
-        if isinstance(step, ParallelForeachStep):
-            entry["sub_agent_task"] = step.sub_agent_task
-            entry["max_parallel"] = step.max_parallel
-            estimate = _estimate(step, state, engine)
-            entry["estimated_sub_agents"] = estimates[f"{label}{qid}"] = estimate
-        out.append(entry)
-        if isinstance(step, ConditionalStep):
-            _walk(step.then, f"{qid}.", [*guards, f"if {step.condition}"], loops, out, label, definition, state,
-                  engine, estimates, "then_")
-            _walk(step.else_, f"{qid}.", [*guards, f"unless {step.condition}"], loops, out, label, definition,
-                  state, engine, estimates, "else_")
-        elif isinstance(step, WhileStep):
-            _walk(step.body, f"{qid}.", guards, [*loops, f"while {step.condition} (max {step.max_iterations})"],
-                  out, label, definition, state, engine, estimates)
-        elif isinstance(step, ForeachStep):
-            _walk(step.steps, f"{qid}.", guards, [*loops, f"foreach {step.items}"], out, label, definition, state,
-                  engine, estimates)
+def _earlier_writes(entries: list[_Entry], position: int) -> list[Write]:
+    """Writes that can happen before the step at `position` starts: steps earlier in the
+    main list, every step of a loop around it (a later iteration follows them), and the
+    tasks (and cleanups) of the `parallel_foreach` steps among those."""
+    loops = set(entries[position].loop_ids)
+
+    def before(i: int, entry: _Entry) -> bool:
+        return entry.section == "main" and (i < position or bool(loops & set(entry.loop_ids)))
+
+    tasks_run = {e.step.sub_agent_task for i, e in enumerate(entries)
+                 if isinstance(e.step, ParallelForeachStep) and before(i, e)}
+    writes = []
+    for i, entry in enumerate(entries):
+        task = entry.section.partition(":")[2] if entry.section.startswith(("task:", "cleanup:")) else None
+        if before(i, entry) or task in tasks_run:
+            writes.extend(Write(path, entry.data["step_id"]) for path in entry.data.get("writes", []))
+    return writes
 
 
-_SERVER = {"shell_command", "state_update", "conditional", "while", "foreach", "break", "continue",
-           "include_workflow", "exit"}
-
-
-def _writes(step: Any) -> list[str]:
+def _writes(step: Any, local: str) -> list[str]:
     paths = []
     for key in ("state_update", "error_state_update"):
         spec = getattr(step, key, None)
         if spec is not None and getattr(spec, "path", None):
             paths.append(spec.path)
+    if isinstance(step, IncludeWorkflowStep) and step.state_update is None:
+        paths.append(f"raw.{local}")  # where the child's final state goes by default
     if step.type == "state_update":
         paths.extend(u.path for u in step.as_updates())
     if isinstance(step, ParallelForeachStep) and step.on_sub_agent_error.error_state_path:
@@ -108,12 +168,8 @@ def _writes(step: Any) -> list[str]:
     return paths
 
 
-def _default_state(definition: WorkflowDefinition, inputs: dict[str, Any], engine: Any) -> Any:
+def _start_state(definition: WorkflowDefinition, inputs: dict[str, Any], engine: Any) -> StateStore | None:
     """The state at start (inputs + default_state + computed), or None if it cannot be made."""
-    from aromcp_workflows.interpreter.inputs import check_inputs
-    from aromcp_workflows.interpreter.outcomes import computed_specs
-    from aromcp_workflows.state import StateStore
-
     values = check_inputs(definition.name, definition.inputs, inputs)  # bad inputs are the caller's error
     try:
         store = StateStore(engine, computed=computed_specs(definition), inputs=values)
@@ -121,18 +177,6 @@ def _default_state(definition: WorkflowDefinition, inputs: dict[str, Any], engin
         return store
     except Exception:  # noqa: BLE001 - the plan still lists steps without a state
         return None
-
-
-def _estimate(step: ParallelForeachStep, state: Any, engine: Any) -> Any:
-    if state is None:
-        return f"unknown: depends on {step.items} at run time"
-    try:
-        items = engine.render(step.items, state.scope({}), origin="explain_plan")
-    except Exception as exc:  # noqa: BLE001
-        return f"unknown: {step.items} cannot be evaluated before the run ({exc})"
-    if isinstance(items, list) and items:
-        return len(items)
-    return f"unknown: {step.items} is empty before the run (it depends on earlier steps)"
 
 
 def _side(step_type: str) -> str:

@@ -111,7 +111,7 @@ def hostile(tmp_path: Path) -> str:
 
 def nodes(text: str) -> dict[str, str]:
     """node id -> its whole declaration (shape and label)."""
-    return {m.group(1): m.group(0).strip() for m in re.finditer(r"^\s+(n\d+)([\[\(\{>].*)$", text, re.M)}
+    return {m.group(1): m.group(0).strip() for m in re.finditer(r"^\s+(n\d+)([\[\(\{>].*)$", text, re.MULTILINE)}
 
 
 def label_of(text: str, needle: str) -> str:
@@ -124,7 +124,7 @@ def label_of(text: str, needle: str) -> str:
 def edges(text: str) -> list[tuple[str, str, str | None, bool]]:
     """(source, target, label, dotted) for every edge."""
     out = []
-    for m in re.finditer(r"^\s+(n\d+) (-->|-\.->)(?:\|\"?(.*?)\"?\|)? (n\d+)$", text, re.M):
+    for m in re.finditer(r"^\s+(n\d+) (-->|-\.->)(?:\|\"?(.*?)\"?\|)? (n\d+)$", text, re.MULTILINE):
         out.append((m.group(1), m.group(4), m.group(3), m.group(2) == "-.->"))
     return out
 
@@ -167,7 +167,7 @@ def test_standards_fix_structure() -> None:
     assert "-.->|repeat|" in text
     assert {e[2] for e in all_edges if e[0] == loop} == {"next", "done"}
     # the fan-out: into a subgraph holding the task's steps, the fan-out node stays outside
-    block = re.search(r"subgraph (\S+)\[\"sub-agent task: fix_batch\"\]\n(.*?)\n  end\n", text, re.S)
+    block = re.search(r"subgraph (\S+)\[\"sub-agent task: fix_batch\"\]\n(.*?)\n  end\n", text, re.DOTALL)
     assert block is not None
     inside = set(re.findall(r"\b(n\d+)\b", block.group(2)))
     assert loop in inside and fan not in inside
@@ -261,7 +261,7 @@ def test_every_shipped_workflow_and_example_draws(target: str) -> None:
     declared = set(nodes(text))
     for source, dest, _, _ in edges(text):
         assert source in declared and dest in declared
-    assert text.count("subgraph ") == len(re.findall(r"^  end$", text, re.M))
+    assert text.count("subgraph ") == len(re.findall(r"^  end$", text, re.MULTILINE))
     end = label_of(text, '(["end"])')
     assert any(dest == end for _, dest, _, _ in edges(text))
 

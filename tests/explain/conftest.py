@@ -1,0 +1,62 @@
+"""Fixtures for the explain tests: a project with workflows written by the test, a
+service over a temporary store and HOME, and a way to run the CLI in-process against
+that same project and store."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Project:
+    def __init__(self, root: Path, home: Path, store: Path):
+        self.root, self.home, self.store = root, home, store
+        (root / ".aromcp" / "workflows").mkdir(parents=True, exist_ok=True)
+        home.mkdir(parents=True, exist_ok=True)
+
+    def put(self, name: str, text: str) -> Path:
+        path = self.root / ".aromcp" / "workflows" / f"{name}.yaml"
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+    def service(self) -> Any:
+        from aromcp_workflows.service import WorkflowService
+
+        return WorkflowService(project_dir=self.root, store_path=self.store, home=self.home)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    proj = Project(tmp_path / "project", tmp_path / "home", tmp_path / "s.sqlite3")
+    monkeypatch.setenv("HOME", str(proj.home))  # the CLI finds ~/.aromcp through HOME
+    monkeypatch.setenv("AROMCP_WORKFLOWS_STORE", str(proj.store))  # never the user's store
+    return proj
+
+
+@pytest.fixture
+def service(project: Project) -> Any:
+    return project.service()
+
+
+@pytest.fixture
+def cli(project: Project, capsys: pytest.CaptureFixture[str]):
+    """cli(*args) -> (exit code, stdout, stderr), run in-process in the test project."""
+    from aromcp_workflows.cli import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        try:
+            code = main(["--project-dir", str(project.root), *args])
+        except SystemExit as exc:  # a message as exit code goes to stderr, status 1 (as Python does)
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
