@@ -1,0 +1,302 @@
+"""The headless agent's protocol loop: perform atomic steps over one MCP client session.
+
+`HeadlessAgent` speaks only the tools of DESIGN.md §5, the economical way (each
+`workflow_step_complete` answer carries the next step and the messages), runs
+`agent_shell_command` locally, answers from an `AnswerBook` (or a terminal), and runs the
+tasks of a `parallel_tasks` step as concurrent sub-agents (asyncio tasks on one session).
+`runner.py` starts the server and builds the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from aromcp_workflows.runner_answers import AnswerBook, ScriptedAnswer
+from aromcp_workflows.runner_report import (
+    Printer,
+    RunOutcome,
+    TranscriptEntry,
+    id_list,
+    result_summary,
+    short,
+    step_summary,
+)
+
+MAX_REDELIVERIES = 250  # > user_input's max_attempts limit (100): only a server bug gets here
+DEFAULT_SHELL_TIMEOUT_MS = 10 * 60 * 1000  # as the server's shell_command default
+AGENT_STEP_TYPES = ("mcp_call", "user_input", "agent_prompt")
+
+
+class Abort(Exception):
+    """The runner cannot go on (no answer for a step, a tool error): the run stops."""
+
+
+class HeadlessAgent:
+    """Drives one workflow instance over an MCP client session."""
+
+    def __init__(self, client: Any, answers: AnswerBook, project_dir: Path, printer: Printer,
+                 interactive: bool = False, complete_parallel_early: bool = False, seed_style: bool = False):
+        self.client = client
+        self.answers = answers
+        self.project_dir = project_dir
+        self.printer = printer
+        self.interactive = interactive
+        self.complete_parallel_early = complete_parallel_early
+        self.seed_style = seed_style
+        self.outcome: RunOutcome | None = None
+        self.workflow_id = ""
+        self.sub_agents: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self.ask_lock = asyncio.Lock()
+
+    # -- protocol -----------------------------------------------------------------
+    async def call(self, tool: str, args: dict[str, Any], who: str = "main", loop: bool = True) -> dict[str, Any]:
+        assert self.outcome is not None
+        self.outcome.tool_calls += 1
+        self.outcome.loop_calls += int(loop)
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            self.printer.detail(f"  ... {message or f'working ({done:.0f})'} ({who})")
+
+        result = await self.client.call_tool(tool, args, progress_callback=progress)
+        if result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content).strip()
+            raise Abort(f"{tool} failed: {text}")
+        data = result.structured_content
+        if not isinstance(data, dict):
+            raise Abort(f"{tool} answered without structured content: {short(result.content, 200)}")
+        return data
+
+    def show(self, messages: list[str]) -> None:
+        assert self.outcome is not None
+        for message in messages or []:
+            self.outcome.messages.append(message)
+            self.printer.message(message)
+
+    # -- the run --------------------------------------------------------------------
+    async def run(self, workflow: str, inputs: dict[str, Any]) -> RunOutcome:
+        self.outcome = outcome = RunOutcome(workflow=workflow, workflow_id=None, status="not_started")
+        try:
+            started = await self.call("workflow_start", {"workflow": workflow, "inputs": inputs})
+        except Abort as exc:
+            outcome.error = str(exc)
+            return outcome
+        self.workflow_id = outcome.workflow_id = started["workflow_id"]
+        outcome.status = started.get("status", "running")
+        self.printer.detail(f"run {workflow}: workflow_id {self.workflow_id} (project {self.project_dir})")
+        try:
+            first = await self.call("workflow_get_next_step", {"workflow_id": self.workflow_id})
+            self.show(first.get("messages", []))
+            last = await self.loop(None, first.get("step"), first)
+            outcome.status, outcome.error = last.get("status", "failed"), last.get("error")
+        except Abort as exc:
+            outcome.status, outcome.error = "aborted", str(exc)
+            await self.cancel_sub_agents()
+            await self.give_up()
+        except BaseException:
+            await self.cancel_sub_agents()  # the session is going away: stop every sub-agent
+            raise
+        await self.read_final_state()
+        return outcome
+
+    async def loop(self, task_id: str | None, step: dict[str, Any] | None, last: dict[str, Any]) -> dict[str, Any]:
+        """Perform steps until the server answers with no next step; return that answer."""
+        assert self.outcome is not None
+        who = task_id or "main"
+        parallel_id: str | None = None
+        seen: dict[str, int] = {}
+        while step is not None:
+            step_id, kind = str(step["id"]), str(step["type"])
+            seen[step_id] = seen.get(step_id, 0) + 1
+            if seen[step_id] > MAX_REDELIVERIES:
+                raise Abort(f"the server delivered step {step_id} of {who} {MAX_REDELIVERIES} times; giving up")
+            parallel_id = step_id if kind == "parallel_tasks" else parallel_id
+            report_id, result, error = await self.act(step, task_id, parallel_id)
+            entry = TranscriptEntry(task_id, step_id, kind, step_summary(step),
+                                    "success" if error is None else "failed", error=error)
+            args: dict[str, Any] = {"workflow_id": self.workflow_id, "step_id": report_id, "status": entry.status}
+            if result is not None:
+                args["result"] = result
+            if error is not None:
+                args["error"] = error
+            if task_id is not None:
+                args["task_id"] = task_id
+            reply = await self.call("workflow_step_complete", args, who)
+            self.outcome.agent_steps += 1
+            if not reply.get("success", True):
+                entry.accepted, entry.error = False, reply.get("error")
+            self.outcome.transcript.append(entry)
+            shown = "waiting" if not entry.accepted and kind == "parallel_tasks" else \
+                result_summary(entry.status, result, error)
+            self.printer.step(entry, shown)
+            if self.seed_style and reply.get("success", True):
+                reply = await self.next_step_again(task_id, reply)
+            self.show(reply.get("messages", []))
+            step, last = reply.get("next_step"), reply
+        return last
+
+    async def next_step_again(self, task_id: str | None, reply: dict[str, Any]) -> dict[str, Any]:
+        """Seed style: ignore step_complete's answer and ask workflow_get_next_step, which
+        must hand out the same next step and messages (DESIGN.md §4); a difference is an error."""
+        args = {"workflow_id": self.workflow_id} | ({"task_id": task_id} if task_id else {})
+        again = await self.call("workflow_get_next_step", args, task_id or "main")
+        step, expected = again.get("step"), reply.get("next_step")
+        if (step or {}).get("id") != (expected or {}).get("id") or again.get("messages") != reply.get("messages"):
+            raise Abort(f"workflow_get_next_step after step_complete answered step {(step or {}).get('id')} with "
+                        f"messages {again.get('messages')}, but step_complete answered "
+                        f"{(expected or {}).get('id')} with {reply.get('messages')}")
+        return {**reply, "next_step": step, "messages": again.get("messages", [])}
+
+    async def act(self, step: dict[str, Any], task_id: str | None,
+                  parallel_id: str | None) -> tuple[str, Any, str | None]:
+        """Perform one step; return the step id to report, the result and the error (if failed)."""
+        step_id, kind = str(step["id"]), str(step["type"])
+        if kind == "parallel_tasks":
+            await self.run_parallel(step)
+            return step_id, None, None
+        if kind == "wait":
+            waiting = [str(t) for t in step["definition"].get("task_ids", [])]
+            if all(t in self.sub_agents and self.sub_agents[t].done() for t in waiting):
+                # our sub-agents ended but the server says the tasks did not: pull them again
+                await asyncio.sleep(min(float(step["definition"].get("retry_after_ms") or 0), 200) / 1000)
+                self.start_sub_agents(waiting, step_id)
+            await self.wait_for(waiting)
+            return parallel_id or step_id.removesuffix(".wait"), None, None  # complete the parallel step again
+        answer = await self.perform(step, task_id)
+        if answer.status == "failed":
+            return step_id, answer.result, answer.error or "failed"
+        return step_id, answer.result, None
+
+    # -- sub-agents -----------------------------------------------------------------
+    async def run_parallel(self, step: dict[str, Any]) -> None:
+        task_ids = [str(t["task_id"]) for t in step["definition"].get("tasks", [])]
+        self.start_sub_agents(task_ids, str(step["id"]))
+        if not self.complete_parallel_early:
+            await self.wait_for(task_ids)
+
+    def start_sub_agents(self, task_ids: list[str], step_id: str) -> None:
+        """One sub-agent per listed task that has none running: new tasks, tasks the server
+        reset for a retry (`retry_failed`), tasks started before this runner (resume)."""
+        idle = [t for t in task_ids if t not in self.sub_agents or self.sub_agents[t].done()]
+        if idle:
+            self.printer.detail(f"  {step_id}: starting {len(idle)} sub-agent(s): {id_list(idle)}")
+        for task_id in idle:
+            self.sub_agents[task_id] = asyncio.create_task(self.sub_agent(task_id), name=task_id)
+
+    async def wait_for(self, task_ids: list[str]) -> None:
+        self.start_sub_agents([t for t in task_ids if t not in self.sub_agents], "wait")
+        tasks = [self.sub_agents[t] for t in task_ids]
+        if not tasks:
+            return
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        await asyncio.gather(*tasks)
+
+    async def sub_agent(self, task_id: str) -> dict[str, Any]:
+        assert self.outcome is not None
+        self.outcome.tasks += 1
+        first = await self.call("workflow_get_next_step", {"workflow_id": self.workflow_id, "task_id": task_id},
+                                task_id)
+        self.show(first.get("messages", []))
+        last = await self.loop(task_id, first.get("step"), first)
+        status = last.get("status", "?")
+        self.printer.detail(f"  {task_id}: task {status}" + (f": {last['error']}" if last.get("error") else ""))
+        return last
+
+    async def cancel_sub_agents(self) -> None:
+        running = [t for t in self.sub_agents.values() if not t.done()]
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    # -- performing one step ---------------------------------------------------------
+    async def perform(self, step: dict[str, Any], task_id: str | None) -> ScriptedAnswer:
+        scripted = self.answers.take(step, task_id)
+        if scripted is not None:
+            return scripted
+        if step["type"] == "agent_shell_command":
+            return await self.run_shell(step)
+        if step["type"] not in AGENT_STEP_TYPES:
+            raise Abort(f"step {step['id']} has type {step['type']!r}, which this runner cannot perform; "
+                        f"script its result in the answers file under `{step['id']}:`")
+        if self.interactive:
+            return await self.ask(step, task_id)
+        raise Abort(f"no answer for step {step['id']} ({step_summary(step)}) of "
+                    f"{task_id or 'the main thread'}: {self.answers.missing_hint(step, task_id)}")
+
+    async def run_shell(self, step: dict[str, Any]) -> ScriptedAnswer:
+        definition = step["definition"]
+        timeout_ms = definition.get("timeout") or DEFAULT_SHELL_TIMEOUT_MS
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", str(definition.get("command") or ""), cwd=str(self.project_dir),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            _kill_group(proc.pid)
+            await proc.wait()
+            return ScriptedAnswer("shell", "failed", None, f"timed out after {timeout_ms} ms")
+        except asyncio.CancelledError:
+            _kill_group(proc.pid)
+            raise
+        stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+        if proc.returncode != 0:
+            tail = stderr.strip()[-2000:] or "(no error output)"
+            return ScriptedAnswer("shell", "failed", stdout, f"exit code {proc.returncode}: {tail}")
+        return ScriptedAnswer("shell", "success", stdout)
+
+    async def ask(self, step: dict[str, Any], task_id: str | None) -> ScriptedAnswer:
+        definition = step["definition"]
+        async with self.ask_lock:
+            if step["type"] == "user_input":
+                keys: tuple[str, ...] = ("choices", "validation")
+                self.printer.write(f"\n{step['id']}: {definition.get('prompt')}")
+            else:
+                keys = ("prompt", "method", "params", "context", "response_schema")
+                self.printer.write(f"\n{step['id']} ({step['type']}): {step['instructions']}")
+            for key in keys:
+                if key in definition:
+                    value = definition[key]
+                    self.printer.write(f"  {key}: {value if isinstance(value, str) else json.dumps(value)}")
+            self.printer.write("answer >" if step["type"] == "user_input" else
+                               "result (JSON or text; `!error TEXT` reports the step as failed) >")
+            try:
+                line = await asyncio.to_thread(input)
+            except EOFError:
+                raise Abort(f"no answer for step {step['id']}: standard input closed") from None
+        if line.startswith("!error"):
+            return ScriptedAnswer("terminal", "failed", None, line[len("!error"):].strip() or "failed by the user")
+        if step["type"] == "user_input":
+            return ScriptedAnswer("terminal", "success", line)
+        try:
+            return ScriptedAnswer("terminal", "success", json.loads(line))
+        except ValueError:
+            return ScriptedAnswer("terminal", "success", line)
+
+    # -- the end --------------------------------------------------------------------
+    async def give_up(self) -> None:
+        """Cancel the instance after an abort so it is not left running in the store."""
+        with contextlib.suppress(Exception):  # best effort: must not hide the outcome
+            await self.call("workflow_complete", {"workflow_id": self.workflow_id, "status": "cancelled"},
+                            loop=False)
+
+    async def read_final_state(self) -> None:
+        assert self.outcome is not None
+        with contextlib.suppress(Exception):  # best effort: must not hide the outcome
+            data = await self.call("workflow_state_read", {"workflow_id": self.workflow_id}, loop=False)
+            self.outcome.final_state = data.get("state")
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
