@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from conftest import REPO, Project
+from explain_helpers import REPO, Project
 
 from aromcp_workflows.interpreter import InputError
 
