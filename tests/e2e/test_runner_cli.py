@@ -221,3 +221,28 @@ def test_terminal_asks_when_no_answer_is_scripted(tmp_path: Path):
     assert text.count("ask_branch: Which branch?") == 2
     assert "not accepted: Use lowercase letters" in text
     assert "Releasing release/1." in text
+
+
+def test_server_dying_mid_run_aborts_with_exit_1(tmp_path: Path, cli):
+    """A server that goes away (here a step kills it) ends the run with a clear error."""
+    repo = git_repo(tmp_path / "repo")
+    workflow = tmp_path / "e2e:crash.yaml"
+    workflow.write_text(textwrap.dedent("""\
+        name: "e2e:crash"
+        steps:
+          - type: user_message
+            message: "about to crash"
+          - id: ask
+            type: user_input
+            prompt: "go?"
+          - id: boom
+            type: shell_command
+            command: "kill -9 $(ps -o ppid= -p $$)"
+    """))
+    answers = tmp_path / "answers.yaml"
+    answers.write_text("ask: yes\n")
+    proc = cli(repo, "run", str(workflow), "--answers", str(answers), timeout=30)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "about to crash" in proc.stdout
+    assert "status: aborted" in proc.stdout
+    assert "error: lost the connection to the server" in proc.stdout
