@@ -14,6 +14,8 @@ C. stdio start → first `tools/list` answer vs the bare MCPServer, alternating 
 D. RSS of a server process with 100 live instances (VmRSS from /proc) vs just started.
 E. tool calls for standards:fix with an economical agent vs the seed protocol, against
    the budget N + T + 2.
+F. 50 concurrent sub-agent loops over one stdio connection (1,050 calls) vs one sub-agent
+   on the same workflow: throughput and per-call latency as the instance grows.
 
 Absolute times drift on shared machines; compare the figures of one run with each other.
 Stores live in ``--dir`` (default: a temp dir under the current directory, a real disk).
@@ -88,6 +90,38 @@ steps:
           path: raw.last
 """
 
+FANOUT = """
+name: bench-fanout
+inputs:
+  items:
+    type: array
+    default: []
+  per_task:
+    type: integer
+    default: 20
+default_state:
+  raw:
+    shared: []
+steps:
+  - id: fan
+    type: parallel_foreach
+    items: "{{ inputs.items }}"
+    max_parallel: 50
+    sub_agent_task: work
+sub_agent_tasks:
+  work:
+    steps:
+      - id: each
+        type: foreach
+        items: "{{ Array.from({length: inputs.per_task}, (_, i) => i) }}"
+        steps:
+          - id: think
+            type: agent_prompt
+            prompt: "Work on {{ item }}"
+            state_update:
+              path: raw.shared
+              operation: append
+"""
 
 BIG_ITEMS = 5000  # the same plain step inside a larger instance: every commit re-encodes all of it
 
@@ -105,6 +139,7 @@ def make_project(root: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     (target / "bench-step.yaml").write_text(BENCH_STEP)
     (target / "bench-plain.yaml").write_text(PLAIN_STEP)
+    (target / "bench-fanout.yaml").write_text(FANOUT)
     return root
 
 
@@ -399,6 +434,52 @@ def bench_calls(workdir: Path) -> dict[str, Any]:
             "economical agent": economical["calls"], "seed protocol": seed["calls"]}
 
 
+# -- F. many sub-agents on one connection ----------------------------------------------------------------------
+async def fan_out(project: Path, store: Path, home: Path, tasks: int, per_task: int) -> dict[str, float]:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=PYTHON, args=our_command(project, store)[1:], cwd=str(project),
+                                   env=server_env(home, store))
+    latencies: list[float] = []
+    async with Client(params, mode="legacy") as client:
+        async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+            t0 = time.perf_counter()
+            result = await client.call_tool(name, args)
+            latencies.append(time.perf_counter() - t0)
+            assert not result.is_error, result.content
+            return dict(result.structured_content or {})
+
+        workflow_id = (await call("workflow_start", {"workflow": "bench-fanout", "inputs": {
+            "items": [f"i{n}" for n in range(tasks)], "per_task": per_task}}))["workflow_id"]
+        step = (await call("workflow_get_next_step", {"workflow_id": workflow_id}))["step"]
+        latencies.clear()
+
+        async def sub_agent(task_id: str) -> None:
+            base = {"workflow_id": workflow_id, "task_id": task_id}
+            current = (await call("workflow_get_next_step", base))["step"]
+            while current is not None:
+                current = (await call("workflow_step_complete", {**base, "step_id": current["id"],
+                                                                  "result": "ok"}))["next_step"]
+
+        began = time.perf_counter()
+        await asyncio.gather(*(sub_agent(t["task_id"]) for t in step["definition"]["tasks"]))
+        elapsed = time.perf_counter() - began
+        await call("workflow_step_complete", {"workflow_id": workflow_id, "step_id": step["id"]})
+        state = await call("workflow_state_read", {"workflow_id": workflow_id, "paths": ["raw.shared"]})
+        assert len(state["state"]["raw.shared"]) == tasks * per_task
+    calls = tasks * (per_task + 1)
+    return {"calls": calls, "seconds": elapsed, "calls_per_s": calls / elapsed,
+            "median_call_ms": median_ms(latencies), "p90_call_ms": p90_ms(latencies)}
+
+
+def bench_fan_out(workdir: Path) -> dict[str, Any]:
+    project = make_project(workdir / "proj-fan")
+    home = workdir / "home-fan"
+    home.mkdir(exist_ok=True)
+    return {"1 sub-agent x 20 steps": asyncio.run(fan_out(project, workdir / "fan1.sqlite3", home, 1, 20)),
+            "50 sub-agents x 20 steps": asyncio.run(fan_out(project, workdir / "fan50.sqlite3", home, 50, 20))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=400, help="steps measured in process (A)")
@@ -406,7 +487,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8, help="start-ups per server (C)")
     parser.add_argument("--instances", type=int, default=100, help="live instances for RSS (D)")
     parser.add_argument("--dir", help="where stores are created (default: temp dir under cwd)")
-    parser.add_argument("--only", default="A,B,C,D,E", help="sections to run, e.g. A,C")
+    parser.add_argument("--only", default="A,B,C,D,E,F", help="sections to run, e.g. A,C")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-server-", dir=args.dir or ".")).resolve()
@@ -451,6 +532,13 @@ def main() -> None:
             print("\nE. tool calls for standards:fix (6 changed files, batch_size 2)")
             for key, value in result.items():
                 print(f"  {key:28s} {value}")
+        if "F" in sections:
+            result = bench_fan_out(workdir)
+            figures["F sub-agents over one stdio connection"] = result
+            print("\nF. sub-agents over one stdio connection (economical loops, one shared list)")
+            for key, row in result.items():
+                print(f"  {key:26s} {row['calls']:5d} calls in {row['seconds']:6.2f} s = {row['calls_per_s']:6.0f} "
+                      f"calls/s; per call median {row['median_call_ms']:.2f} ms (p90 {row['p90_call_ms']:.2f})")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
