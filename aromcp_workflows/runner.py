@@ -47,6 +47,7 @@ def parse_inputs(pairs: list[str]) -> dict[str, Any]:
             inputs[key.strip()] = value
     return inputs
 
+
 def server_command(project_dir: Path, store: str | Path | None) -> list[str]:
     args = ["-m", "aromcp_workflows", "--project-dir", str(project_dir), "serve"]
     return args + (["--store", str(store)] if store else [])
@@ -72,24 +73,30 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     book = answers if isinstance(answers, AnswerBook) else (
         AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
     project = project_root(project_dir)
+    store = Path(store).expanduser().resolve() if store else None  # the server runs in the project dir
     params = StdioServerParameters(command=sys.executable, args=server_command(project, store),
                                    env={**os.environ, **(env or {})}, cwd=str(project))
     printer = Printer(output, quiet)
     agent: HeadlessAgent | None = None
+    finished: RunOutcome | None = None
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 agent = HeadlessAgent(client, book, project, printer, interactive, complete_parallel_early,
                                       seed_style)
-                outcome = await agent.run(workflow, inputs or {})
-        except Exception as exc:  # noqa: BLE001 - the server died or could not start
-            errlog.seek(0)
-            tail = errlog.read()[-3000:].strip()
-            outcome = agent.outcome if agent is not None and agent.outcome is not None else \
-                RunOutcome(workflow=workflow, workflow_id=None, status="aborted")
-            outcome.status = "aborted"
-            outcome.error = (f"lost the connection to the server: {_describe(exc)}"
-                             + (f"\nserver stderr (last lines):\n{tail}" if tail else ""))
+                finished = await agent.run(workflow, inputs or {})
+            outcome = finished
+        except Exception as exc:  # noqa: BLE001 - the server died, could not start, or failed to close
+            if finished is not None:  # the run was over: a failure while closing the session changes nothing
+                outcome = finished
+            else:
+                errlog.seek(0)
+                tail = errlog.read()[-3000:].strip()
+                outcome = agent.outcome if agent is not None and agent.outcome is not None else \
+                    RunOutcome(workflow=workflow, workflow_id=None, status="aborted")
+                outcome.status = "aborted"
+                outcome.error = (f"lost the connection to the server: {_describe(exc)}"
+                                 + (f"\nserver stderr (last lines):\n{tail}" if tail else ""))
     printer.final(outcome)
     return outcome
 
