@@ -254,6 +254,7 @@ class _Checker:
                 if found.error:
                     self.error((*base, key), f"{key} of computed field {name!r} is not valid "
                                f"JavaScript: {found.error}")
+                    continue
                 precise = js_free_names(script)
                 for dep in sorted(found.fields - set(deps)):
                     deps.append(dep)
