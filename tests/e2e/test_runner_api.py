@@ -15,7 +15,7 @@ import pytest
 
 from aromcp_workflows.runner import run_workflow
 from aromcp_workflows.runner_report import RunOutcome
-from tests.e2e.conftest import FIX_SUMMARY, SEVEN_FILES, git_repo
+from tests.e2e.e2e_helpers import FIX_SUMMARY, SEVEN_FILES, git_repo
 
 FIX_ANSWERS = {
     "hints_for_file": [{"when_params": {"file_path": "*.ts"}, "result": {"hints": ["prefer const"]}},

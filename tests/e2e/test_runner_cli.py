@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import FIX_SUMMARY, ROOT, git_repo, run_cli
+from tests.e2e.e2e_helpers import FIX_SUMMARY, ROOT, git_repo, run_cli
 
 
 def test_make_run_example_runs_standards_fix(tmp_path: Path, cli):
