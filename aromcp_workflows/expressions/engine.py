@@ -104,7 +104,8 @@ class ExpressionEngine:
     def test_transform(self, transform: str, input: Any, context: Mapping[str, Any] | None = None,
                        origin: str = "test transformation") -> Any:
         """Run a transform as a computed field would (expression or function body, with
-        `input` and the names of `context`); raise ExpressionError on failure."""
+        `input` and the names of `context`); raise ExpressionError on failure.  The
+        result is JSON-safe: undefined comes back as None."""
         scope = dict(context or {})
         table = ValueTable()
         call = self.transform_call(transform, table, lambda name, keys: _scope_source(
@@ -113,7 +114,7 @@ class ExpressionEngine:
         (result,) = batch.run_calls(self._rt, [call], table, self.max_result_chars)
         if isinstance(result, ExpressionError):
             raise result
-        return result
+        return None if result is MISSING else result
 
     # -- building blocks used by the state store ----------------------------------------
     def function(self, source: str, params: Iterable[str],

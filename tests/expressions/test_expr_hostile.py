@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from aromcp_workflows.expressions import MISSING, ExpressionEngine, ExpressionError
+from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_prototype_pollution_via_state_values_does_not_pollute(tight):
         value)
     assert out == [["__proto__", "a"], None, None, False]
     assert tight.render("{{ x.a }}", {"x": value}) == 1
-    assert tight.test_transform("({}).polluted", None) is MISSING
+    assert tight.test_transform("({}).polluted", None) is None
 
 
 def test_prototype_pollution_by_code_is_refused(tight):
@@ -110,7 +110,7 @@ def test_non_serializable_results(tight):
     assert "not JSON-serializable" in err.js_message
     err, _ = fails(tight, "(() => { const a = {}; a.a = a; return a })()")
     assert "not JSON-serializable" in err.js_message
-    assert tight.test_transform("() => 1", None) is MISSING  # functions are undefined in JSON
+    assert tight.test_transform("() => 1", None) is None  # functions are undefined in JSON
     still_works(tight)
 
 
