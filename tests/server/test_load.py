@@ -224,3 +224,59 @@ async def test_reads_in_another_server_see_committed_changes(tmp_path):
         await ok(a, "workflow_state_update", {"workflow_id": workflow_id, "updates": [{"path": "raw.n", "value": 5}]})
         seen = await ok(b, "workflow_state_read", {"workflow_id": workflow_id, "paths": ["raw.n"]})
         assert seen["state"] == {"raw.n": 5}
+
+
+async def test_two_processes_racing_writes_every_answer_tells_the_truth(dirs):
+    """200 concurrent appends split over two server processes: some race past the freshness
+    check and are refused (isError naming the other writer); every append answered with
+    success is in the list exactly once, and no refused one is."""
+    project, store, home = dirs
+    async with Client(stdio(project, store, home), mode="legacy") as one, \
+            Client(stdio(project, store, home), mode="legacy") as two:
+        workflow_id = (await ok(one, "workflow_start", {"workflow": "messages"}))["workflow_id"]
+        await ok(two, "workflow_state_read", {"workflow_id": workflow_id})
+        accepted: list[str] = []
+        refused: list[str] = []
+        for round_ in range(3):  # until the race was hit at least once (it is, in practice, every round)
+            async def append(client: Any, value: str) -> None:
+                result = await client.call_tool("workflow_state_update", {"workflow_id": workflow_id, "updates": [
+                    {"path": "raw.hits", "operation": "append", "value": value}]})
+                if result.is_error:
+                    text = "\n".join(getattr(c, "text", "") for c in result.content)
+                    assert "Another server process" in text and workflow_id in text, text
+                    refused.append(value)
+                else:
+                    accepted.append(value)
+
+            await asyncio.gather(*(append(one if n % 2 else two, f"r{round_}v{n}") for n in range(200)))
+            if refused:
+                break
+        final = (await ok(one, "workflow_state_read", {"workflow_id": workflow_id, "paths": ["raw.hits"]}))["state"]
+        hits = final["raw.hits"]
+        print(f"racing writes: {len(accepted)} accepted, {len(refused)} refused as conflicts")
+        assert refused, "no write raced past the freshness check: the conflict path was not exercised"
+        assert sorted(hits) == sorted(accepted), "an accepted write was lost or a refused one applied"
+        assert len(set(hits)) == len(hits)
+        again = (await ok(two, "workflow_state_read", {"workflow_id": workflow_id, "paths": ["raw.hits"]}))["state"]
+        assert again["raw.hits"] == hits, "both processes read the same committed list"
+
+
+@pytest.mark.xfail(reason="instances.py InstanceRegistry.commit prefixes the store's ConflictError text, which tells "
+                          "the agent to 'reload the instance with load() and apply the change again' - load() is an "
+                          "internal Python API, not a tool; the tool error should carry only the agent-facing advice",
+                   strict=False)
+def test_conflict_message_speaks_in_tools(tmp_path):
+    from aromcp_workflows.instances import ServiceError
+    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.state import Update
+
+    project = make_project(tmp_path / "p")
+    one = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
+    two = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
+    workflow_id = one.start("messages")["workflow_id"]
+    live = two.instances.get(workflow_id)
+    one.state_update(workflow_id, [{"path": "raw.n", "value": 1}])
+    live.run.states["main"].apply([Update(path="raw.n", operation="set", value=2)], trigger="race")
+    with pytest.raises(ServiceError) as caught:
+        two.instances.commit(live)
+    assert "load()" not in str(caught.value)
