@@ -178,3 +178,16 @@ def test_values_kept_in_v8_survive_a_lost_context(engine):
     calls = engine.stats.v8_calls
     s.apply([Update("raw.items", "append", 10)])
     assert engine.stats.v8_calls - calls == 1 and s.computed["count"] == 5
+
+
+def test_recompute_all_and_undefined_values_survive_snapshots(engine):
+    specs = [C("maybe", ["raw.x"], False, "input ? input * 2 : undefined"),
+             C("after", ["computed.maybe"], False, "input === undefined ? 'none' : input")]
+    s = StateStore(engine, specs)
+    s.initialize({"raw": {"x": 0}})
+    assert s.computed == {"after": "none"} and "maybe" not in s.flattened()
+    again = StateStore.from_snapshot(engine, specs, s.snapshot())
+    assert again.computed == {"after": "none"}
+    r = again.apply([Update("raw.x", "set", 2)])
+    assert r.computed_changed == {"maybe": 4, "after": 4}
+    assert again.recompute_all().computed_changed == {}
