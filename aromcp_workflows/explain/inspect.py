@@ -8,25 +8,37 @@ passes through the masker on its way out.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from aromcp_workflows.explain.masking import Masker
+from aromcp_workflows.explain.masking import Masker, is_sensitive, secret_values
 
 
 def transform_traces(events: Iterable[Any], field: str | None, include_timing: bool,
                      masker: Masker) -> list[dict[str, Any]]:
+    """DESIGN.md §5 `workflow_trace_transformations`, oldest first.
+
+    A computed field whose own name is sensitive (`auth_token`) has its input and output
+    masked whole, and every value it ever had is masked wherever else it appears: the
+    current state only knows its latest value, the history knows them all."""
+    events = [e for e in events if e.kind == "transform_trace"]
+    past = set()
+    for event in events:
+        if is_sensitive(str(event.data.get("field", ""))):
+            past |= secret_values({"secret": [event.data.get("input"), event.data.get("output")]})
+    masker = masker.with_secrets(past)
     traces = []
     for event in events:
-        if event.kind != "transform_trace":
-            continue
         data = event.data
         name = str(data.get("field", "")).removeprefix("computed.")
         if field is not None and name != field.removeprefix("computed."):
             continue
         trace = {"field": name, "timestamp": data.get("timestamp") or event.timestamp,
                  "trigger": data.get("trigger"), "input": data.get("input"), "output": data.get("output")}
+        if is_sensitive(name):
+            trace["input"], trace["output"] = masker.mask_all(trace["input"]), masker.mask_all(trace["output"])
         if include_timing:
             trace["duration_ms"] = data.get("duration_ms")
         if data.get("error"):
@@ -36,6 +48,7 @@ def transform_traces(events: Iterable[Any], field: str | None, include_timing: b
 
 
 def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
+    """DESIGN.md §5 `workflow_debug_info`, plus `current_steps` per thread, status and error."""
     current = {tid: (t.pending.step_id if t.pending else None) for tid, t in run.threads.items() if not t.done}
     main_pending = run.threads["main"].pending if "main" in run.threads else None
     return {
@@ -43,40 +56,75 @@ def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
         "current_steps": current,
         "status": run.status,
         "error": masker(run.error) if run.error else None,
-        "step_history": [masker(entry) for entry in _step_history(events)],
+        "step_history": [masker(entry) for entry in _step_history(events, _step_types(run))],
         "state_size": _state_size(run, events),
         "performance": _performance(events),
     }
 
 
-def _step_history(events: list[Any]) -> list[dict[str, Any]]:
-    """One entry per step delivery: started (delivered) and completed times, final status."""
+def _step_types(run: Any) -> dict[str, str]:
+    """Step id -> step type, from the compiled programs (history events of skipped and
+    server-side steps do not carry the type)."""
+    from aromcp_workflows.interpreter.compiler import programs_for
+
+    types: dict[str, str] = {}
+    for loaded in run.bundle.workflows.values():
+        for program in programs_for(loaded.definition).programs.values():
+            for ins in program.instructions:
+                step = getattr(ins, "step", None)
+                if step is not None:
+                    types.setdefault(ins.step_id, step.type)
+                elif type(ins).__name__ == "LoopEnter":
+                    types.setdefault(ins.step_id, ins.kind)
+    return types
+
+
+def _step_history(events: list[Any], types: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One entry per step run: started (delivered) and completed times, final status.
+
+    Agent steps open at `step_delivered` and close at `step_completed`; shell commands at
+    `step_started`; a `when` guard that was false gives a `skipped` entry; a server-side
+    step that only changed state (`state_update`) gives one entry at its `state_changed`;
+    `step_error` and `error` mark the step `failed` with the message."""
+    types = types or {}
+
+    def kind_of(step_id: str | None, data: dict[str, Any]) -> str | None:
+        return data.get("type") or types.get(re.sub(r"#\d+$", "", step_id or ""))
+
     open_steps: dict[tuple[str | None, str], dict[str, Any]] = {}
+    last: dict[tuple[str | None, str], dict[str, Any]] = {}
     history: list[dict[str, Any]] = []
+
+    def add(key: tuple[str | None, str], entry: dict[str, Any]) -> dict[str, Any]:
+        history.append(entry)
+        last[key] = entry
+        return entry
+
     for event in events:
         key = (event.task_id, event.step_id or "")
+        base = {"step_id": event.step_id, "task_id": event.task_id, "type": kind_of(event.step_id, event.data)}
         if event.kind in ("step_delivered", "step_started"):
             if key in open_steps:
                 continue  # a retry of a shell command or a re-delivery keeps its first start
-            entry = {"step_id": event.step_id, "task_id": event.task_id, "type": event.data.get("type"),
-                     "started_at": event.timestamp, "completed_at": None, "status": "running"}
-            open_steps[key] = entry
-            history.append(entry)
+            open_steps[key] = add(key, {**base, "started_at": event.timestamp, "completed_at": None,
+                                        "status": "running"})
         elif event.kind == "step_completed":
-            entry = open_steps.pop(key, None)
-            if entry is None:
-                entry = {"step_id": event.step_id, "task_id": event.task_id, "type": event.data.get("type"),
-                         "started_at": event.timestamp}
-                history.append(entry)
+            entry = open_steps.pop(key, None) or add(key, {**base, "started_at": event.timestamp})
             entry.update(completed_at=event.timestamp, status=event.data.get("status", "success"))
             if "duration_ms" in event.data:
                 entry["duration_ms"] = event.data["duration_ms"]
         elif event.kind == "step_skipped":
-            history.append({"step_id": event.step_id, "task_id": event.task_id, "type": event.data.get("type"),
-                            "started_at": event.timestamp, "completed_at": event.timestamp, "status": "skipped"})
-        elif event.kind == "error" and key in open_steps:
-            entry = open_steps.pop(key)
-            entry.update(completed_at=event.timestamp, status="failed", error=event.data.get("message"))
+            add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp,
+                      "status": "skipped", "reason": f"when {event.data.get('when')} was false"})
+        elif event.kind == "state_changed" and event.step_id and key not in open_steps and key not in last:
+            add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success"})
+        elif event.kind in ("step_error", "error") and event.step_id:
+            entry = open_steps.pop(key, None) or last.get(key) or add(key, {**base, "started_at": event.timestamp})
+            entry.update(status="failed", error=event.data.get("message"))
+            entry.setdefault("completed_at", event.timestamp)
+            entry["completed_at"] = entry["completed_at"] or event.timestamp
+            if event.data.get("handled"):
+                entry["handled"] = event.data["handled"]
     return history
 
 

@@ -41,8 +41,16 @@ def _collect(node: Any, found: set[str], under_secret: bool) -> None:
 
 
 class Masker:
+    """Replaces secrets in anything JSON-like: by key (a sensitive key's value is `***`)
+    and by value (known secret strings inside any other string)."""
+
     def __init__(self, secrets: Iterable[str] = ()):
         self.secrets = sorted(set(secrets), key=len, reverse=True)
+
+    def with_secrets(self, more: Iterable[str]) -> Masker:
+        """A masker that also knows `more` (e.g. past values found in the history)."""
+        extra = {s for s in more if len(s) >= MIN_SECRET_LENGTH}
+        return self if extra <= set(self.secrets) else Masker([*self.secrets, *extra])
 
     def __call__(self, node: Any) -> Any:
         return self.mask(node)
@@ -57,6 +65,14 @@ class Masker:
         if isinstance(node, str):
             return self.mask_text(node)
         return node
+
+    def mask_all(self, node: Any) -> Any:
+        """Every leaf value replaced (the whole of something known to be secret)."""
+        if isinstance(node, dict):
+            return {k: self.mask_all(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [self.mask_all(v) for v in node]
+        return node if node is None else MASK
 
     def mask_text(self, text: str) -> str:
         for secret in self.secrets:
