@@ -5,7 +5,11 @@
 // chain of computed fields in topological order with cut-off (`chain`) in ONE crossing,
 // and returns one JSON text.  Then it locks the context down: no code generation from
 // strings, frozen intrinsics and global object, no console or timers.
-(function () {
+//
+// Python calls it with a random token; every entry point demands that token, so user
+// code (which can see the global `__aro`) cannot redefine compiled functions or touch
+// the value cache of other workflows.
+(function (TOKEN) {
   'use strict';
   const G = globalThis;
   const F = Function;
@@ -333,7 +337,15 @@
     if (!Reflect.deleteProperty(G, name)) G[name] = undefined;
   }
   G.Function = blocked;
-  const api = Object.freeze({ def: def, run: run, chain: chain, progress: progressText });
+  function guarded(fn) {
+    return function (token, a, b, c, d) {
+      if (token !== TOKEN) throw new Error('__aro is internal to the workflow engine');
+      return fn(a, b, c, d);
+    };
+  }
+  const api = Object.freeze({
+    def: guarded(def), run: guarded(run), chain: guarded(chain), progress: guarded(progressText),
+  });
   defineProperty(G, '__aro', { value: api, writable: false, enumerable: false, configurable: false });
   defineProperty(G, 'now', { value: now, writable: false, enumerable: false, configurable: false });
   defineProperty(G, 'uuid', { value: uuid, writable: false, enumerable: false, configurable: false });
@@ -355,4 +367,4 @@
   }
   Object.freeze(G);
   return 'ok';
-})();
+})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
@@ -75,6 +76,7 @@ class V8Runtime:
         self._mr: Any = None
         self._installed: set[str] = set()
         self._calls_since_gc = 0
+        self._token = secrets.token_hex(16)
 
     # -- context lifecycle -------------------------------------------------------------
     def _create(self) -> Any:
@@ -87,7 +89,8 @@ class V8Runtime:
             try:
                 mr = MiniRacer()
                 mr.set_hard_memory_limit(self.max_memory_mb * 1024 * 1024)
-                result = mr.eval(_prelude(), timeout_sec=10)
+                result = mr.eval("(%s)(%s)" % (_prelude(), json.dumps(self._token)),
+                                 timeout_sec=10)
                 if result != "ok":
                     raise RuntimeFailure(f"prelude returned {result!r}")
                 box.append(mr)
@@ -144,11 +147,12 @@ class V8Runtime:
             for d in defs:
                 if d.fn_id in self._installed:
                     continue
-                pieces.append("__aro.def(%s,%s,%s,%s);" % (
-                    json.dumps(d.fn_id), json.dumps(list(d.params)), json.dumps(d.source),
+                pieces.append("__aro.def(%s,%s,%s,%s,%s);" % (
+                    json.dumps(self._token), json.dumps(d.fn_id), json.dumps(list(d.params)), json.dumps(d.source),
                     json.dumps(d.mode)))
                 new_ids.append(d.fn_id)
-            pieces.append("__aro.%s(%s,%s)" % (entry, json.dumps(meta), _embed(vals)))
+            pieces.append("__aro.%s(%s,%s,%s)" % (entry, json.dumps(self._token),
+                                                   json.dumps(meta), _embed(vals)))
             source = "".join(pieces)
             self.stats.v8_calls += 1
             self.stats.compiles += len(new_ids)
@@ -184,7 +188,8 @@ class V8Runtime:
     def _progress(self, mr: Any) -> dict[str, Any] | None:
         self.stats.v8_calls += 1
         try:
-            text = mr.eval("__aro.progress()", timeout_sec=max(self.timeout_ms / 1000, 1))
+            text = mr.eval("__aro.progress(%s)" % json.dumps(self._token),
+                           timeout_sec=max(self.timeout_ms / 1000, 1))
             progress: dict[str, Any] = json.loads(text)
             return progress
         except Exception:  # noqa: BLE001 - context unusable: start afresh
