@@ -34,8 +34,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -152,9 +153,9 @@ def machine() -> dict[str, str]:
                 break
     except OSError:
         pass
-    import mcp  # noqa: F401
-
     from importlib.metadata import version
+
+    import mcp  # noqa: F401
 
     return {"nproc": str(os.cpu_count()), "cpu": cpu, "python": platform.python_version(),
             "platform": platform.platform(), "mcp": version("mcp"), "mini-racer": version("mini-racer")}
@@ -318,8 +319,9 @@ def bench_round_trip(workdir: Path, calls: int) -> dict[str, Any]:
         timed("noop (bare server)", lambda: bare.tool("noop", {"x": 1}))
         timed("validate (error path)", lambda: ours.request("tools/call", {"name": "workflow_validate",
                                                                           "arguments": {}}))
-        step = timed("step_complete (advancing)", lambda: ours.tool(
-            "workflow_step_complete", {"workflow_id": workflow_id, "step_id": step["id"], "result": "ok"}))["next_step"]
+        args = {"workflow_id": workflow_id, "step_id": step["id"], "result": "ok"}
+        step = timed("step_complete (advancing)",
+                     lambda args=args: ours.tool("workflow_step_complete", args))["next_step"]
     ours.close()
     bare.close()
     return {k: median_ms(v) for k, v in times.items()}

@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 import pytest
 from mcp import Client, StdioServerParameters
-from srv_helpers import PYTHON, AgentLog, ProtocolAgent, fails, make_project, ok, serve_args, server_env
+from srv_helpers import PYTHON, AgentLog, ProtocolAgent, make_project, ok, serve_args, server_env
 
 pytestmark = pytest.mark.slow
 

@@ -54,10 +54,10 @@ async def test_http_binds_localhost_lists_tools_and_starts_a_workflow(tmp_path):
     project = make_project(tmp_path / "project")
     home, store, port = tmp_path / "home", tmp_path / "store.sqlite3", free_port()
     home.mkdir()
-    stderr = open(tmp_path / "http.stderr", "wb")
-    proc = subprocess.Popen([PYTHON, *serve_args(project, store, "--http", "--port", str(port))], cwd=project,
-                            env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=stderr)
+    stderr = open(tmp_path / "http.stderr", "wb")  # noqa: ASYNC230, SIM115 - closed in finally
+    proc = subprocess.Popen(  # noqa: ASYNC220 - started once; the test then talks to it over HTTP
+        [PYTHON, *serve_args(project, store, "--http", "--port", str(port))], cwd=project,
+        env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         wait_for_port(port, proc)
         addresses = listening_addresses(port)
