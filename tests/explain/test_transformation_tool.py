@@ -77,6 +77,7 @@ def test_single_huge_allocation_does_not_kill_the_process(tmp_path: Any) -> None
             f"home={str(tmp_path)!r})\n"
             "r = s.test_transformation(\"new Array(1e9).fill('x').join('')\", None, {})\n"
             "print(r['success'], s.test_transformation('input + 1', 1, {})['output'])\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          check=False)
     assert done.returncode == 0, done.stderr[-300:]
     assert done.stdout.split() == ["False", "2"]
