@@ -17,6 +17,7 @@ from explain_helpers import REPO, Project
 from mcp import Client
 from test_inspect import PASSWORD, TOKEN, TRACED
 
+
 @pytest.fixture
 def server(project: Project) -> Any:
     from aromcp_workflows.server import build_server
