@@ -632,3 +632,71 @@ async def test_standards_fix_tool_calls_within_budget(tmp_path, home, economical
         assert log.total_calls <= agent_steps + tasks + 2, log.calls
     else:
         assert log.total_calls == 1 + 2 * agent_steps + tasks + 1, log.calls
+
+
+CHILD = """
+name: child
+inputs:
+  who:
+    type: string
+    required: true
+default_state:
+  raw:
+    greeting: ""
+steps:
+  - id: ask
+    type: agent_prompt
+    prompt: "greet {{ inputs.who }}"
+    state_update:
+      path: raw.greeting
+  - type: user_message
+    message: "child says {{ greeting }}"
+"""
+PARENT = """
+name: parent
+imports: ["child.yaml"]
+default_state:
+  raw:
+    x: 1
+error_handling:
+  on_error: checkpoint_and_fail
+  error_collection:
+    state_path: raw.errors
+  on_failure:
+    - type: user_message
+      message: "cleanup after {{ error.message }}"
+steps:
+  - id: inc
+    type: include_workflow
+    workflow: child
+    inputs:
+      who: "bob"
+    state_update:
+      path: raw.child_result
+  - type: user_message
+    message: "parent sees {{ child_result.greeting }}"
+  - id: boom
+    type: shell_command
+    command: "echo bad >&2; exit 7"
+"""
+
+
+async def test_include_then_failure_handler_messages_arrive_with_the_failure(tmp_path, home, mode):
+    from aromcp_workflows.server import build_server
+    from aromcp_workflows.service import WorkflowService
+
+    project = make_project(tmp_path / "p", {"child": CHILD, "parent": PARENT})
+    server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=home))
+    async with Client(server, mode=mode) as client:
+        workflow_id = await start(client, "parent")
+        agent = ProtocolAgent(client, workflow_id)
+        end = await agent.run()
+        assert [s[2] for s in agent.log.steps] == ["inc.ask"]  # the child's step, id prefixed by the include
+        assert end["status"] == "failed" and "boom" in end["error"] and "7" in end["error"]
+        assert agent.log.messages == ["child says did: greet bob", "parent sees did: greet bob",
+                                      f"cleanup after {end['error']}"]
+        again = await next_step(client, workflow_id)
+        assert again["step"] is None and again["status"] == "failed" and again["error"] == end["error"]
+        state = (await ok(client, "workflow_state_read", {"workflow_id": workflow_id}))["state"]
+        assert state["child_result"]["greeting"] == "did: greet bob"
+        assert [e["step_id"] for e in state["errors"]] == ["boom"]
