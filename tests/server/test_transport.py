@@ -119,3 +119,22 @@ async def test_stdio_stdout_carries_only_json_rpc(tmp_path):
     print(f"tools/list JSON-RPC response: {len(wire)} bytes")
     assert len(json.dumps(json.loads(wire)["result"]["tools"], separators=(",", ":")).encode()) <= BUDGET_BYTES
     assert PROTOCOL_VERSION in text.decode()
+
+
+async def test_stdio_with_the_2026_protocol_generation(tmp_path):
+    """`mode="auto"` over a real stdio subprocess (server/discover instead of initialize)."""
+    from mcp import StdioServerParameters
+
+    project = make_project(tmp_path / "project")
+    home, store = tmp_path / "home", tmp_path / "store.sqlite3"
+    home.mkdir()
+    params = StdioServerParameters(command=PYTHON, args=serve_args(project, store), cwd=str(project),
+                                   env=server_env(home, store))
+    async with Client(params, mode="auto") as client:
+        assert client.protocol_version > "2025-11-25"
+        assert len((await client.list_tools()).tools) == 18
+        workflow_id = (await ok(client, "workflow_start", {"workflow": "messages"}))["workflow_id"]
+        answer = await ok(client, "workflow_get_next_step", {"workflow_id": workflow_id})
+        assert answer["step"]["id"] == "ask" and answer["messages"] == ["m1 hello world", "m2"]
+        prompt = await client.get_prompt("sub_agent", {"workflow_id": workflow_id, "task_id": "t_1"})
+        assert workflow_id in prompt.messages[0].content.text
