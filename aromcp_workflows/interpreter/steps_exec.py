@@ -7,7 +7,6 @@ steps and parked as the thread's pending step until the agent completes them.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.expressions import ExpressionError
@@ -203,7 +202,6 @@ class StepExecution:
                             result: Any, error: str | None) -> Completion:
         frame = thread.frames[-1]
         step = self.programs(frame.workflow)[frame.program].instructions[frame.pc].step
-        started = time.perf_counter()
         if status != "success":
             return self.agent_step_failed(thread, frame, step, pending, error or f"the agent reported status {status!r}")
         verdict = accept_result(step, result)
@@ -214,7 +212,8 @@ class StepExecution:
                         {"problem": verdict.problem, "attempt": pending.attempts})
             if pending.attempts >= limit:
                 return self.agent_step_failed(thread, frame, step, pending,
-                                              f"no valid answer after {limit} attempts: {verdict.problem}")
+                                              f"no valid answer after {limit} attempts: {verdict.problem}",
+                                              rejected=True)
             pending.step = reissued(pending.step or {}, verdict.problem, pending.attempts, limit)
             return Completion(False, verdict.problem, public(pending.step), advance=False)
         try:
@@ -223,28 +222,31 @@ class StepExecution:
             thread.pending = None
             self.fail(thread, pending.step_id, str(exc))
             return Completion(True)
-        self.finish_pending(thread, frame, pending, started)
+        self.finish_pending(thread, frame, pending)
         return Completion(True)
 
     def agent_step_failed(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, pending: Pending,
-                          message: str) -> Completion:
+                          message: str, rejected: bool = False) -> Completion:
+        """The step failed (reported failed, or no valid answer in `max_attempts`): apply its
+        `on_error`. The completion is unsuccessful when the agent's last answer was rejected."""
         thread.pending = None
+        outcome = Completion(not rejected, message if rejected else None)
         if getattr(step, "on_error", "fail") == "continue":
             try:
                 self.store_failure(thread, frame, step, pending.step_id, message)
             except StepFailed as exc:
                 self.fail(thread, pending.step_id, str(exc))
-                return Completion(True)
-            self.finish_pending(thread, frame, pending, None)
-            return Completion(True)
+                return outcome
+            self.finish_pending(thread, frame, pending, "failed")
+            return outcome
         self.fail(thread, pending.step_id, f"step {pending.step_id} failed: {message}")
-        return Completion(True)
+        return outcome
 
     def finish_pending(self: "WorkflowRun", thread: Thread, frame: Frame, pending: Pending,
-                       started: float | None) -> None:
+                       status: str = "success") -> None:
         thread.pending = None
         thread.remember_completed(pending.step_id)
         frame.pc += 1
         self.record("step_completed", pending.step_id, self.task_of(thread),
-                    {"type": (pending.step or {}).get("type"), "status": "success",
+                    {"type": (pending.step or {}).get("type"), "status": status,
                      "attempts": pending.attempts + 1})

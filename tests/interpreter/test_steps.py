@@ -51,9 +51,11 @@ def test_user_input_exhausting_attempts_fails_the_workflow(start):
     for answer in ("x", "y"):
         assert driver.complete(None, "choose", result=answer).success is False
     last = driver.complete(None, "choose", result="z")
-    assert last.status == "failed"
+    assert last.success is False  # the last answer was rejected too
+    assert last.status == "failed" and last.next_step is None
     assert "no valid answer after 3 attempts" in last.error
-    assert driver.next_step().error == last.error
+    after = driver.next_step()
+    assert after.status == "failed" and after.error == "step choose failed: " + last.error
 
 
 def _shell_workflow(on_error: str, extra: str = "") -> str:
