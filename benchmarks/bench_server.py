@@ -10,7 +10,8 @@ A. server time per step, in process (`WorkflowService.next_step` + `step_complet
 B. `workflow_get_next_step` round trip over stdio vs trivial tools: `workflow_list
    (include_global=false)` on the same server, and a bare MCPServer's no-op tool
    (`benchmarks/minimal_server.py`), interleaved call by call.
-C. stdio start → first `tools/list` answer vs the bare MCPServer, alternating runs.
+C. stdio start → first `tools/list` answer vs the bare MCPServer, alternating runs (and the
+   same server started without the CLI module, to show what the CLI's imports cost).
 D. RSS of a server process with 100 live instances (VmRSS from /proc) vs just started.
 E. tool calls for standards:fix with an economical agent vs the seed protocol, against
    the budget N + T + 2.
@@ -333,8 +334,11 @@ def bench_startup(workdir: Path, rounds: int) -> dict[str, Any]:
     home = workdir / "home-start"
     home.mkdir(exist_ok=True)
     store = workdir / "start.sqlite3"
-    times: dict[str, list[float]] = {"aromcp-workflows": [], "bare MCPServer": []}
-    commands = {"aromcp-workflows": our_command(project, store), "bare MCPServer": minimal_command()}
+    direct = [PYTHON, "-c", "import sys; from aromcp_workflows.server import serve; "
+              "serve(project_dir=sys.argv[1], store=sys.argv[2])", str(project), str(store)]
+    commands = {"aromcp-workflows": our_command(project, store), "bare MCPServer": minimal_command(),
+                "server.serve() without the CLI": direct}
+    times: dict[str, list[float]] = {label: [] for label in commands}
     for n in range(rounds + 1):
         for label, command in commands.items():
             server = SyncStdio(command, server_env(home, store), project)
@@ -521,7 +525,7 @@ def main() -> None:
             ref = result["bare MCPServer"]
             print(f"\nC. spawn -> first tools/list answer (median of {args.rounds})")
             for key, value in result.items():
-                print(f"  {key:18s} {value:7.1f} ms  ({value / ref:.2f} x bare)")
+                print(f"  {key:32s} {value:7.1f} ms  ({value / ref:.2f} x bare)")
         if "D" in sections:
             result = bench_rss(workdir, args.instances)
             figures["D RSS"] = result
