@@ -290,6 +290,8 @@ def test_mermaid_parser_accepts_every_graph(tmp_path: Path) -> None:
     path.write_text(textwrap.dedent(HOSTILE), encoding="utf-8")
     diagrams = [mermaid_flowchart(load(t)) for t in SHIPPED + [str(p) for p in EXAMPLES]]
     diagrams.append(mermaid_flowchart(load(str(path), tmp_path, tmp_path)))
+    docs = (REPO / "docs" / "debugging.md").read_text(encoding="utf-8")
+    diagrams.extend(re.findall(r"```mermaid\n(.*?)```", docs, re.DOTALL))  # the sample in the docs
     diagrams.append('flowchart TD\n  n1["broken"label"]\n')  # proves the parser can say no
     results = mermaid_parse(diagrams)
     assert [r["ok"] for r in results] == [True] * (len(diagrams) - 1) + [False], results
