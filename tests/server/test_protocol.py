@@ -700,3 +700,46 @@ async def test_include_then_failure_handler_messages_arrive_with_the_failure(tmp
         state = (await ok(client, "workflow_state_read", {"workflow_id": workflow_id}))["state"]
         assert state["child_result"]["greeting"] == "did: greet bob"
         assert [e["step_id"] for e in state["errors"]] == ["boom"]
+
+
+TASK_MESSAGES = """
+name: task-messages
+steps:
+  - type: user_message
+    message: "main start"
+  - id: pf
+    type: parallel_foreach
+    items: "{{ ['a', 'b'] }}"
+    sub_agent_task: t
+  - type: user_message
+    message: "main end"
+sub_agent_tasks:
+  t:
+    steps:
+      - type: user_message
+        message: "task {{ item }} begins"
+      - id: q
+        type: agent_prompt
+        prompt: "do {{ item }}"
+      - type: user_message
+        message: "task {{ item }} ends"
+"""
+
+
+@pytest.mark.parametrize("economical", [True, False], ids=["economical", "seed"])
+async def test_messages_of_sub_agent_tasks_arrive_once_with_the_tasks_answers(tmp_path, home, economical):
+    from aromcp_workflows.server import build_server
+    from aromcp_workflows.service import WorkflowService
+
+    project = make_project(tmp_path / "p", {"task-messages": TASK_MESSAGES})
+    server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=home))
+    async with Client(server, mode="legacy") as client:
+        workflow_id = await start(client, "task-messages")
+        agent = ProtocolAgent(client, workflow_id, economical=economical)
+        await agent.run()
+    messages = agent.log.messages
+    assert messages[0] == "main start" and messages[-1] == "main end"
+    assert sorted(messages[1:-1]) == ["task a begins", "task a ends", "task b begins", "task b ends"]
+    for item in "ab":
+        assert messages.index(f"task {item} begins") < messages.index(f"task {item} ends")
+    assert "user_message" not in {kind for _, kind, _ in agent.log.steps}
