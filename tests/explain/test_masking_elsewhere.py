@@ -1,0 +1,59 @@
+"""Secrets outside traces and debug output: places where a user sees a secret value
+printed although the masker exists.  These pin known gaps in other modules (xfail) so
+they show up as fixed (XPASS) the day they are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from explain_helpers import Project
+from test_cli_real_store import cli
+from test_inspect import TOKEN
+
+LEAKY = """
+name: "test:leaky"
+inputs:
+  api_token: {type: string, required: true}
+steps:
+  - id: boom
+    type: shell_command
+    command: "echo 'auth failed for {{ inputs.api_token }}' >&2; exit 4"
+"""
+
+
+@pytest.fixture
+def failed(project: Project, service: Any) -> str:
+    project.put("test:leaky", LEAKY)
+    workflow_id = service.start("test:leaky", {"api_token": TOKEN})["workflow_id"]
+    assert service.next_step(workflow_id)["status"] == "failed"
+    return str(workflow_id)
+
+
+def test_debug_masks_a_secret_in_the_failure_message(service: Any, failed: str) -> None:
+    info = service.debug_info(failed)
+    assert info["error"] == "step boom failed: command exited with code 4: auth failed for ***"
+    assert TOKEN not in str(info)
+
+
+@pytest.mark.xfail(reason="service.py WorkflowService.status (and next_step's `error`, and the CLI `status` "
+                          "command) return run.error unmasked: a failing command's stderr that echoes an "
+                          "api_token is shown as is; debug_info masks the same text", strict=False)
+def test_status_masks_a_secret_in_the_failure_message(service: Any, failed: str) -> None:
+    assert TOKEN not in str(service.status(failed))
+
+
+@pytest.mark.xfail(reason="runner_report.py: `aromcp-workflows run` prints the final state (inputs.api_token, "
+                          "raw.db_password and computed values holding them) without masking", strict=False)
+def test_runner_final_state_masks_secrets(project: Project) -> None:
+    project.put("test:echo", """
+        name: "test:echo"
+        inputs:
+          api_token: {type: string, required: true}
+        steps:
+          - type: user_message
+            message: "hello"
+        """)
+    done = cli(project, "run", "test:echo", "--input", f"api_token={TOKEN}", "--store", str(project.store))
+    assert done.returncode == 0, done.stderr[-500:]
+    assert TOKEN not in done.stdout + done.stderr
