@@ -1,7 +1,7 @@
 """Crash and restart over real stdio: nothing lost, nothing applied twice.
 
 A 30-step workflow (a while loop with a guarded break, a foreach with a conditional, a
-server-side shell command, and a `parallel_foreach` of 5 tasks in batches of 3, each with
+server-side shell command (killed in the middle of it in one case: it runs again), and a `parallel_foreach` of 5 tasks in batches of 3, each with
 its own foreach) is driven by a scripted agent against a server subprocess.  The server
 is SIGKILLed at chosen tool-call counts — between calls, with a call in flight, and after
 the server answered a `step_complete` whose answer the agent never got (it sends the same
@@ -71,7 +71,7 @@ steps:
         value: "s2"
   - id: sh1
     type: shell_command
-    command: "echo shell-ok"
+    command: "sleep 0.3; echo shell-ok"
     state_update:
       path: raw.shell_out
   - id: w
@@ -223,6 +223,7 @@ class Crash:
     inflight: bool  # ... has been sent (True) or answered (False)
     lost: bool = False  # answered by the server, but the answer never reaches the agent, which
     #                     sends the same call again after the restart (a retrying client)
+    delay: float | None = None  # in flight: kill this long after sending (default: 0-5 ms)
 
 
 class LostAnswer(ServerGone):
@@ -263,7 +264,7 @@ class CrashingAgent:
         try:
             future = await server.send_request("tools/call", {"name": tool, "arguments": args})
             if crash is not None and crash.inflight:
-                await asyncio.sleep(self.rng.choice([0, 0.001, 0.005]))
+                await asyncio.sleep(crash.delay if crash.delay is not None else self.rng.choice([0, 0.001, 0.005]))
                 await self.crash(server)
             message = await asyncio.wait_for(future, 60)
             if crash is not None and crash.lost:
@@ -388,6 +389,7 @@ CASES = {
     "mid-parallel-inflight": [Crash(21, inflight=True)],
     "second-batch": [Crash(30, inflight=True)],
     "several": [Crash(2, inflight=True), Crash(14, inflight=False), Crash(24, inflight=True)],
+    "mid-shell-command": [Crash(2, inflight=True, delay=0.15)],
     "lost-answer-mid-while": [Crash(4, inflight=False, lost=True)],
     "lost-answer-mid-foreach": [Crash(8, inflight=False, lost=True)],
 }
@@ -399,6 +401,7 @@ PHASES = {  # where each case's crash must land (what was pending at that moment
     "mid-parallel-inflight": lambda p: p.get("main", "").startswith("pf") and len(p) > 1,
     "second-batch": lambda p: p.get("main") == "pf.batch2" and len(p) > 1,
     "several": lambda p: p.get("main", "").startswith("pf") and len(p) > 1,
+    "mid-shell-command": lambda p: p.get("main") == "a1",
     "lost-answer-mid-while": lambda p: p.get("main", "").startswith("w.wa#"),
     "lost-answer-mid-foreach": lambda p: p.get("main", "").startswith("fe.fa#"),
 }
@@ -417,6 +420,13 @@ async def test_sigkill_and_restart_loses_nothing_and_repeats_nothing(tmp_path_fa
     assert normalized(state) == normalized(reference)
     if not all(c.inflight or c.lost for c in CASES[case]):
         assert agent.redelivered, "at least one thread was waiting on a step when the server died"
+    if case == "mid-shell-command":  # the kill landed during the command: it was started twice
+        from aromcp_workflows.store import open_store
+
+        store = open_store(agent.root / "store.sqlite3")
+        starts = [e for e in store.history(agent.workflow_id, kinds=["step_started"]) if e.step_id == "sh1"]
+        store.close()
+        assert len(starts) == 2, starts
     if any(c.lost for c in CASES[case]):
         # the step was completed before the crash: completing it again is harmless (and applied once,
         # which check_exact verified above)
