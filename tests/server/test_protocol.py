@@ -9,6 +9,7 @@ reads) and, for failures, on `isError` plus the text of the message.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -743,3 +744,38 @@ async def test_messages_of_sub_agent_tasks_arrive_once_with_the_tasks_answers(tm
     for item in "ab":
         assert messages.index(f"task {item} begins") < messages.index(f"task {item} ends")
     assert "user_message" not in {kind for _, kind, _ in agent.log.steps}
+
+
+RUNAWAY = """
+name: runaway
+default_state:
+  raw:
+    x: 0
+state_schema:
+  computed:
+    spin:
+      from: raw.x
+      transform: "{ while (input > 0) {} return input; }"
+steps:
+  - id: ask
+    type: agent_prompt
+    prompt: "x"
+"""
+
+
+async def test_runaway_computed_field_refuses_the_update_within_its_timeout(tmp_path, home):
+    from aromcp_workflows.server import build_server
+    from aromcp_workflows.service import WorkflowService
+
+    project = make_project(tmp_path / "p", {"runaway": RUNAWAY})
+    server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=home))
+    async with Client(server, mode="legacy") as client:
+        workflow_id = await start(client, "runaway")
+        began = time.perf_counter()
+        text = await fails(client, "workflow_state_update", {"workflow_id": workflow_id,
+                                                             "updates": [{"path": "raw.x", "value": 1}]})
+        assert time.perf_counter() - began < 5
+        assert "spin" in text and "timed out" in text, text
+        state = (await ok(client, "workflow_state_read", {"workflow_id": workflow_id}))["state"]
+        assert state["x"] == 0 and state["spin"] == 0, "the refused batch changed nothing"
+        assert (await next_step(client, workflow_id))["step"]["id"] == "ask", "the server keeps serving"
