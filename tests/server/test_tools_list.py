@@ -171,3 +171,32 @@ async def test_unknown_workflow_resource_error_says_where_it_looked(server):
         with pytest.raises(MCPError) as caught:
             await client.read_resource("workflow://nope")
     assert "not found" in str(caught.value) and "looked in" in str(caught.value)
+
+
+@pytest.mark.parametrize("tool", sorted(t for t, args in ARGUMENTS.items() if any(a.endswith("*") for a in args)))
+async def test_missing_required_arguments_are_tool_errors_naming_them(tool):
+    from aromcp_workflows.server import build_server
+
+    server = build_server(lambda: pytest.fail("arguments are checked before the service is built"))
+    async with Client(server, mode="legacy") as client:
+        result = await client.call_tool(tool, {})
+    assert result.is_error
+    text = result.content[0].text
+    for name in (a.rstrip("*") for a in ARGUMENTS[tool] if a.endswith("*")):
+        assert name in text, (tool, text)
+
+
+@pytest.mark.parametrize("tool,args,word", [
+    ("workflow_list", {"include_global": "maybe"}, "include_global"),
+    ("workflow_state_update", {"workflow_id": "wf_x", "updates": "raw.a=1"}, "updates"),
+    ("workflow_step_complete", {"workflow_id": "wf_x", "step_id": "s", "status": "done"}, "status"),
+    ("workflow_complete", {"workflow_id": "wf_x", "status": "bogus"}, "status"),
+    ("workflow_start", {"workflow": "x", "inputs": ["a"]}, "inputs"),
+])
+async def test_wrongly_typed_arguments_are_tool_errors_naming_them(tool, args, word):
+    from aromcp_workflows.server import build_server
+
+    server = build_server(lambda: pytest.fail("arguments are checked before the service is built"))
+    async with Client(server, mode="auto") as client:
+        result = await client.call_tool(tool, args)
+    assert result.is_error and word in result.content[0].text
