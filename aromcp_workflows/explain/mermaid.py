@@ -78,7 +78,29 @@ def mermaid_flowchart(definition: WorkflowDefinition) -> str:
     graph.link(tails, end)
     for node in graph.exits[0]:
         graph.edge(node, end)
+    if definition.error_handling.on_failure:
+        _draw_handler(graph, "on_failure", "on failure: when a step fails", "workflow failed",
+                      definition.error_handling.on_failure, None)
     return "flowchart TD\n" + "\n".join(graph.lines) + "\n"
+
+
+def _draw_handler(graph: _Graph, key: str, title: str, trigger: str, steps: list[Any], source: str | None) -> None:
+    """Error-handling steps (`on_failure`, a task's `cleanup_on_error`) in their own
+    subgraph, entered by a dotted edge: they run only when something failed."""
+    block = f"{_safe(key)}_{graph.count}"
+    graph.lines.append(f'  subgraph {block}["{escape_label(title)}"]')
+    outer_loops, graph.loops = graph.loops, []
+    graph.exits.append([])
+    entry = graph.node(trigger, "round")
+    tails = _steps(graph, steps, [(entry, None)])
+    done = graph.node("handled", "round")
+    graph.link(tails, done)
+    for node in graph.exits.pop():
+        graph.edge(node, done)
+    graph.loops = outer_loops
+    graph.lines.append("  end")
+    if source is not None:
+        graph.edge(source, entry, "on error", dotted=True)
 
 
 def _steps(graph: _Graph, steps: list[Any], tails: list[Tail], label: str | None = None) -> list[Tail]:
@@ -155,7 +177,8 @@ def _draw_parallel(graph: _Graph, step: ParallelForeachStep, local: str, tails: 
         graph.edge(fan, join, f"unknown task {step.sub_agent_task}")
         return [(join, None)]
     start = len(graph.lines)
-    graph.lines.append(f'  subgraph task_{_safe(step.sub_agent_task)}_{graph.count}'
+    block_id = f"task_{_safe(step.sub_agent_task)}_{graph.count}"
+    graph.lines.append(f'  subgraph {block_id}'
                        f'["{escape_label("sub-agent task: " + step.sub_agent_task)}"]')
     outer_loops, graph.loops = graph.loops, []  # break/continue never cross into a task
     graph.exits.append([])
@@ -170,6 +193,9 @@ def _draw_parallel(graph: _Graph, step: ParallelForeachStep, local: str, tails: 
     graph.link(task_tails, join)
     for node in task_exits:
         graph.edge(node, join)
+    if task.error_handling.cleanup_on_error:
+        _draw_handler(graph, f"cleanup_{step.sub_agent_task}", f"cleanup on error: {step.sub_agent_task}",
+                      "task failed", task.error_handling.cleanup_on_error, block_id)
     return [(join, None)]
 
 

@@ -181,6 +181,12 @@ def test_standards_fix_structure() -> None:
     assert decl[label_of(text, "get_hints")].endswith('/]')
     assert decl[label_of(text, "announce:")].startswith(f'{label_of(text, "announce:")}>"')
     assert decl[label_of(text, "detect_files")].endswith('"]')
+    # the task's cleanup_on_error steps: their own subgraph, entered from the task's by a dotted edge
+    cleanup = re.search(r'subgraph (cleanup_fix_batch_\d+)\["cleanup on error: fix_batch"\]\n(.*?)\n  end\n', text, re.DOTALL)
+    assert cleanup is not None
+    failed = label_of(text, '(["task failed"])')
+    assert f"  {block.group(1)} -.->|on error| {failed}\n" in text
+    assert label_of(text, "state_update raw.batch_status.{{ task.batch…") in re.findall(r"\b(n\d+)\b", cleanup.group(2))
     # `exit` leads to the end
     end = label_of(text, '(["end"])')
     assert (label_of(text, '(["exit"])'), end, None, False) in all_edges
@@ -248,6 +254,18 @@ def test_hostile_labels_are_escaped(hostile: str) -> None:
 ])
 def test_escape_label(text: str, expected: str) -> None:
     assert escape_label(text) == expected
+
+
+def test_on_failure_steps_get_their_own_subgraph() -> None:
+    text = mermaid_flowchart(load(str(REPO / "examples" / "examples:error-handling.yaml")))
+    block = re.search(r'subgraph on_failure_\d+\["on failure: when a step fails"\]\n(.*?)\n  end\n', text, re.DOTALL)
+    assert block is not None
+    inside = set(re.findall(r"\b(n\d+)\b", block.group(1)))
+    entry, done = label_of(text, '(["workflow failed"])'), label_of(text, '(["handled"])')
+    assert entry in inside and done in inside
+    message = label_of(text, "message Workflow failed")
+    assert any(e[0] == message and e[1] == done for e in edges(text))
+    assert label_of(text, "start: examples:error-handling") not in inside
 
 
 def test_long_labels_are_cut() -> None:
