@@ -66,15 +66,15 @@ def _step_types(run: Any) -> dict[str, str]:
     """Step id -> step type, from the compiled programs (history events of skipped and
     server-side steps do not carry the type)."""
     from aromcp_workflows.interpreter.compiler import programs_for
+    from aromcp_workflows.interpreter.program import LoopEnter, Run
 
     types: dict[str, str] = {}
     for loaded in run.bundle.workflows.values():
         for program in programs_for(loaded.definition).programs.values():
             for ins in program.instructions:
-                step = getattr(ins, "step", None)
-                if step is not None:
-                    types.setdefault(ins.step_id, step.type)
-                elif type(ins).__name__ == "LoopEnter":
+                if isinstance(ins, Run):
+                    types.setdefault(ins.step_id, str(ins.step.type))
+                elif isinstance(ins, LoopEnter):
                     types.setdefault(ins.step_id, ins.kind)
     return types
 
@@ -119,10 +119,9 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
         elif event.kind == "state_changed" and event.step_id and key not in open_steps and key not in last:
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success"})
         elif event.kind in ("step_error", "error") and event.step_id:
-            entry = open_steps.pop(key, None) or last.get(key) or add(key, {**base, "started_at": event.timestamp})
+            entry = open_steps.pop(key, {}) or last.get(key) or add(key, {**base, "started_at": event.timestamp})
             entry.update(status="failed", error=event.data.get("message"))
-            entry.setdefault("completed_at", event.timestamp)
-            entry["completed_at"] = entry["completed_at"] or event.timestamp
+            entry["completed_at"] = entry.get("completed_at") or event.timestamp
             if event.data.get("handled"):
                 entry["handled"] = event.data["handled"]
     return history
@@ -145,7 +144,8 @@ def _performance(events: list[Any]) -> dict[str, Any]:
         if event.kind == "transform_trace" and event.data.get("duration_ms") is not None:
             durations[str(event.data.get("field"))].append(float(event.data["duration_ms"]))
     every = [d for values in durations.values() for d in values]
-    slowest = sorted(({"field": f, "avg_ms": round(sum(v) / len(v), 3), "count": len(v)}
-                      for f, v in durations.items()), key=lambda r: -r["avg_ms"])
+    slowest: list[dict[str, Any]] = sorted(
+        ({"field": f, "avg_ms": round(sum(v) / len(v), 3), "count": len(v)} for f, v in durations.items()),
+        key=lambda r: -float(r["avg_ms"]))
     return {"avg_transformation_time": round(sum(every) / len(every), 3) if every else 0.0,
             "slowest_transformations": slowest[:5]}

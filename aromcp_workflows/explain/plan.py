@@ -145,7 +145,7 @@ def _earlier_writes(entries: list[_Entry], position: int) -> list[Write]:
 
     tasks_run = {e.step.sub_agent_task for i, e in enumerate(entries)
                  if isinstance(e.step, ParallelForeachStep) and before(i, e)}
-    writes = []
+    writes: list[Write] = []
     for i, entry in enumerate(entries):
         task = entry.section.partition(":")[2] if entry.section.startswith(("task:", "cleanup:")) else None
         if before(i, entry) or task in tasks_run:
