@@ -7,8 +7,11 @@ headless `runner`, `WorkflowService` and `integrations.claude`.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +163,19 @@ def parse_inputs(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
+def _pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`aromcp-workflows explain X | head` is normal use: a reader that stops early is not
+    an error worth a traceback."""
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return 0
+    return run
+
+
 def _call(action: Any) -> Any:
     """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
     from aromcp_workflows.instances import ServiceError
@@ -172,6 +188,7 @@ def _call(action: Any) -> Any:
         raise SystemExit(1) from None
 
 
+@_pipe_safe
 def cmd_explain(args: argparse.Namespace) -> int:
     plan = _call(lambda: _service(args).explain_plan(args.workflow, parse_inputs(args.input)))
     if args.json:
@@ -210,6 +227,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+@_pipe_safe
 def cmd_graph(args: argparse.Namespace) -> int:
     from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
     from aromcp_workflows.explain.mermaid import mermaid_flowchart
@@ -219,6 +237,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+@_pipe_safe
 def cmd_trace(args: argparse.Namespace) -> int:
     data = _call(lambda: _service(args).trace_transformations(args.workflow_id, args.field, True))
     if args.json:
@@ -238,6 +257,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+@_pipe_safe
 def cmd_debug(args: argparse.Namespace) -> int:
     data = _call(lambda: _service(args).debug_info(args.workflow_id))
     if args.json:
