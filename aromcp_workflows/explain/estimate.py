@@ -76,6 +76,10 @@ def _reads(items: Any, state: StateStore) -> list[list[str]] | None:
 def _paths_of(name: str, keys: frozenset[str] | None, state: StateStore) -> list[list[str]]:
     if name == "inputs":
         return []
+    if name == "this":  # `this.x` is the flattened `x`
+        if keys is None:
+            return [["raw"], ["state"]]
+        return [p for k in keys for p in _paths_of(k, None, state)]
     if name in ("raw", "state"):
         return [[name, k] for k in keys] if keys is not None else [[name]]
     if name == "computed":

@@ -146,6 +146,14 @@ steps:
     type: parallel_foreach
     items: "{{ late }}"
     sub_agent_task: t
+  - id: via_this
+    type: parallel_foreach
+    items: "{{ this.early }}"
+    sub_agent_task: t
+  - id: via_tier
+    type: parallel_foreach
+    items: "{{ computed.pairs.concat(raw.late) }}"
+    sub_agent_task: t
   - id: touched_by_task
     type: parallel_foreach
     items: "{{ raw.fixed }}"
@@ -204,6 +212,8 @@ def test_estimate_is_unknown_when_an_earlier_step_writes_what_items_read(estimat
     assert estimates["after_write"].startswith("unknown:")
     assert "raw.early (by write_early)" in estimates["after_write"]
     assert estimates["written_later"] == 2  # raw.late is written only after it (outside its loop)
+    assert "raw.early (by write_early)" in estimates["via_this"]
+    assert estimates["via_tier"] == 4  # pairs (a, c) + late (1, 2): nothing earlier writes them
 
 
 def test_estimate_counts_writes_of_tasks_that_ran_before(estimates: dict[str, Any]) -> None:
