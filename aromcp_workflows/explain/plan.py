@@ -44,8 +44,15 @@ class _Entry:
 
 @dataclass
 class _Walk:
-    workflow: str
+    """Collects plan entries.  An `include_workflow` step's child steps are listed right
+    after it with the ids the agent will see (`run_checks.check_lint.lint`), under the
+    include's conditions and loops; the child's state is its own, so they are kept out
+    of the parent's sub-agent estimates (section `include:<name>`)."""
+
+    definitions: dict[str, WorkflowDefinition]
     entries: list[_Entry] = field(default_factory=list)
+    included: set[str] = field(default_factory=set)
+    _including: list[str] = field(default_factory=list)
 
     def steps(self, step_list: list[Any], section: str, label: str, prefix: str = "", branch: str = "",
               conditions: tuple[str, ...] = (), loops: tuple[str, ...] = (),
@@ -69,6 +76,8 @@ class _Walk:
             if isinstance(step, ParallelForeachStep):
                 data.update(sub_agent_task=step.sub_agent_task, max_parallel=step.max_parallel, items=step.items)
             self.entries.append(_Entry(data, section, loop_ids, step))
+            if isinstance(step, IncludeWorkflowStep):
+                self._include(step.workflow, label, f"{qid}.", guards, loops, loop_ids)
             inner: dict[str, Any] = {"section": section, "label": label, "prefix": f"{qid}."}
             if isinstance(step, ConditionalStep):
                 self.steps(step.then, **inner, branch="then_", conditions=(*guards, f"if {step.condition}"),
@@ -82,9 +91,21 @@ class _Walk:
                 self.steps(step.steps, **inner, conditions=guards, loop_ids=(*loop_ids, qid),
                            loops=(*loops, f"foreach {step.items}"))
 
-    def definition(self, definition: WorkflowDefinition, label: str) -> None:
+    def _include(self, name: str, label: str, prefix: str, conditions: tuple[str, ...], loops: tuple[str, ...],
+                 loop_ids: tuple[str, ...]) -> None:
+        child = self.definitions.get(name)
+        if child is None or name in self._including:  # unknown or circular: validation reports it
+            return
+        self.included.add(name)
+        self._including.append(name)
+        self.steps(child.steps, f"include:{name}", label, prefix, conditions=conditions, loops=loops,
+                   loop_ids=loop_ids)
+        self._including.pop()
+
+    def definition(self, definition: WorkflowDefinition, label: str, main_steps: bool = True) -> None:
         """Every step list of one workflow: main, on_failure, each task and its cleanup."""
-        self.steps(definition.steps, "main", label)
+        if main_steps:
+            self.steps(definition.steps, "main", label)
         for task_name, task in definition.sub_agent_tasks.items():
             self.steps(task.steps, f"task:{task_name}", f"{label}task {task_name}: ")
             self.steps(task.error_handling.cleanup_on_error, f"cleanup:{task_name}",
@@ -97,25 +118,25 @@ def explain_plan(bundle: WorkflowBundle, inputs: dict[str, Any], engine: Any) ->
     `state_paths_written` and per-step detail).  Bad inputs raise `InputError`."""
     main = bundle.main.definition
     state = _start_state(main, inputs, engine)
-    walk = _Walk(main.name)
+    walk = _Walk({name: loaded.definition for name, loaded in bundle.workflows.items()})
     walk.definition(main, "")
     main_entries = list(walk.entries)
     for name, loaded in bundle.workflows.items():
-        if name != main.name:
-            walk.definition(loaded.definition, f"[{name}] ")
+        if name != main.name:  # tasks and handlers of other workflows; their main steps if not included
+            walk.definition(loaded.definition, f"[{name}] ", main_steps=name not in walk.included)
     by_step: dict[str, int | str] = {}
     per_iteration = False
     for position, entry in enumerate(main_entries):
         if isinstance(entry.step, ParallelForeachStep):
-            usable = state if entry.section == "main" else None
-            guess = estimate(entry.step.items, usable, engine, _earlier_writes(main_entries, position))
+            guess = estimate(entry.step.items, state, engine, _earlier_writes(main_entries, position)) \
+                if entry.section == "main" else _not_estimated(entry.section)
             entry.data["estimated_sub_agents"] = by_step[entry.data["step_id"]] = guess
             if entry.loop_ids:
                 entry.data["estimate_note"] = "per iteration of " + ", ".join(entry.loop_ids)
                 per_iteration = True
     for entry in walk.entries[len(main_entries):]:
         if isinstance(entry.step, ParallelForeachStep):
-            guess = "unknown: in an included workflow, its state exists only at run time"
+            guess = _not_estimated("include:")
             entry.data["estimated_sub_agents"] = by_step[entry.data["step_id"]] = guess
     for entry in walk.entries:
         entry.data.pop("items", None)
@@ -132,6 +153,14 @@ def explain_plan(bundle: WorkflowBundle, inputs: dict[str, Any], engine: Any) ->
                            if len(program.instructions)}
                     for name, d in ((n, w.definition) for n, w in bundle.workflows.items())},
     }
+
+
+def _not_estimated(section: str) -> str:
+    if section.startswith("include:"):
+        return "unknown: in an included workflow, whose state exists only at run time"
+    if section == "on_failure":
+        return "unknown: runs only after a failure"
+    return "unknown: started from a sub-agent task, known only at run time"
 
 
 def _earlier_writes(entries: list[_Entry], position: int) -> list[Write]:
