@@ -42,6 +42,16 @@ def test_a_call_holding_the_instance_during_a_rollback_cannot_undo_it(tmp_path: 
     assert state == {"raw.n": 0}, "the rollback was undone by a call that started before it"
 
 
+async def command_started(project: Path) -> None:
+    import asyncio
+
+    for _ in range(400):
+        if (project / "started.flag").exists():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the shell command never started")
+
+
 SHELL_IN_TASK = """
 name: shell-in-task
 default_state:
@@ -57,7 +67,7 @@ sub_agent_tasks:
     steps:
       - id: sh
         type: shell_command
-        command: "sleep 1; echo ran >> runs.log; echo ran"
+        command: "touch started.flag; sleep 1; echo ran >> runs.log; echo ran"
         state_update:
           path: raw.runs
           operation: append
@@ -94,7 +104,7 @@ async def test_resume_during_a_running_shell_command_does_not_run_it_twice(tmp_p
             return await client.call_tool("workflow_get_next_step", task)
 
         async def orchestrator_resumes() -> Any:
-            await asyncio.sleep(0.3)  # the command is running
+            await command_started(project)
             await ok(client, "workflow_resume", {"workflow_id": workflow_id})
             return await client.call_tool("workflow_get_next_step", task)  # a second puller of the task
 
@@ -131,7 +141,7 @@ async def test_a_write_from_another_server_during_a_shell_command_does_not_rerun
         task = {"workflow_id": workflow_id, "task_id": step["definition"]["tasks"][0]["task_id"]}
 
         async def elsewhere() -> Any:
-            await asyncio.sleep(0.3)  # the command is running in server one
+            await command_started(project)  # the command is running in server one
             await ok(two, "workflow_state_update", {"workflow_id": workflow_id,
                                                     "updates": [{"path": "raw.note", "value": "from two"}]})
             return await one.call_tool("workflow_get_next_step", task)
