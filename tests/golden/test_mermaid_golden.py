@@ -7,9 +7,10 @@ Three layers, from always-on to best-effort:
 - structural assertions on the Mermaid text for every construct (diamonds, hexagon loops
   with dotted back edges, `break`/`continue`, `when` guards, parallel fan-out into a
   subgraph) and for hostile labels, for every shipped workflow and example;
-- when a Mermaid installation is available (`MERMAID_NODE_MODULES` pointing at a
-  `node_modules` with `mermaid` and `jsdom`), every graph is parsed by Mermaid's own
-  parser, and with `@mermaid-js/mermaid-cli` plus a Chromium also rendered to SVG.
+- when a Mermaid installation is available (`npm install --prefix tests/golden mermaid
+  jsdom`, or `MERMAID_NODE_MODULES` pointing at a `node_modules` with both), every graph
+  is parsed by Mermaid's own parser, and with `@mermaid-js/mermaid-cli` plus a Chromium
+  (`PUPPETEER_SKIP_DOWNLOAD=1`, `apt-get install chromium`) also rendered to SVG.
   Without them those tests skip, saying how to enable them.
 """
 
@@ -286,18 +287,20 @@ def test_every_shipped_workflow_and_example_draws(target: str) -> None:
 
 # -- Mermaid's own parser and renderer, when installed -----------------------------------
 def _modules() -> Path | None:
-    value = os.environ.get("MERMAID_NODE_MODULES")
-    if not value or shutil.which("node") is None:
+    """MERMAID_NODE_MODULES, else `tests/golden/node_modules` (from
+    `npm install --prefix tests/golden mermaid jsdom`), if it holds mermaid and jsdom."""
+    if shutil.which("node") is None:
         return None
-    path = Path(value)
+    value = os.environ.get("MERMAID_NODE_MODULES")
+    path = Path(value) if value else Path(__file__).with_name("node_modules")
     return path if (path / "mermaid").is_dir() and (path / "jsdom").is_dir() else None
 
 
 def mermaid_parse(diagrams: list[str]) -> list[dict[str, object]]:
     modules = _modules()
     if modules is None:
-        pytest.skip("Mermaid parser not available: `npm install --prefix DIR mermaid jsdom` and set "
-                    "MERMAID_NODE_MODULES=DIR/node_modules (needs node)")
+        pytest.skip("Mermaid parser not available: `npm install --prefix tests/golden mermaid jsdom` (or set "
+                    "MERMAID_NODE_MODULES to a node_modules holding both; needs node)")
     done = subprocess.run(["node", str(PARSER), str(modules)], input=json.dumps(diagrams), text=True,
                           capture_output=True, timeout=60, check=True)
     return list(json.loads(done.stdout))
