@@ -55,9 +55,11 @@ async def test_http_binds_localhost_lists_tools_and_starts_a_workflow(tmp_path):
     home, store, port = tmp_path / "home", tmp_path / "store.sqlite3", free_port()
     home.mkdir()
     stderr = open(tmp_path / "http.stderr", "wb")  # noqa: ASYNC230, SIM115 - closed in finally
+    stdout = open(tmp_path / "http.stdout", "wb")  # noqa: ASYNC230, SIM115 - closed in finally
     proc = subprocess.Popen(  # noqa: ASYNC220 - started once; the test then talks to it over HTTP
         [PYTHON, *serve_args(project, store, "--http", "--port", str(port))], cwd=project,
-        env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+        env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=stdout,
+        stderr=stderr)
     try:
         wait_for_port(port, proc)
         addresses = listening_addresses(port)
@@ -81,6 +83,31 @@ async def test_http_binds_localhost_lists_tools_and_starts_a_workflow(tmp_path):
             proc.kill()
             proc.wait()
         stderr.close()
+        stdout.close()
+    assert "127.0.0.1" in (tmp_path / "http.stderr").read_text(), "start-up logging reaches stderr"
+
+
+@pytest.mark.xfail(reason="server.py serve(): in HTTP mode uvicorn's access log (a line per request) goes to STDOUT, "
+                          "at INFO even with the default AROMCP_LOG_LEVEL=WARNING: build_server never passes a "
+                          "log_level to MCPServer (whose setting defaults to INFO and configures uvicorn); logs "
+                          "should go to stderr at the configured level", strict=False)
+async def test_http_server_logs_nothing_to_stdout_at_the_default_level(tmp_path):
+    project = make_project(tmp_path / "project")
+    home, store, port = tmp_path / "home", tmp_path / "store.sqlite3", free_port()
+    home.mkdir()
+    out_path = tmp_path / "http.stdout"
+    with open(out_path, "wb") as stdout:  # noqa: ASYNC230
+        proc = subprocess.Popen(  # noqa: ASYNC220
+            [PYTHON, *serve_args(project, store, "--http", "--port", str(port))], cwd=project,
+            env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.DEVNULL)
+        try:
+            wait_for_port(port, proc)
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+                await client.list_tools()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(10)
+    assert out_path.read_bytes() == b""
 
 
 async def test_stdio_stdout_carries_only_json_rpc(tmp_path):
