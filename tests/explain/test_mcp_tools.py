@@ -118,3 +118,14 @@ async def test_server_debug_logs_do_not_contain_secrets(project: Project, tmp_pa
     text = log.read_text()
     assert "DEBUG" in text  # the level took effect
     assert TOKEN not in text and PASSWORD not in text
+
+
+async def test_load_definition_names_the_file_and_its_imports(server: Any) -> None:
+    async with Client(server, mode="legacy") as client:
+        loaded = await ok(client, "workflow_load_definition", {"workflow": "standards:check"})
+    assert loaded["name"] == "standards:check"
+    assert Path(loaded["loaded_from"]) == REPO / "workflows" / "standards:check.yaml"
+    assert {k: Path(v) for k, v in loaded["imports"].items()} == {
+        "shared:check-standards": REPO / "workflows" / "shared" / "check-standards.yaml"}
+    include = next(s for s in loaded["steps"] if s.get("type") == "include_workflow")
+    assert include["workflow"] == "shared:check-standards"
