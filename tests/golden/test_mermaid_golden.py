@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -25,6 +26,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
 from aromcp_workflows.explain.mermaid import MAX_LABEL, escape_label, mermaid_flowchart
@@ -334,3 +337,31 @@ def test_mermaid_cli_renders_standards_fix(tmp_path: Path) -> None:
                    capture_output=True, text=True, timeout=120, check=True)
     svg = out.read_text(encoding="utf-8")
     assert "<svg" in svg and "sub-agent task: fix_batch" in svg and "Syntax error" not in svg
+
+
+# -- any text at all makes a safe label -----------------------------------------------------
+NASTY = '"|`<>&#{}[]()\\/;:%\n\t —…é中🙂'
+
+
+def _safe_label(body: str) -> bool:
+    return not set(body) & set('"|`<>&\n\t') and "#" not in re.sub(r"#\w+;", "", body)
+
+
+@given(st.text(alphabet=st.sampled_from(list(NASTY) + list("abc xyz0")), max_size=120))
+@settings(max_examples=300, deadline=None)
+def test_escape_label_is_safe_for_any_text(text: str) -> None:
+    body = escape_label(text)
+    assert _safe_label(body), body
+    assert len(re.sub(r"#\w+;", "x", body)) <= MAX_LABEL
+
+
+def test_mermaid_parser_accepts_random_labels() -> None:
+    rng = random.Random(6)
+    labels = ["".join(rng.choice(NASTY + "abc ") for _ in range(rng.randint(1, 90))) for _ in range(150)]
+    lines = ["flowchart TD"]
+    for i, label in enumerate(labels):
+        lines.append(f'  n{i}["{escape_label(label)}"]')
+        if i:
+            lines.append(f'  n{i - 1} -->|"{escape_label(label)}"| n{i}')
+    [result] = mermaid_parse(["\n".join(lines) + "\n"])
+    assert result["ok"], result
