@@ -148,11 +148,21 @@ def explain_plan(bundle: WorkflowBundle, inputs: dict[str, Any], engine: Any) ->
         "steps": steps,
         "estimated_sub_agents": {"total": total, "by_step": by_step},
         "required_tools": sorted({s["mcp_method"] for s in steps if s.get("mcp_method")}),
-        "state_paths_written": sorted({p for s in steps for p in s.get("writes", [])}),
+        "state_paths_written": sorted({p for s in steps for p in s.get("writes", [])} | _handler_writes(bundle)),
         "program": {name: {key: listing(program) for key, program in programs_for(d).programs.items()
                            if len(program.instructions)}
                     for name, d in ((n, w.definition) for n, w in bundle.workflows.items())},
     }
+
+
+def _handler_writes(bundle: WorkflowBundle) -> set[str]:
+    """Paths written by error handling rather than by a step (`error_collection.state_path`)."""
+    paths = set()
+    for loaded in bundle.workflows.values():
+        collection = loaded.definition.error_handling.error_collection
+        if collection is not None and collection.enabled and collection.state_path:
+            paths.add(collection.state_path)
+    return paths
 
 
 def _not_estimated(section: str) -> str:

@@ -42,7 +42,8 @@ def test_plan_of_every_shipped_workflow_and_example(service: Any, name: str) -> 
     main_ids = {s["step_id"] for s in plan["steps"] if not re.match(r"(\[|task |on failure)", s["step_id"])}
     assert set(run_ids(plan["program"][stem]["main"])) <= main_ids
     assert plan["required_tools"] == sorted({s["mcp_method"] for s in plan["steps"] if "mcp_method" in s})
-    assert plan["state_paths_written"] == sorted({p for s in plan["steps"] for p in s.get("writes", [])})
+    assert set(plan["state_paths_written"]) >= {p for s in plan["steps"] for p in s.get("writes", [])}
+    assert plan["state_paths_written"] == sorted(plan["state_paths_written"])
     json.dumps(plan)  # JSON-safe as it is
 
 
@@ -105,6 +106,15 @@ def test_standards_check_plan_includes_the_imported_workflow(service: Any) -> No
     assert steps["run_checks.check_lint.lint"]["loops"] == ["foreach {{ inputs.files }}"]
     assert not any(i.startswith("[shared:check-standards] ") for i in steps)  # not listed twice
     assert set(plan["program"]) == {"standards:check", "shared:check-standards"}
+
+
+def test_error_handling_example_lists_the_failure_handler(service: Any) -> None:
+    plan = service.explain_plan("examples/examples:error-handling.yaml", {})
+    steps = steps_by_id(plan)
+    assert steps["on failure: on_failure.state_update_1"]["writes"] == ["raw.status"]
+    assert "raw.workflow_errors" in plan["state_paths_written"]  # error_collection.state_path
+    assert run_ids(plan["program"]["examples:error-handling"]["on_failure"]) == [
+        "on_failure.state_update_1", "on_failure.user_message_2"]
 
 
 def test_parallel_batches_estimate_follows_the_inputs(service: Any) -> None:
