@@ -200,3 +200,14 @@ async def test_wrongly_typed_arguments_are_tool_errors_naming_them(tool, args, w
     async with Client(server, mode="auto") as client:
         result = await client.call_tool(tool, args)
     assert result.is_error and word in result.content[0].text
+
+
+async def test_server_name_version_and_instructions(server):
+    from aromcp_workflows import __version__
+
+    async with Client(server, mode="legacy") as client:
+        assert client.server_info is not None
+        assert (client.server_info.name, client.server_info.version) == ("aromcp-workflows", __version__)
+        assert client.instructions and "workflow_step_complete" in client.instructions
+        assert client.server_capabilities.tools is not None and client.server_capabilities.prompts is not None
+        assert client.server_capabilities.resources is not None
