@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from aromcp_workflows.definition.loader import WorkflowBundle
-from aromcp_workflows.interpreter import Driver, WorkflowRun
+from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.store import ConflictError, HistoryEvent, InstanceRecord, Store, utc_now
 
 EngineFactory = Callable[[], Any]
@@ -33,8 +33,6 @@ class LiveInstance:
     broken: bool = False
     fingerprint: str = ""  # JSON of what was last saved, to skip saves that change nothing
 
-    def driver(self, commit: Callable[[WorkflowRun], None]) -> Driver:
-        return Driver(self.run, self.lock, commit)
 
 
 def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
@@ -130,8 +128,10 @@ class InstanceRegistry:
         except ConflictError as exc:
             live.broken = True
             raise ServiceError(
-                f"{exc} Another server process changed workflow {live.run.workflow_id}; this server "
-                "has reloaded it. Call workflow_get_next_step to see where it stands, then retry.") from None
+                f"Another server process (or a rollback) changed workflow {live.run.workflow_id} while this "
+                f"call was working on it (expected version {exc.expected_version}, found {exc.found_version}); "
+                "this call's change was not saved. Call workflow_get_next_step (or workflow_state_read) to see "
+                "where it stands now, then retry.") from None
         live.record = record
         live.fingerprint = fingerprint
 

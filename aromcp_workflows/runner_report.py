@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
+from aromcp_workflows.explain.masking import Masker, secret_values
+
 WIDTH = 110
 
 
@@ -134,7 +136,8 @@ class Printer:
         if self.quiet or outcome.workflow_id is None:
             return
         if outcome.final_state is not None:
-            state = dict(outcome.final_state)
+            masker = Masker(secret_values(outcome.final_state))  # never print tokens or passwords
+            state = masker(dict(outcome.final_state))
             inputs = state.pop("inputs", None)
             self.write("final state:" if state or inputs else "final state: (empty)")
             for key, value in state.items():

@@ -78,9 +78,10 @@ def default_service_factory(project_dir: str | None = None, store: str | None = 
     return build
 
 
-def build_server(service_factory: Callable[[], Any] | None = None) -> MCPServer:
+def build_server(service_factory: Callable[[], Any] | None = None, log_level: str = "WARNING") -> MCPServer:
     holder = ServiceHolder(service_factory or default_service_factory())
-    mcp = MCPServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS)
+    mcp = MCPServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
+                    log_level=log_level.upper())  # type: ignore[arg-type]  # also uvicorn's, in HTTP mode
 
     def call(method: str, *args: Any, **kwargs: Any) -> Any:
         from aromcp_workflows.instances import ServiceError
@@ -268,10 +269,12 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
 def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
           project_dir: str | None = None, store: str | None = None) -> None:
     """Run the server; logs go to stderr so stdout stays the protocol channel."""
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get("AROMCP_LOG_LEVEL", "WARNING"),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    server = build_server(default_service_factory(project_dir, store))
+    level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    server = build_server(default_service_factory(project_dir, store), log_level=level)
     if transport == "stdio":
         server.run()
     else:
+        print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
+              flush=True)
         server.run("streamable-http", host=host, port=port)

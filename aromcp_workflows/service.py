@@ -8,6 +8,7 @@ caller what was wrong and what to do.  Every change is saved before the method r
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from datetime import datetime, timezone
@@ -23,9 +24,10 @@ from aromcp_workflows.definition import (
 )
 from aromcp_workflows.instances import InstanceRegistry, LiveInstance, ServiceError
 from aromcp_workflows.interpreter import InputError, RunError, WorkflowRun
+from aromcp_workflows.interpreter.driver import Driver, Holder
 from aromcp_workflows.interpreter.shell import ProgressCallback
 from aromcp_workflows.state import StateError, Update
-from aromcp_workflows.store import NotFoundError, StoreError, open_store
+from aromcp_workflows.store import HistoryEvent, NotFoundError, StoreError, open_store
 
 __all__ = ["ServiceError", "WorkflowService"]
 
@@ -120,7 +122,7 @@ class WorkflowService:
         result = {"workflow_id": workflow_id, "status": answer.status, "step": answer.step,
                   "messages": answer.messages}
         if answer.error:
-            result["error"] = answer.error
+            result["error"] = self._masker(live).mask_text(answer.error)
         return result
 
     def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
@@ -203,14 +205,13 @@ class WorkflowService:
                                "workflow_resume without checkpoint_id resumes from where it stands")
         live = self._live(workflow_id)
         with live.lock:
-            record = live.record
             snap = point.snapshot
-            record.state, record.threads, record.status = snap["state"], snap["threads"], snap["status"]
-            record.current_steps, record.error = snap.get("current_steps", []), snap.get("error")
-            from aromcp_workflows.store import HistoryEvent
-
-            record.version = store.save(record, record.version, [HistoryEvent(
-                kind="rolled_back", data={"checkpoint_id": checkpoint_id})])
+            record = dataclasses.replace(live.record, state=snap["state"], threads=snap["threads"],
+                                         status=snap["status"], current_steps=snap.get("current_steps", []),
+                                         error=snap.get("error"))
+            store.save(record, live.record.version, [HistoryEvent(kind="rolled_back",
+                                                                  data={"checkpoint_id": checkpoint_id})])
+            live.broken = True  # a call still holding this instance must not save over the rollback
 
     def complete(self, workflow_id: str, status: str = "success") -> dict[str, Any]:
         mapping = {"success": "completed", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
@@ -245,7 +246,7 @@ class WorkflowService:
             result = {"workflow_id": workflow_id, "workflow": live.record.workflow, "status": run.status,
                       "current_steps": list(live.record.current_steps), "progress": progress}
             if run.error:
-                result["error"] = run.error
+                result["error"] = self._masker(live).mask_text(run.error)
             return result
 
     # -- seeing inside ----------------------------------------------------------------
@@ -282,7 +283,7 @@ class WorkflowService:
         from aromcp_workflows.explain.plan import explain_plan
 
         bundle = self._guard(lambda: load_valid_bundle(workflow, self.loader))
-        return explain_plan(bundle, inputs or {}, self.instances.engine)
+        return self._guard(lambda: explain_plan(bundle, inputs or {}, self.instances.engine))
 
     def _masker(self, live: LiveInstance) -> Any:
         from aromcp_workflows.explain.masking import Masker, secret_values
@@ -295,8 +296,17 @@ class WorkflowService:
     def _live(self, workflow_id: str) -> LiveInstance:
         return self._guard(lambda: self.instances.get(workflow_id))
 
-    def _driver(self, live: LiveInstance) -> Any:
-        return live.driver(lambda run: self.instances.commit(live))
+    def _driver(self, live: LiveInstance) -> Driver:
+        """A driver that takes the instance afresh (reloaded if another server saved) at every
+        locked stretch, so a shell command's result is applied to the current instance."""
+        workflow_id = live.run.workflow_id
+        first = [live]
+
+        def provide() -> Holder:
+            current = first.pop() if first else self._live(workflow_id)
+            return Holder(current.run, current.lock, lambda: self.instances.commit(current))
+
+        return Driver(provider=provide)
 
     def _state_key(self, live: LiveInstance, task_id: str | None) -> str:
         if task_id is None:

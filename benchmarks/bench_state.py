@@ -57,11 +57,10 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    import py_mini_racer
+    from importlib.metadata import version
 
     return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "platform": platform.platform(), "mini_racer": getattr(py_mini_racer, "__version__",
-                                                                    "0.14.1")}
+            "platform": platform.platform(), "mini_racer": version("mini-racer")}
 
 
 def rss_mb() -> float:

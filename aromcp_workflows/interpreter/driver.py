@@ -36,32 +36,58 @@ class StepCompleteAnswer:
     error: str | None = None
 
 
-class Driver:
-    """Runs the advance/shell loop for one run with a lock and a commit hook."""
+@dataclass
+class Holder:
+    """What one locked stretch of driving works on: a run, its lock, how to save it."""
 
-    def __init__(self, run: WorkflowRun, lock: AbstractContextManager[Any] | None = None,
+    run: WorkflowRun
+    lock: AbstractContextManager[Any]
+    commit: Callable[[], None]
+
+
+class Driver:
+    """Runs the advance/shell loop with a lock and a commit hook.
+
+    Give either a fixed `run` (with `lock` and `commit`), or a `provider` that returns the
+    current `Holder` each time the lock is taken: the service passes one, so a command's
+    result lands on the instance as it is *now* (reloaded after another server's write,
+    say), not on a stale copy captured when the command started.
+    """
+
+    def __init__(self, run: WorkflowRun | None = None, lock: AbstractContextManager[Any] | None = None,
                  commit: Callable[[WorkflowRun], None] | None = None,
-                 shell_runner: ShellRunner = default_shell_runner):
-        self.run = run
-        self.lock = lock if lock is not None else nullcontext()
-        self.commit = commit or (lambda run: None)
+                 shell_runner: ShellRunner = default_shell_runner,
+                 provider: Callable[[], Holder] | None = None):
+        if provider is None:
+            if run is None:
+                raise ValueError("Driver needs a run or a provider")
+            save = commit or (lambda run: None)
+            fixed = Holder(run, lock if lock is not None else nullcontext(), lambda: save(run))
+            provider = lambda: fixed  # noqa: E731 - a constant provider
+        self.provider = provider
         self.shell_runner = shell_runner
 
+    @property
+    def run(self) -> WorkflowRun:
+        return self.provider().run
+
     def next_step(self, thread_id: str | None = None, progress: ProgressCallback | None = None) -> Answer:
-        with self.lock:
-            outcome = self.run.advance(thread_id)
-            self.commit(self.run)
+        held = self.provider()
+        with held.lock:
+            outcome = held.run.advance(thread_id)
+            held.commit()
         return self._settle(outcome, thread_id, progress)
 
     def complete(self, thread_id: str | None, step_id: str, status: str = "success", result: Any = None,
                  error: str | None = None, progress: ProgressCallback | None = None) -> StepCompleteAnswer:
-        with self.lock:
-            completion: Completion = self.run.complete(thread_id, step_id, status, result, error)
-            outcome = self.run.advance(thread_id) if completion.advance else None
-            self.commit(self.run)
-        if not completion.advance:
-            thread = self.run.thread(thread_id)
-            return StepCompleteAnswer(False, self.run.status_for(thread), [], completion.step, completion.error)
+        held = self.provider()
+        with held.lock:
+            completion: Completion = held.run.complete(thread_id, step_id, status, result, error)
+            outcome = held.run.advance(thread_id) if completion.advance else None
+            held.commit()
+            if not completion.advance:
+                thread = held.run.thread(thread_id)
+                return StepCompleteAnswer(False, held.run.status_for(thread), [], completion.step, completion.error)
         answer = self._settle(outcome, thread_id, progress)
         return StepCompleteAnswer(completion.success, answer.status, answer.messages, answer.step,
                                   completion.error or answer.error)
@@ -72,14 +98,16 @@ class Driver:
                 if outcome.delay_ms:
                     time.sleep(outcome.delay_ms / 1000)
                 result = self.shell_runner(outcome, progress)
-                with self.lock:
-                    outcome = self.run.finish_shell(outcome, result)
-                    self.commit(self.run)
+                held = self.provider()
+                with held.lock:
+                    outcome = held.run.finish_shell(outcome, result)
+                    held.commit()
             elif isinstance(outcome, Busy):
                 time.sleep(BUSY_POLL_S)
-                with self.lock:
-                    outcome = self.run.advance(thread_id)
-                    self.commit(self.run)
+                held = self.provider()
+                with held.lock:
+                    outcome = held.run.advance(thread_id)
+                    held.commit()
             else:
                 raise TypeError(f"unexpected outcome {outcome!r}")
         return outcome

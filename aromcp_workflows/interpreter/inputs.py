@@ -12,6 +12,7 @@ from typing import Any
 
 from aromcp_workflows.definition.errors import did_you_mean
 from aromcp_workflows.definition.workflow import InputSpec
+from aromcp_workflows.explain.masking import is_sensitive
 
 
 class InputError(ValueError):
@@ -32,7 +33,7 @@ def check_inputs(workflow: str, declared: dict[str, InputSpec], given: dict[str,
             problems.append(f"unknown input {name!r}{did_you_mean(name, declared)} (declared: {known})")
     for name, spec in declared.items():
         if name in given and given[name] is not None:
-            value, problem = convert(given[name], spec.type)
+            value, problem = convert(given[name], spec.type, secret=is_sensitive(name))
             if problem:
                 problems.append(f"input {name!r} {problem}")
             values[name] = value
@@ -46,8 +47,8 @@ def check_inputs(workflow: str, declared: dict[str, InputSpec], given: dict[str,
     return values
 
 
-def convert(value: Any, type_name: str) -> tuple[Any, str | None]:
-    """(converted value, None) or (value, what is wrong)."""
+def convert(value: Any, type_name: str, secret: bool = False) -> tuple[Any, str | None]:
+    """(converted value, None) or (value, what is wrong); a secret's value is not echoed."""
     if isinstance(value, str) and type_name != "string":
         value = _from_text(value, type_name)
     checks = {
@@ -62,7 +63,8 @@ def convert(value: Any, type_name: str) -> tuple[Any, str | None]:
         value = int(value)
     if checks[type_name](value):
         return value, None
-    return value, f"must be {_article(type_name)} {type_name}, got {json.dumps(value)[:60]}"
+    shown = f"a {type(value).__name__} value" if secret else json.dumps(value)[:60]
+    return value, f"must be {_article(type_name)} {type_name}, got {shown}"
 
 
 def _from_text(text: str, type_name: str) -> Any:

@@ -12,12 +12,14 @@ the caller can run it without holding the instance lock.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.explain.masking import Masker, secret_values
 from aromcp_workflows.expressions import ExpressionEngine
 from aromcp_workflows.interpreter.agent_steps import public
 from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
@@ -39,6 +41,19 @@ from aromcp_workflows.interpreter.thread import TERMINAL, Frame, Thread
 from aromcp_workflows.state import StateStore
 
 MAX_INSTRUCTIONS_PER_ADVANCE = 200_000
+
+
+def process_alive(pid: Any) -> bool:
+    """Whether the server process that started a shell command is still running it."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
@@ -119,8 +134,9 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
             run.states[key] = StateStore.from_snapshot(engine, computed_specs(definition), snapshot)
         run.threads = {tid: Thread.from_json(t) for tid, t in data["threads"].items()}
         for thread in run.threads.values():
-            if thread.pending is not None and thread.pending.kind == "shell":
-                thread.pending = None  # the server stopped mid-command: run it again (at least once)
+            pending = thread.pending
+            if pending is not None and pending.kind == "shell" and not process_alive(pending.data.get("owner_pid")):
+                thread.pending = None  # the server running it died mid-command: run it again (at least once)
         run.groups = data["groups"]
         run.status, run.error = data["status"], data["error"]
         run.counters, run.retries = data["counters"], data["retries"]
@@ -203,6 +219,8 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
             self.set_status(thread.status, thread.error)
 
     def set_status(self, status: str, error: str | None = None) -> None:
+        if error:  # stored and listed everywhere (status lists): never with a secret in it
+            error = Masker(secret_values(self.inputs, *(s.flattened() for s in self.states.values()))).mask_text(error)
         if self.status != status:
             self.record("status_changed", data={"from": self.status, "to": status, "error": error})
         self.status, self.error = status, error

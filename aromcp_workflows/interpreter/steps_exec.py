@@ -7,6 +7,7 @@ steps and parked as the thread's pending step until the agent completes them.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.expressions import ExpressionError
@@ -120,7 +121,7 @@ class StepExecution:
                             f"step {step_id}")
         cwd = self.project_dir / other["cwd"] if other["cwd"] else self.project_dir
         thread.pending = Pending(step_id, "shell", data={"attempt": attempt, "path": other["path"],
-                                                         "command": rendered["command"]})
+                                                         "command": rendered["command"], "owner_pid": os.getpid()})
         self.record("step_started", step_id, self.task_of(thread), {"type": "shell_command",
                                                                      "command": rendered["command"], "attempt": attempt})
         delay = step.retry_delay if attempt > 0 else 0

@@ -36,15 +36,10 @@ def test_debug_masks_a_secret_in_the_failure_message(service: Any, failed: str) 
     assert TOKEN not in str(info)
 
 
-@pytest.mark.xfail(reason="service.py WorkflowService.status (and next_step's `error`, and the CLI `status` "
-                          "command) return run.error unmasked: a failing command's stderr that echoes an "
-                          "api_token is shown as is; debug_info masks the same text", strict=False)
 def test_status_masks_a_secret_in_the_failure_message(service: Any, failed: str) -> None:
     assert TOKEN not in str(service.status(failed))
 
 
-@pytest.mark.xfail(reason="runner_report.py: `aromcp-workflows run` prints the final state (inputs.api_token, "
-                          "raw.db_password and computed values holding them) without masking", strict=False)
 def test_runner_final_state_masks_secrets(project: Project) -> None:
     project.put("test:echo", """
         name: "test:echo"

@@ -74,9 +74,6 @@ async def test_explain_plan_over_mcp(server: Any) -> None:
     assert plan["program"]["examples:parallel-batches"]["main"]
 
 
-@pytest.mark.xfail(reason="service.py WorkflowService.explain_plan calls plan.explain_plan outside _guard, so "
-                          "InputError escapes and server.py reports 'internal error in explain_plan ... report "
-                          "this as a bug' instead of the actionable input message", strict=False)
 async def test_explain_plan_bad_inputs_are_a_user_error_not_an_internal_one(server: Any) -> None:
     async with Client(server, mode="legacy") as client:
         text = await error_text(client, "workflow_explain_plan", {"workflow": "standards:fix",
@@ -85,8 +82,6 @@ async def test_explain_plan_bad_inputs_are_a_user_error_not_an_internal_one(serv
     assert "internal error" not in text
 
 
-@pytest.mark.xfail(reason="interpreter/inputs.py check_inputs: a type error echoes the given value ('got "
-                          "[\"tok-...\"]') even for an input named like a secret (api_token)", strict=False)
 async def test_input_errors_do_not_echo_secret_values(server: Any) -> None:
     async with Client(server, mode="legacy") as client:
         text = await error_text(client, "workflow_start", {"workflow": "test:traced",

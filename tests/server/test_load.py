@@ -260,10 +260,6 @@ async def test_two_processes_racing_writes_every_answer_tells_the_truth(dirs):
         assert again["raw.hits"] == hits, "both processes read the same committed list"
 
 
-@pytest.mark.xfail(reason="instances.py InstanceRegistry.commit prefixes the store's ConflictError text, which tells "
-                          "the agent to 'reload the instance with load() and apply the change again' - load() is an "
-                          "internal Python API, not a tool; the tool error should carry only the agent-facing advice",
-                   strict=False)
 def test_conflict_message_speaks_in_tools(tmp_path):
     from aromcp_workflows.instances import ServiceError
     from aromcp_workflows.service import WorkflowService

@@ -794,9 +794,6 @@ steps:
 """
 
 
-@pytest.mark.xfail(reason="service.py WorkflowService.status without workflow_id returns each instance's stored `error` "
-                          "unmasked: a failing command's stderr that echoes an api_token input shows the token in "
-                          "the instance list (get_next_step's error and status(workflow_id) mask it)", strict=False)
 async def test_a_secret_echoed_by_a_failing_command_is_masked_in_failure_answers(tmp_path, home):
     from aromcp_workflows.server import build_server
     from aromcp_workflows.service import WorkflowService

@@ -10,13 +10,6 @@ import pytest
 from srv_helpers import make_project
 
 
-@pytest.mark.xfail(reason="service.py WorkflowService._roll_back mutates the shared LiveInstance.record in place "
-                          "(state, threads, status, and version = store.save(...)): a tool call that already holds "
-                          "that LiveInstance (e.g. a sub-agent's state_update or step_complete waiting on the lock "
-                          "during workflow_resume(checkpoint_id)) then commits its pre-rollback run at the new "
-                          "version, the compare-and-set passes, and the rollback is silently undone. The old "
-                          "LiveInstance should be marked broken (or get a copied record) so that commit conflicts "
-                          "and the caller reloads.", strict=False)
 def test_a_call_holding_the_instance_during_a_rollback_cannot_undo_it(tmp_path: Path) -> None:
     from aromcp_workflows.instances import ServiceError
     from aromcp_workflows.service import WorkflowService
@@ -77,12 +70,6 @@ sub_agent_tasks:
 """
 
 
-@pytest.mark.xfail(reason="service.py WorkflowService.resume forgets and reloads an instance that is live in this "
-                          "process; WorkflowRun.from_json then drops the pending shell ('the server stopped "
-                          "mid-command: run it again') although the command is still running here: the next "
-                          "get_next_step of that task runs it a second time, and the sub-agent whose call started "
-                          "it gets a conflict error blaming 'Another server process' (there is none)",
-                   strict=False)
 async def test_resume_during_a_running_shell_command_does_not_run_it_twice(tmp_path: Path) -> None:
     import asyncio
 
@@ -115,11 +102,6 @@ async def test_resume_during_a_running_shell_command_does_not_run_it_twice(tmp_p
         assert not second.is_error
 
 
-@pytest.mark.xfail(reason="same root cause across processes: while a shell command of a task runs in server A, any "
-                          "write to the instance from server B makes A reload it (InstanceRegistry.get freshness "
-                          "check) and drop the pending command (WorkflowRun.from_json); the command's own result then "
-                          "fails to commit (conflict error to the sub-agent that started it) and the command runs "
-                          "again", strict=False)
 async def test_a_write_from_another_server_during_a_shell_command_does_not_rerun_it(tmp_path: Path) -> None:
     import asyncio
 

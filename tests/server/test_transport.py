@@ -87,10 +87,6 @@ async def test_http_binds_localhost_lists_tools_and_starts_a_workflow(tmp_path):
     assert "127.0.0.1" in (tmp_path / "http.stderr").read_text(), "start-up logging reaches stderr"
 
 
-@pytest.mark.xfail(reason="server.py serve(): in HTTP mode uvicorn's access log (a line per request) goes to STDOUT, "
-                          "at INFO even with the default AROMCP_LOG_LEVEL=WARNING: build_server never passes a "
-                          "log_level to MCPServer (whose setting defaults to INFO and configures uvicorn); logs "
-                          "should go to stderr at the configured level", strict=False)
 async def test_http_server_logs_nothing_to_stdout_at_the_default_level(tmp_path):
     project = make_project(tmp_path / "project")
     home, store, port = tmp_path / "home", tmp_path / "store.sqlite3", free_port()
