@@ -54,6 +54,11 @@ def events_of(run: WorkflowRun) -> list[HistoryEvent]:
                          timestamp=e["timestamp"]) for e in run.drain_events()]
 
 
+def _encode(value: Any) -> str:
+    """The JSON text the store keeps; encoded once per commit, also used to spot no-ops."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 class InstanceRegistry:
     """Loads, caches, locks and saves instances for one server process."""
 
@@ -120,11 +125,12 @@ class InstanceRegistry:
         reader in another server process never turns into a writer's conflict."""
         record = record_of(live.run, live.record)
         events = events_of(live.run)
-        fingerprint = json.dumps([record.state, record.threads, record.status, record.error], default=str)
+        encoded = {"state": _encode(record.state), "threads": _encode(record.threads)}
+        fingerprint = f"{record.status}\x00{record.error}\x00{encoded['state']}\x00{encoded['threads']}"
         if not events and fingerprint == live.fingerprint:
             return
         try:
-            record.version = self.store.save(record, live.record.version, events)
+            record.version = self.store.save(record, live.record.version, events, encoded=encoded)
         except ConflictError as exc:
             live.broken = True
             raise ServiceError(

@@ -203,9 +203,13 @@ class Store(Protocol):
         record: InstanceRecord,
         expected_version: int,
         events: Iterable[HistoryEvent] = (),
+        *,
+        encoded: Mapping[str, str] | None = None,
     ) -> int:
         """Compare-and-set: write `record` and append `events` if the stored version is
-        still `expected_version`, in one transaction. Returns the new version and updates
+        still `expected_version`, in one transaction.  Only the mutable fields are written
+        (the definition snapshot and inputs are fixed at `create`); `encoded` may carry the
+        JSON text of `state`/`threads` when the caller already has it. Returns the new version and updates
         `record.version`/`record.updated_at` in place. Raises ConflictError (nothing
         written) when another writer got there first, NotFoundError if the instance is gone.
         """

@@ -214,19 +214,28 @@ class SqliteStore:
         record: InstanceRecord,
         expected_version: int,
         events: Iterable[HistoryEvent] = (),
+        *,
+        encoded: Mapping[str, str] | None = None,
     ) -> int:
+        """Compare-and-set the mutable part of the record (status, state, threads, current
+        steps, error) and append `events`, in one transaction.  The definition snapshot,
+        inputs, name and project are written once by `create` and never re-encoded here.
+        `encoded` may carry the JSON text of `state`/`threads` the caller already made."""
         now = utc_now()
         new_version = expected_version + 1
-        values = self._instance_values(
-            record, version=new_version, created_at=record.created_at, updated_at=now
-        )
+        wid = record.workflow_id
+        if record.status not in STATUSES:
+            raise ValueError(f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}")
+        encoded = encoded or {}
+        state = encoded.get("state") or _dumps(record.state, f"the state of {wid!r}")
+        threads = encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")
+        steps = _dumps(list(record.current_steps), f"the current_steps of {wid!r}")
         events = list(events)
         with self._write() as conn:
             cur = conn.execute(
-                "UPDATE instances SET workflow = ?, project_dir = ?, status = ?, definition = ?, "
-                "inputs = ?, state = ?, threads = ?, current_steps = ?, error = ?, version = ?, "
-                "updated_at = ? WHERE workflow_id = ? AND version = ?",
-                (*values[1:11], now, record.workflow_id, expected_version),
+                "UPDATE instances SET status = ?, state = ?, threads = ?, current_steps = ?, error = ?, "
+                "version = ?, updated_at = ? WHERE workflow_id = ? AND version = ?",
+                (record.status, state, threads, steps, record.error, new_version, now, wid, expected_version),
             )
             if cur.rowcount != 1:
                 found = conn.execute(
