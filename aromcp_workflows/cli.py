@@ -12,18 +12,13 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from aromcp_workflows import __version__
-from aromcp_workflows.definition import (
-    CheckReport,
-    DefinitionError,
-    Problem,
-    WorkflowLoader,
-    WorkflowResolver,
-    check,
-)
-from aromcp_workflows.definition.schema import workflow_json_schema
+
+if TYPE_CHECKING:  # the definition package is imported by the commands that use it, so
+    # `serve` starts as fast as a bare MCP server (DESIGN.md §7)
+    from aromcp_workflows.definition import CheckReport, Problem, WorkflowLoader
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -36,11 +31,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.handler(args))
-    except DefinitionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        from aromcp_workflows.definition import DefinitionError
+
+        if not isinstance(exc, DefinitionError):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _loader(args: argparse.Namespace) -> WorkflowLoader:
+    from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
+
     return WorkflowLoader(WorkflowResolver(project_dir=args.project_dir))
 
 
@@ -91,6 +92,8 @@ def _print_json(data: Any) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from aromcp_workflows.definition import DefinitionError
+
     loader = _loader(args)
     rows = []
     for location in loader.resolver.list(include_global=not args.no_global):
@@ -137,6 +140,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from aromcp_workflows.definition import check
+
     loader = _loader(args)
     targets: list[str] = []
     for target in args.targets:  # a folder means every workflow file in it
@@ -190,6 +195,8 @@ def _relative(problem: Problem) -> Problem:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from aromcp_workflows.definition.schema import workflow_json_schema
+
     text = json.dumps(workflow_json_schema(), indent=2) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
