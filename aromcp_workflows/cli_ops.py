@@ -229,11 +229,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 @_pipe_safe
 def cmd_graph(args: argparse.Namespace) -> int:
-    from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
+    from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver
     from aromcp_workflows.explain.mermaid import mermaid_flowchart
 
-    loaded = WorkflowLoader(WorkflowResolver(project_dir=args.project_dir)).load(args.workflow)
-    sys.stdout.write(mermaid_flowchart(loaded.definition))
+    loader = WorkflowLoader(WorkflowResolver(project_dir=args.project_dir))
+    try:  # with what it includes, when the whole bundle loads; else the workflow alone
+        bundle = loader.load_bundle(args.workflow)
+        definition = bundle.main.definition
+        included = {name: w.definition for name, w in bundle.workflows.items() if name != bundle.main.name}
+    except DefinitionError:
+        definition, included = loader.load(args.workflow).definition, {}
+    sys.stdout.write(mermaid_flowchart(definition, included))
     return 0
 
 

@@ -45,6 +45,7 @@ class _Graph:
     """The lines drawn so far, plus where `break`, `continue` and `exit` lead right now."""
 
     definition: WorkflowDefinition
+    included: dict[str, WorkflowDefinition] = field(default_factory=dict)  # drawn inside include steps
     lines: list[str] = field(default_factory=list)
     count: int = 0
     loops: list[_Loop] = field(default_factory=list)  # innermost last
@@ -69,9 +70,13 @@ class _Graph:
             self.edge(source, target, own or label)
 
 
-def mermaid_flowchart(definition: WorkflowDefinition) -> str:
-    """The whole workflow as `flowchart TD` text (ends with a newline)."""
-    graph = _Graph(definition)
+def mermaid_flowchart(definition: WorkflowDefinition,
+                      included: dict[str, WorkflowDefinition] | None = None) -> str:
+    """The whole workflow as `flowchart TD` text (ends with a newline).
+
+    With `included` (name -> definition, e.g. a bundle's workflows), the steps of each
+    `include_workflow` are drawn inside a subgraph right after the include step."""
+    graph = _Graph(definition, dict(included or {}))
     start = graph.node(f"start: {definition.name}", "round")
     tails = _steps(graph, definition.steps, [(start, None)])
     end = graph.node("end", "round")
@@ -150,7 +155,34 @@ def _draw(graph: _Graph, step: Any, local: str, tails: list[Tail]) -> list[Tail]
     shape = "agent" if step.type in AGENT_STEPS else "message" if step.type == "user_message" else "box"
     node = graph.node(f"{local}: {_summary(step)}", shape)
     graph.link(tails, node)
+    if step.type == "include_workflow" and step.workflow in graph.included:
+        return _draw_include(graph, step.workflow, node)
     return [(node, None)]
+
+
+def _draw_include(graph: _Graph, name: str, node: str) -> list[Tail]:
+    """The child workflow's steps in a subgraph; the child's own `exit` ends only the child."""
+    child = graph.included.pop(name)  # drawn once; a recursive include stays a plain box
+    block = f"include_{_safe(name)}_{graph.count}"
+    start = len(graph.lines)
+    graph.lines.append(f'  subgraph {block}["{escape_label("included workflow: " + name)}"]')
+    outer_loops, graph.loops = graph.loops, []
+    outer_definition, graph.definition = graph.definition, child  # its parallel steps use its own tasks
+    graph.exits.append([])
+    tails = _steps(graph, child.steps, [(node, None)], "run")
+    exits = graph.exits.pop()
+    graph.loops, graph.definition = outer_loops, outer_definition
+    block_lines = graph.lines[start:]
+    entries = [line for line in block_lines if line.startswith(f"  {node} ")]  # keep the include outside
+    graph.lines[start:] = [line for line in block_lines if line not in entries] + ["  end"] + entries
+    graph.included[name] = child
+    if exits:
+        done = graph.node(f"{name} done", "round")
+        graph.link(tails, done)
+        for source in exits:
+            graph.edge(source, done)
+        return [(done, None)]
+    return tails
 
 
 def _draw_loop(graph: _Graph, step: Any, local: str, tails: list[Tail]) -> list[Tail]:

@@ -365,3 +365,64 @@ def test_mermaid_parser_accepts_random_labels() -> None:
             lines.append(f'  n{i - 1} -->|"{escape_label(label)}"| n{i}')
     [result] = mermaid_parse(["\n".join(lines) + "\n"])
     assert result["ok"], result
+
+
+# -- included workflows -------------------------------------------------------------------------
+def test_graph_draws_included_workflows_inside_a_subgraph(capsys: pytest.CaptureFixture[str]) -> None:
+    from aromcp_workflows.cli import main
+
+    assert main(["--project-dir", str(REPO), "graph", "standards:check"]) == 0
+    text = capsys.readouterr().out
+    block = re.search(r'subgraph include_\w+\["included workflow: shared:check-standards"\]\n(.*?)\n  end\n', text, re.DOTALL)
+    assert block is not None
+    inside = set(re.findall(r"\b(n\d+)\b", block.group(1)))
+    include = label_of(text, "run_checks: include shared:check-standards")
+    tsc, lint_loop = label_of(text, "tsc: mcp_call"), label_of(text, "check_lint: foreach")
+    assert include not in inside and tsc in inside and lint_loop in inside
+    assert (include, label_of(text, "check_typescript: foreach"), "run", False) in edges(text)
+    assert (lint_loop, label_of(text, "report: message"), "done", False) in edges(text)
+
+
+def test_include_with_exit_and_parallel_uses_the_child_tasks(tmp_path: Path) -> None:
+    for name, body in {
+        "test:parent": """
+            name: "test:parent"
+            steps:
+              - id: inc
+                type: include_workflow
+                workflow: "test:child"
+              - id: after
+                type: user_message
+                message: "after"
+            """,
+        "test:child": """
+            name: "test:child"
+            steps:
+              - id: maybe
+                type: conditional
+                condition: "{{ true }}"
+                then:
+                  - type: exit
+              - id: fan
+                type: parallel_foreach
+                items: [1, 2]
+                sub_agent_task: child_task
+            sub_agent_tasks:
+              child_task:
+                steps:
+                  - id: work
+                    type: agent_prompt
+                    prompt: "work"
+            """,
+    }.items():
+        (tmp_path / ".aromcp" / "workflows").mkdir(parents=True, exist_ok=True)
+        (tmp_path / ".aromcp" / "workflows" / f"{name}.yaml").write_text(textwrap.dedent(body))
+    loader = WorkflowLoader(WorkflowResolver(project_dir=tmp_path, home=tmp_path))
+    bundle = loader.load_bundle("test:parent")
+    text = mermaid_flowchart(bundle.main.definition, {"test:child": bundle.get("test:child")})
+    assert "sub-agent task: child_task" in text
+    child_exit, done = label_of(text, '(["exit"])'), label_of(text, "test:child done")
+    assert (child_exit, done, None, False) in edges(text)  # the child's exit ends the child only
+    assert (done, label_of(text, "after: message"), None, False) in edges(text)
+    if _modules() is not None:
+        assert mermaid_parse([text]) == [{"ok": True, "type": "flowchart-v2"}]
