@@ -1,6 +1,5 @@
-"""Secrets outside traces and debug output: places where a user sees a secret value
-printed although the masker exists.  These pin known gaps in other modules (xfail) so
-they show up as fixed (XPASS) the day they are."""
+"""Secrets outside traces and debug output: a failure message (status) and the headless
+runner's final state, both of which once printed a secret the masker knew about."""
 
 from __future__ import annotations
 
