@@ -27,8 +27,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+## bench: the DESIGN.md §7 budgets (prints medians with same-run references)
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/bench_state.py
+	$(BIN)/python benchmarks/bench_server.py
+	$(BIN)/python benchmarks/bench_store.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis $(DEMO)
