@@ -166,9 +166,11 @@ class ParallelSteps:
         origin = self.groups[old.group or ""]
         frame_src = self.threads[origin["thread"]].frames[-1]
         task_name = program[5:] if program else self.find_task_name(frame_src, origin["step_id"])
+        retries = old.retries + 1  # new step ids: a late completion from the failed attempt is refused
         self.threads[task_id] = Thread(
-            task_id, [Frame(frame_src.workflow, f"task:{task_name}", frame_src.state_key, f"{task_id}.")],
-            status="pending", context=old.context, group=old.group, retries=old.retries + 1)
+            task_id, [Frame(frame_src.workflow, f"task:{task_name}", frame_src.state_key,
+                            f"{task_id}.retry{retries}.")],
+            status="pending", context=old.context, group=old.group, retries=retries)
 
     def find_task_name(self: "WorkflowRun", frame: Frame, step_id: str) -> str:
         ins = self.programs(frame.workflow)[frame.program].instructions[frame.pc]

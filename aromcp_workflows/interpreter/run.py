@@ -93,7 +93,8 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
         main = self.bundle.main.definition
         self.states = {"main": self.new_state(main, self.inputs, "start")}
         self.state_workflows = {"main": main.name}
-        self.threads = {"main": Thread("main", [Frame(main.name, "main", "main")])}
+        prefix = f"attempt{self.retries + 1}." if self.retries else ""  # retry_workflow: fresh step ids
+        self.threads = {"main": Thread("main", [Frame(main.name, "main", "main", prefix)])}
         self.groups = {}
         self.counters = {}
         self.record("started", data={"inputs": self.inputs, "attempt": self.retries + 1})
