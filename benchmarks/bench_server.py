@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -37,7 +36,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from typing import Any
+
+from machine_info import machine  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -143,23 +146,6 @@ def make_project(root: Path) -> Path:
     (target / "bench-plain.yaml").write_text(PLAIN_STEP)
     (target / "bench-fanout.yaml").write_text(FANOUT)
     return root
-
-
-def machine() -> dict[str, str]:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    from importlib.metadata import version
-
-    import mcp  # noqa: F401
-
-    return {"nproc": str(os.cpu_count()), "cpu": cpu, "python": platform.python_version(),
-            "platform": platform.platform(), "mcp": version("mcp"), "mini-racer": version("mini-racer")}
 
 
 # -- A. in process ------------------------------------------------------------------------------

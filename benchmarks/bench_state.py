@@ -18,12 +18,15 @@ import argparse
 import gc
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from typing import Any, Callable
+
+from machine_info import machine  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -46,21 +49,6 @@ CASCADE = [
                       "({ ready: input[0].length, files: input[1].length, "
                       "first: input[0][0] && input[0][0].id })"),
 ]
-
-
-def machine() -> dict[str, Any]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    from importlib.metadata import version
-
-    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "platform": platform.platform(), "mini_racer": version("mini-racer")}
 
 
 def rss_mb() -> float:
@@ -187,7 +175,7 @@ def main() -> None:
     results["load_average_end"] = os.getloadavg()[0]
     m = results["machine"]
     print(f"machine: {m['nproc']} x {m['cpu']}, Python {m['python']}, "
-          f"mini-racer {m['mini_racer']}; load average {results['load_average_start']:.1f} "
+          f"mini-racer {m['mini-racer']}; load average {results['load_average_start']:.1f} "
           f"-> {results['load_average_end']:.1f}")
     print(f"references (same run): empty V8 crossing {results['ref_trivial_v8_call_ms']:.3f} ms, "
           f"JSON round trip of a 10k list {results['ref_json_roundtrip_10k_ms']:.3f} ms")
