@@ -7,7 +7,8 @@ Knows nothing about MCP or storage formats: `WorkflowRun` is plain data plus met
 from aromcp_workflows.interpreter.compiler import ProgramSet, listing, programs_for
 from aromcp_workflows.interpreter.driver import Driver, StepCompleteAnswer
 from aromcp_workflows.interpreter.inputs import InputError
-from aromcp_workflows.interpreter.run import Answer, RunError, WorkflowRun
+from aromcp_workflows.interpreter.outcomes import Answer, RunError
+from aromcp_workflows.interpreter.run import WorkflowRun
 
 __all__ = [
     "Answer",
