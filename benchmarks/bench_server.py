@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from typing import Any
 
-from machine_info import machine  # noqa: E402
+from machine_info import machine, rss_mb_tree  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -259,10 +259,7 @@ class SyncStdio:
         return dict(result["structuredContent"])
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return rss_mb_tree(self.proc.pid)  # the server and its V8 child process
 
     def close(self) -> None:
         if self.proc.stdin:

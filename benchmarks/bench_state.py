@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from typing import Any, Callable
 
-from machine_info import machine  # noqa: E402
+from machine_info import machine, rss_mb_tree  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -52,10 +52,7 @@ CASCADE = [
 
 
 def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return rss_mb_tree()  # this process and its V8 child process
 
 
 def measure(fn: Callable[[], Any], engine: ExpressionEngine, n: int) -> tuple[float, float]:

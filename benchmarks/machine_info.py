@@ -28,3 +28,22 @@ def machine() -> dict[str, str]:
         except PackageNotFoundError:
             info[package] = "not installed"
     return info
+
+
+def rss_mb_tree(pid: int | str = "self") -> float:
+    """VmRSS of a process plus all its descendants, in MB: the server's V8 runs in a
+    child process, and memory budgets are about everything the server costs."""
+    total, todo = 0.0, [str(pid)]
+    if todo == ["self"]:
+        todo = [str(os.getpid())]
+    while todo:
+        current = todo.pop()
+        try:
+            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo.extend((task / "children").read_text().split())
+        except OSError:
+            continue
+    return total

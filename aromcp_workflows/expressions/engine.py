@@ -8,6 +8,7 @@ compiled once.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Literal, Mapping
 
@@ -15,6 +16,7 @@ from . import batch
 from .analysis import Reads, analyse
 from .batch import Call, ChainItem, ChainOutcome, ValueTable
 from .errors import MISSING, ExpressionError
+from .isolation import ProcessV8Runtime
 from .lexer import LexError
 from .runtime import EngineStats, FunctionDef, V8Runtime
 from .template import (
@@ -59,8 +61,14 @@ class ExpressionEngine:
     """
 
     def __init__(self, timeout_ms: int = 1000, max_memory_mb: int = 256,
-                 max_result_chars: int = 16_000_000) -> None:
-        self._rt = V8Runtime(timeout_ms=timeout_ms, max_memory_mb=max_memory_mb)
+                 max_result_chars: int = 16_000_000, isolation: str | None = None) -> None:
+        mode = isolation or os.environ.get("AROMCP_V8_ISOLATION", "process")
+        if mode not in ("process", "thread"):
+            raise ValueError(f"AROMCP_V8_ISOLATION must be 'process' or 'thread', not {mode!r}")
+        # "process": V8 in a child process, which a fatal V8 error cannot take down with us;
+        # "thread": V8 in this process (a little faster, no protection from fatal errors).
+        runtime = ProcessV8Runtime if mode == "process" else V8Runtime
+        self._rt = runtime(timeout_ms=timeout_ms, max_memory_mb=max_memory_mb)
         self.max_result_chars = max_result_chars
         self._fn_ids: dict[tuple[str, tuple[str, ...], str], FunctionDef] = {}
 

@@ -138,6 +138,14 @@ class V8Runtime:
         Raises Interrupted on timeout (with the progress made) or out-of-memory (after
         replacing the context), RuntimeFailure for plumbing errors.
         """
+        text = self.call_text(entry, defs, meta, json.dumps(vals, separators=(",", ":")))
+        result: Any = json.loads(text)
+        return result
+
+    def call_text(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
+                  meta: dict[str, Any], vals_json: str) -> str:
+        """`call` with the values as JSON text in and the result as JSON text out, so a
+        caller that only forwards them (the V8 child process) never decodes them."""
         from py_mini_racer import _exc
 
         with self.lock:
@@ -152,7 +160,7 @@ class V8Runtime:
                     json.dumps(d.mode)))
                 new_ids.append(d.fn_id)
             pieces.append("__aro.%s(%s,%s,%s)" % (entry, json.dumps(self._token),
-                                                   json.dumps(meta), _embed(vals)))
+                                                   json.dumps(meta), _embed(vals_json)))
             source = "".join(pieces)
             self.stats.v8_calls += 1
             self.stats.compiles += len(new_ids)
@@ -182,8 +190,7 @@ class V8Runtime:
                 mr.low_memory_notification()
         if not isinstance(text, str):
             raise RuntimeFailure(f"V8 returned {type(text).__name__}, expected JSON text")
-        result: Any = json.loads(text)
-        return result  # type: ignore[no-any-return]
+        return text
 
     def _progress(self, mr: Any) -> dict[str, Any] | None:
         self.stats.v8_calls += 1
@@ -197,13 +204,13 @@ class V8Runtime:
             return None
 
 
-def _embed(vals: list[Any]) -> str:
-    """Values as JS source: a literal (fastest), or JSON.parse when a key is __proto__.
+def _embed(text: str) -> str:
+    """Values (JSON text) as JS source: a literal (fastest), or JSON.parse when a key is
+    __proto__.
 
     In a JS object literal `"__proto__": x` sets the prototype instead of making a key;
     JSON.parse makes an ordinary own property, which is what the data means.
     """
-    text = json.dumps(vals, separators=(",", ":"))
     if "__proto__" in text:
         return "JSON.parse(%s)" % json.dumps(text)
     return text

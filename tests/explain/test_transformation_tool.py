@@ -51,7 +51,8 @@ def test_runaway_transform_is_stopped_within_the_engine_timeout(service: Any) ->
 
 def test_gradual_memory_growth_is_stopped(service: Any) -> None:
     result = service.test_transformation("const a = []; while (true) a.push(new Array(1e5).fill(1));", None)
-    assert result["success"] is False and "memory" in result["error"]
+    # stopped by whichever limit it reaches first (memory cap or time limit), never a crash
+    assert result["success"] is False and ("memory" in result["error"] or "timed out" in result["error"])
     huge = service.test_transformation("'x'.repeat(5e7)", None)
     assert huge["success"] is False and "too large" in huge["error"]
     assert service.test_transformation("input * 2", 21)["output"] == 42
@@ -68,9 +69,6 @@ def test_no_side_effects(project: Any, service: Any) -> None:
     assert service.status()["instances"] == []
 
 
-@pytest.mark.xfail(reason="expressions/runtime.py: one huge allocation (new Array(1e9).fill('x')) is a V8 "
-                          "*fatal* OOM that aborts the whole process; the 256 MB hard limit is only checked "
-                          "between allocations. Expected: success false, process alive.", strict=False)
 def test_single_huge_allocation_does_not_kill_the_process(tmp_path: Any) -> None:
     code = ("from aromcp_workflows.service import WorkflowService\n"
             f"s = WorkflowService(project_dir={str(tmp_path)!r}, store_path={str(tmp_path / 's.db')!r}, "
