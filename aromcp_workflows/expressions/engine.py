@@ -62,7 +62,8 @@ class ExpressionEngine:
 
     def __init__(self, timeout_ms: int = 1000, max_memory_mb: int = 256,
                  max_result_chars: int = 16_000_000, isolation: str | None = None) -> None:
-        mode = isolation or os.environ.get("AROMCP_V8_ISOLATION", "process")
+        default = "thread" if os.name == "nt" else "process"  # the child's pipe watchdog uses select()
+        mode = isolation or os.environ.get("AROMCP_V8_ISOLATION", default)
         if mode not in ("process", "thread"):
             raise ValueError(f"AROMCP_V8_ISOLATION must be 'process' or 'thread', not {mode!r}")
         # "process": V8 in a child process, which a fatal V8 error cannot take down with us;
