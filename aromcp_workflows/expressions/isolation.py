@@ -19,10 +19,11 @@ import select
 import subprocess
 import sys
 import threading
+import weakref
 from typing import Any, Literal
 
+from .pipe import read_message, write_message
 from .runtime import EngineStats, FunctionDef, Interrupted, RuntimeFailure
-from .v8_child import read_message, write_message
 
 WATCHDOG_SLACK_S = 10.0  # on top of twice the timeout: a child that hangs is killed
 
@@ -82,6 +83,7 @@ class ProcessV8Runtime:
                  str(self.timeout_ms), str(self.max_memory_mb), str(self.gc_every)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, close_fds=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            weakref.finalize(self, _stop, self._proc)  # no child outlives its engine
             self._child_stats: dict[str, int] = {}
         return self._proc
 

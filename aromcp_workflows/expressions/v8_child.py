@@ -8,29 +8,11 @@ decoded here (for a 10,000-item list that is most of the cost of the extra proce
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any, BinaryIO
+from typing import Any
 
+from aromcp_workflows.expressions.pipe import read_message, write_message
 from aromcp_workflows.expressions.runtime import FunctionDef, Interrupted, RuntimeFailure, V8Runtime
-
-
-def read_message(source: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
-    line = source.readline()
-    if not line:
-        return None
-    head_len, body_len = (int(n) for n in line.split())
-    head = source.read(head_len)
-    body = source.read(body_len)
-    if len(head) != head_len or len(body) != body_len:
-        return None
-    return json.loads(head), body
-
-
-def write_message(sink: BinaryIO, head: dict[str, Any], body: bytes = b"") -> None:
-    data = json.dumps(head, separators=(",", ":")).encode()
-    sink.write(b"%d %d\n" % (len(data), len(body)) + data + body)
-    sink.flush()
 
 
 def serve(timeout_ms: int, max_memory_mb: int, gc_every: int) -> None:
