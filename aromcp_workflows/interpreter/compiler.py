@@ -91,7 +91,8 @@ class _Compiler:
         self.loops[qid] = qid
         self.emit(LoopEnter(qid, qid, kind, None if is_while else step.items,
                             step.max_iterations if is_while else 0))
-        top = self.emit(LoopNext(qid, qid, kind, step.condition if is_while else None))
+        top = self.emit(LoopNext(qid, qid, kind, step.condition if is_while else None,
+                                 max_iterations=step.max_iterations if is_while else 0))
         frame = _Loop(qid, top)
         self.steps(step.body if is_while else step.steps, f"{qid}.", [*loops, frame])
         self.emit(Jump(qid, top))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aromcp_workflows.expressions import ExpressionError
+from aromcp_workflows.expressions import ExpressionError, js_truthy
 from aromcp_workflows.interpreter.program import (
     Break,
     Continue,
@@ -120,7 +120,7 @@ class ControlFlow:
             loop.iteration += 1
             frame.pc += 1
             return None
-        limit = self.loop_limit(frame, ins)
+        limit = ins.max_iterations
         if loop.iteration >= limit:
             self.record("loop_limit", self.delivered_id(frame, ins.step_id), self.task_of(thread),
                         {"max_iterations": limit, "reason": f"while loop {ins.loop_id} stopped after "
@@ -133,13 +133,6 @@ class ControlFlow:
             return self.leave_loop(frame, ins.exit_target)
         frame.pc += 1
         return None
-
-    def loop_limit(self: "WorkflowRun", frame: Frame, ins: LoopNext) -> int:
-        program = self.programs(frame.workflow)[frame.program]
-        for candidate in program.instructions:
-            if isinstance(candidate, LoopEnter) and candidate.loop_id == ins.loop_id:
-                return candidate.max_iterations
-        return 100
 
     def leave_loop(self, frame: Frame, target: int) -> None:
         frame.loops.pop()
@@ -189,14 +182,3 @@ def loop_variables(loop: LoopFrame) -> dict[str, Any]:
     if loop.kind == "foreach" and loop.items is not None and 0 <= loop.index < len(loop.items):
         return {"item": loop.items[loop.index], "index": loop.index, "loop": info}
     return {"loop": info}
-
-
-def js_truthy(value: Any) -> bool:
-    """JavaScript truthiness of a JSON value (empty lists and objects are true)."""
-    if value is None or value is False:
-        return False
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value == value and value != 0  # NaN is falsy
-    if isinstance(value, str):
-        return value != ""
-    return True

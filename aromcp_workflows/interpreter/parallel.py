@@ -62,8 +62,7 @@ class ParallelSteps:
                 task_id, [Frame(frame.workflow, f"task:{step.sub_agent_task}", frame.state_key, f"{task_id}.")],
                 status="pending", context=context, group=step_id)
             task_ids.append(task_id)
-        group = {"step_id": step_id, "task_ids": task_ids, "queue": list(task_ids), "round": 0,
-                 "thread": thread.thread_id}
+        group = {"step_id": step_id, "task_ids": task_ids, "queue": list(task_ids), "round": 0}
         self.groups[step_id] = group
         self.record("tasks_created", step_id, self.task_of(thread), {"task_ids": task_ids, "count": len(items)})
         return group
@@ -141,7 +140,7 @@ class ParallelSteps:
             retry = [t for t in failed if self.threads[t].retries < policy.max_retries]
             if retry:
                 for task_id in retry:
-                    self.reset_task(task_id)
+                    self.reset_task(task_id, frame, step)
                 group["queue"] = retry
                 self.record("tasks_retried", group["step_id"], self.task_of(thread), {"task_ids": retry})
                 return self.deliver_batch(thread, group, step)
@@ -159,19 +158,11 @@ class ParallelSteps:
         frame.pc += 1
         return None
 
-    def reset_task(self: "WorkflowRun", task_id: str) -> None:
+    def reset_task(self: "WorkflowRun", task_id: str, frame: Frame, step: Any) -> None:
+        """Start a failed task again from its first step, in the frame that spawned it."""
         old = self.threads[task_id]
-        first = old.frames[0] if old.frames else None
-        program = first.program if first and first.program.startswith("task:") else None
-        origin = self.groups[old.group or ""]
-        frame_src = self.threads[origin["thread"]].frames[-1]
-        task_name = program[5:] if program else self.find_task_name(frame_src, origin["step_id"])
         retries = old.retries + 1  # new step ids: a late completion from the failed attempt is refused
         self.threads[task_id] = Thread(
-            task_id, [Frame(frame_src.workflow, f"task:{task_name}", frame_src.state_key,
+            task_id, [Frame(frame.workflow, f"task:{step.sub_agent_task}", frame.state_key,
                             f"{task_id}.retry{retries}.")],
             status="pending", context=old.context, group=old.group, retries=retries)
-
-    def find_task_name(self: "WorkflowRun", frame: Frame, step_id: str) -> str:
-        ins = self.programs(frame.workflow)[frame.program].instructions[frame.pc]
-        return ins.step.sub_agent_task

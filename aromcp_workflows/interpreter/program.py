@@ -56,6 +56,7 @@ class LoopNext(Instruction):
     kind: Literal["while", "foreach"]
     condition: Any = None
     exit_target: int = -1
+    max_iterations: int = 0  # while loops: the limit tested at the top of every iteration
 
 
 @dataclass(frozen=True)

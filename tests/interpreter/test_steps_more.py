@@ -189,3 +189,20 @@ sub_agent_tasks:
     assert all(r.success for r in results)
     assert run.states["main"].flattened()["log"] == [1]  # the step's effects happened once
     assert run.threads[task_id].status == "completed"
+
+
+def test_a_bare_condition_reading_a_missing_name_is_false(start):
+    """`condition: "absent"` evaluates to undefined, which JavaScript treats as false."""
+    run, driver = start("""
+name: undefined-condition
+steps:
+  - type: conditional
+    condition: "absent"
+    then:
+      - type: user_message
+        message: "wrong branch"
+    else:
+      - type: user_message
+        message: "else branch"
+""")
+    assert driver.next_step().messages == ["else branch"]
