@@ -286,7 +286,7 @@ class WorkflowService:
         return self._guard(lambda: explain_plan(bundle, inputs or {}, self.instances.engine))
 
     def _masker(self, live: LiveInstance) -> Any:
-        from aromcp_workflows.explain.masking import Masker, secret_values
+        from aromcp_workflows.masking import Masker, secret_values
 
         with live.lock:
             run = live.run

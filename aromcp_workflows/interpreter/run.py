@@ -19,7 +19,7 @@ from typing import Any
 
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.explain.masking import Masker, secret_values
+from aromcp_workflows.masking import Masker, secret_values
 from aromcp_workflows.expressions import ExpressionEngine
 from aromcp_workflows.interpreter.agent_steps import public
 from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for

@@ -267,7 +267,7 @@ def test_cli_trace_and_debug_mask_secrets(cli: Any, traced: str) -> None:
 
 
 def test_masker_unit() -> None:
-    from aromcp_workflows.explain.masking import MASK, Masker, is_sensitive, secret_values
+    from aromcp_workflows.masking import MASK, Masker, is_sensitive, secret_values
 
     for key in ("api_token", "GITHUB_TOKEN", "db_password", "client_secret", "api_key", "apiKey", "passwd"):
         assert is_sensitive(key), key

@@ -1,4 +1,7 @@
-"""Masking secrets in everything we show: traces, debug output, logs.
+"""Masking secrets in everything we show: traces, debug output, status errors, logs.
+
+Shared by the interpreter (stored failure messages, input errors), `explain/` and the
+runner, so it lives at the top of the package rather than under `explain/`.
 
 A value is secret when it sits under a key whose name contains `token`, `secret`,
 `password` or `api_key` (any case), in the inputs or anywhere in state.  Such values are
