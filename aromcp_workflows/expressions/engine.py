@@ -99,6 +99,15 @@ class ExpressionEngine:
         ctx.run()
         return ctx.assemble(shaped, shell_quote, keep_missing)
 
+    def render_with_command(self, structure: Any, command: Any, scope: Mapping[str, Any],
+                            origin: str = "") -> tuple[Any, Any]:
+        """`render(structure)` and `render(command, shell_quote=True)` in one V8 crossing:
+        a shell step's command is quoted, its other fields are not."""
+        ctx = _RenderContext(self, scope, origin)
+        plain, quoted = ctx.collect(structure), ctx.collect(command)
+        ctx.run()
+        return ctx.assemble(plain, False, False), ctx.assemble(quoted, True, False)
+
     def evaluate(self, expr: str, scope: Mapping[str, Any], origin: str = "") -> Any:
         """Value of one expression (`files.length > 0`, or a `{{ }}` string); MISSING for
         undefined."""

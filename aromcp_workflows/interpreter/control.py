@@ -83,6 +83,12 @@ class ControlFlow:
         return self.engine.render(value, self.scope(thread, frame, extra), origin=origin,
                                   shell_quote=shell_quote)
 
+    def render_command(self: "WorkflowRun", thread: Thread, frame: Frame, fields: Any, command: str,
+                       origin: str) -> tuple[Any, str]:
+        """A step's fields and its shell-quoted command, rendered in one engine call."""
+        rendered, quoted = self.engine.render_with_command(fields, command, self.scope(thread, frame), origin)
+        return rendered, quoted
+
     def truthy(self: "WorkflowRun", thread: Thread, frame: Frame, condition: Any, step_id: str) -> bool:
         origin = f"condition of step {step_id}"
         if isinstance(condition, str) and "{{" not in condition:

@@ -115,10 +115,11 @@ class StepExecution:
     # -- shell ----------------------------------------------------------------------
     def request_shell(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, step_id: str,
                       attempt: int) -> ShellRequest:
-        rendered = self.render(thread, frame, {"command": step.command}, f"step {step_id}", shell_quote=True)
-        other = self.render(thread, frame, {"cwd": step.working_dir, "env": step.env,
-                                            "path": step.state_update.path if step.state_update else None},
-                            f"step {step_id}")
+        other, command = self.render_command(
+            thread, frame, {"cwd": step.working_dir, "env": step.env,
+                            "path": step.state_update.path if step.state_update else None},
+            step.command, f"step {step_id}")
+        rendered = {"command": command}
         cwd = self.project_dir / other["cwd"] if other["cwd"] else self.project_dir
         thread.pending = Pending(step_id, "shell", data={"attempt": attempt, "path": other["path"],
                                                          "command": rendered["command"], "owner_pid": os.getpid()})
@@ -189,10 +190,11 @@ class StepExecution:
         """Render an agent step (one engine call) and park it as the thread's pending step."""
         fields = templated_fields(step)
         fields["_path"] = step.state_update.path if step.state_update else None
-        rendered = self.render(thread, frame, fields, f"step {step_id}")
         command = None
         if step.type == "agent_shell_command":
-            command = self.render(thread, frame, step.command, f"step {step_id}", shell_quote=True)
+            rendered, command = self.render_command(thread, frame, fields, step.command, f"step {step_id}")
+        else:
+            rendered = self.render(thread, frame, fields, f"step {step_id}")
         atomic = atomic_step(step, step_id, rendered, command)
         thread.pending = Pending(step_id, "agent", atomic, thread.outbox, state_path=rendered["_path"])
         thread.outbox = []

@@ -206,3 +206,21 @@ steps:
         message: "else branch"
 """)
     assert driver.next_step().messages == ["else branch"]
+
+
+def test_a_shell_step_with_templates_everywhere_crosses_into_v8_once(start, engine):
+    run, driver = start("""
+name: one-crossing
+default_state:
+  raw: {files: ["a b", "c"], why: "lint"}
+steps:
+  - id: run
+    type: agent_shell_command
+    command: "echo {{ files.map(f => f.toUpperCase()).join(' ') }}"
+    reason: "{{ why.toUpperCase() }} for {{ files.length }} files"
+""")
+    before = engine.stats.v8_calls
+    step = driver.next_step().step
+    assert engine.stats.v8_calls - before == 1
+    assert step["definition"]["command"] == "echo 'A B C'"
+    assert step["definition"]["reason"] == "LINT for 2 files"
