@@ -140,6 +140,9 @@ class InstanceRegistry:
                 "where it stands now, then retry.") from None
         live.record = record
         live.fingerprint = fingerprint
+        reason, live.run.checkpoint_requested = live.run.checkpoint_requested, None
+        if reason:  # error_handling checkpoint_and_fail: keep the state as it was when it failed
+            self.store.add_checkpoint(record.workflow_id, None, reason, record.snapshot())
 
     def forget(self, workflow_id: str) -> None:
         with self._guard:

@@ -40,7 +40,7 @@ class Failures:
             self.record("workflow_retry", step_id, None, {"attempt": self.retries + 1, "error": message})
             self._begin()
             return None
-        self.checkpoint_requested = "failure"
+        self.checkpoint_requested = f"checkpoint_and_fail: {message}"
         thread.failing = error
         thread.error = message
         if self.bundle.main.definition.error_handling.on_failure:

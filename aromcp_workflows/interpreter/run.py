@@ -13,7 +13,6 @@ the caller can run it without holding the instance lock.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +274,3 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
         raise RunError(f"step_id {step_id!r} is not the current step of "
                        f"{'the main thread' if thread.thread_id == 'main' else 'task ' + thread.thread_id}; "
                        f"the current step is {current!r}: complete that one (workflow_get_next_step shows it)")
-
-    def elapsed_ms(self, started: float) -> float:
-        return round((time.perf_counter() - started) * 1000, 3)

@@ -134,3 +134,19 @@ async def test_a_write_from_another_server_during_a_shell_command_does_not_rerun
         assert not first.is_error, first.content[0].text
         state = (await ok(two, "workflow_state_read", {"workflow_id": workflow_id}))["state"]
         assert state["runs"] == ["ran"] and state["note"] == "from two"
+
+
+def test_checkpoint_and_fail_leaves_a_checkpoint(tmp_path):
+    """error_handling: checkpoint_and_fail (the default) saves a checkpoint at the failure,
+    which workflow_resume then reports as the last one."""
+    from aromcp_workflows.service import WorkflowService
+
+    project = tmp_path / "p"
+    (project / ".aromcp" / "workflows").mkdir(parents=True)
+    (project / ".aromcp" / "workflows" / "boom.yaml").write_text(
+        "name: boom\nsteps:\n  - id: bad\n    type: shell_command\n    command: \"exit 5\"\n")
+    service = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
+    workflow_id = service.start("boom")["workflow_id"]
+    assert service.next_step(workflow_id)["status"] == "failed"
+    last = service.resume(workflow_id)["last_checkpoint"]
+    assert last is not None and "checkpoint_and_fail" in last["reason"] and "exited with code 5" in last["reason"]
