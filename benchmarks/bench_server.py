@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from typing import Any
 
-from machine_info import machine, rss_mb_tree  # noqa: E402
+from machine_info import machine, rss_mb_tree
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -150,7 +150,7 @@ def make_project(root: Path) -> Path:
 
 # -- A. in process ------------------------------------------------------------------------------
 def bench_in_process(workdir: Path, steps: int, tmpfs: bool) -> dict[str, Any]:
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
 
     base = Path(tempfile.mkdtemp(dir="/dev/shm")) if tmpfs else workdir
     project = make_project(base / ("proj-shm" if tmpfs else "proj"))
@@ -317,7 +317,7 @@ def bench_startup(workdir: Path, rounds: int) -> dict[str, Any]:
     home = workdir / "home-start"
     home.mkdir(exist_ok=True)
     store = workdir / "start.sqlite3"
-    direct = [PYTHON, "-c", "import sys; from aromcp_workflows.server import serve; "
+    direct = [PYTHON, "-c", "import sys; from aromcp_workflows.server.mcp import serve; "
               "serve(project_dir=sys.argv[1], store=sys.argv[2])", str(project), str(store)]
     commands = {"aromcp-workflows": our_command(project, store), "bare MCPServer": minimal_command(),
                 "server.serve() without the CLI": direct}
@@ -372,8 +372,8 @@ def standards_answer(step: dict[str, Any]) -> Any:
 async def count_calls(project: Path, workdir: Path, economical: bool) -> dict[str, int]:
     from mcp import Client
 
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     home = workdir / "home-calls"
     home.mkdir(exist_ok=True)

@@ -24,14 +24,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from machine_info import machine, rss_mb_tree  # noqa: E402
+from machine_info import machine, rss_mb_tree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aromcp_workflows.expressions import ExpressionEngine  # noqa: E402
-from aromcp_workflows.state import ComputedFieldSpec, StateStore, Update  # noqa: E402
+from aromcp_workflows.expressions import ExpressionEngine
+from aromcp_workflows.state import ComputedFieldSpec, StateStore, Update
 
 CASCADE = [
     ComputedFieldSpec("filtered_files", ["raw.file_list"], False,

@@ -42,7 +42,7 @@ def check(target: str, loader: WorkflowLoader) -> CheckReport:
         _check_into(report, target, loader)
     except DefinitionError as exc:
         _split(exc.problems, report)
-    except Exception as exc:  # noqa: BLE001 - an author gets a message, never a traceback
+    except Exception as exc:
         report.errors.append(Problem(f"internal error while checking ({type(exc).__name__}: "
                                      f"{exc}); please report this with the file", target))
     return report

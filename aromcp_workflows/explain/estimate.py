@@ -50,7 +50,7 @@ def estimate(items: Any, state: StateStore | None, engine: Any, earlier: list[Wr
         return f"unknown: {items} depends on state written before it runs: {who}"
     try:
         value = engine.render(items, state.scope({}), origin="explain_plan")
-    except Exception as exc:  # noqa: BLE001 - any evaluation failure is reported, not raised
+    except Exception as exc:
         return f"unknown: {items} cannot be evaluated before the run ({exc})"
     if isinstance(value, list):
         return len(value)

@@ -214,7 +214,7 @@ def _start_state(definition: WorkflowDefinition, inputs: dict[str, Any], engine:
         store = StateStore(engine, computed=computed_specs(definition), inputs=values)
         store.initialize(definition.default_state.model_dump())
         return store
-    except Exception:  # noqa: BLE001 - the plan still lists steps without a state
+    except Exception:
         return None
 
 

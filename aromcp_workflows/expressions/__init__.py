@@ -12,6 +12,15 @@ from .runtime import EngineStats
 from .template import parse_template, path_to_key, to_text
 
 __all__ = [
-    "ExpressionEngine", "ExpressionError", "MISSING", "EngineStats", "Reads", "analyse",
-    "reads_of", "parse_template", "path_to_key", "to_text", "js_truthy",
+    "MISSING",
+    "EngineStats",
+    "ExpressionEngine",
+    "ExpressionError",
+    "Reads",
+    "analyse",
+    "js_truthy",
+    "parse_template",
+    "path_to_key",
+    "reads_of",
+    "to_text",
 ]

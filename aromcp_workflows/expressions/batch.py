@@ -126,7 +126,7 @@ def run_calls(rt: V8Runtime, calls: list[Call], table: ValueTable,
         raw[start:start + len(parts)] = parts
         start += len(parts)
     out: list[Any] = []
-    for call, part in zip(calls, raw):
+    for call, part in zip(calls, raw, strict=False):
         if part[0] == 0:
             out.append(part[1])
         elif part[0] == 1:

@@ -9,8 +9,9 @@ compiled once.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from . import batch
 from .analysis import Reads, analyse
@@ -178,7 +179,7 @@ def _scope_source(table: ValueTable, scope: Mapping[str, Any], name: str,
                   keys: frozenset[str] | None) -> Any:
     """Argument source for a free name read from a scope mapping."""
     if name == "this":
-        names = keys if keys is not None else [k for k in scope]
+        names = keys if keys is not None else list(scope)
         return ValueTable.obj([(k, table.value(k, scope.get(k, MISSING))) for k in names])
     value = scope.get(name, MISSING)
     if keys is not None and isinstance(value, dict):
@@ -275,9 +276,9 @@ class _Shaped:
 
     def render(self, ctx: _RenderContext, quote: bool, keep_missing: bool) -> Any:
         rendered: list[tuple[Any, bool]] = []
-        for part, (main, args) in zip(self.tpl.expressions, self.values):
+        for part, (main, args) in zip(self.tpl.expressions, self.values, strict=False):
             value = ctx._get(main)
-            for f, arg in zip(part.filters, args):
+            for f, arg in zip(part.filters, args, strict=False):
                 value = apply_filter(f, value, ctx._get(arg))
             rendered.append((value, part.is_raw))
         if self.tpl.whole:
@@ -299,4 +300,4 @@ class _Shaped:
         return "".join(out)
 
 
-__all__ = ["ExpressionEngine", "reads_of", "parse_expression"]
+__all__ = ["ExpressionEngine", "parse_expression", "reads_of"]

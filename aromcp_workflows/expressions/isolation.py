@@ -129,7 +129,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     try:
         proc.kill()
         proc.wait(5)
-    except Exception:  # noqa: BLE001 - already gone
+    except Exception:
         pass
     for stream in (proc.stdin, proc.stdout):
         try:

@@ -9,8 +9,9 @@ us send V8 one name too many, never run different code.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Literal
+from typing import Literal
 
 TokenKind = Literal["name", "num", "str", "tmpl", "regex", "punct"]
 
@@ -34,7 +35,7 @@ class Token:
     text: str
     start: int
     end: int
-    inner: tuple[tuple["Token", ...], ...] = ()
+    inner: tuple[tuple[Token, ...], ...] = ()
 
 
 class LexError(ValueError):

@@ -89,12 +89,12 @@ class V8Runtime:
             try:
                 mr = MiniRacer()
                 mr.set_hard_memory_limit(self.max_memory_mb * 1024 * 1024)
-                result = mr.eval("(%s)(%s)" % (_prelude(), json.dumps(self._token)),
+                result = mr.eval(f"({_prelude()})({json.dumps(self._token)})",
                                  timeout_sec=10)
                 if result != "ok":
                     raise RuntimeFailure(f"prelude returned {result!r}")
                 box.append(mr)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            except BaseException as exc:
                 errors.append(exc)
 
         # A MiniRacer made inside a running asyncio loop binds to it and then refuses
@@ -124,7 +124,7 @@ class V8Runtime:
             if mr is not None:
                 try:
                     mr.close()
-                except Exception:  # noqa: BLE001 - a dead context may fail to close
+                except Exception:
                     pass
 
     def close(self) -> None:
@@ -155,12 +155,9 @@ class V8Runtime:
             for d in defs:
                 if d.fn_id in self._installed:
                     continue
-                pieces.append("__aro.def(%s,%s,%s,%s,%s);" % (
-                    json.dumps(self._token), json.dumps(d.fn_id), json.dumps(list(d.params)), json.dumps(d.source),
-                    json.dumps(d.mode)))
+                pieces.append(f"__aro.def({json.dumps(self._token)},{json.dumps(d.fn_id)},{json.dumps(list(d.params))},{json.dumps(d.source)},{json.dumps(d.mode)});")
                 new_ids.append(d.fn_id)
-            pieces.append("__aro.%s(%s,%s,%s)" % (entry, json.dumps(self._token),
-                                                   json.dumps(meta), _embed(vals_json)))
+            pieces.append(f"__aro.{entry}({json.dumps(self._token)},{json.dumps(meta)},{_embed(vals_json)})")
             source = "".join(pieces)
             self.stats.v8_calls += 1
             self.stats.compiles += len(new_ids)
@@ -195,11 +192,11 @@ class V8Runtime:
     def _progress(self, mr: Any) -> dict[str, Any] | None:
         self.stats.v8_calls += 1
         try:
-            text = mr.eval("__aro.progress(%s)" % json.dumps(self._token),
+            text = mr.eval(f"__aro.progress({json.dumps(self._token)})",
                            timeout_sec=max(self.timeout_ms / 1000, 1))
             progress: dict[str, Any] = json.loads(text)
             return progress
-        except Exception:  # noqa: BLE001 - context unusable: start afresh
+        except Exception:
             self.reset()
             return None
 
@@ -212,14 +209,14 @@ def _embed(text: str) -> str:
     JSON.parse makes an ordinary own property, which is what the data means.
     """
     if "__proto__" in text:
-        return "JSON.parse(%s)" % json.dumps(text)
+        return f"JSON.parse({json.dumps(text)})"
     return text
 
 
 def _memory_exhausted(mr: Any) -> bool:
     try:
         return bool(mr.was_hard_memory_limit_reached())
-    except Exception:  # noqa: BLE001
+    except Exception:
         return True
 
 

@@ -13,10 +13,11 @@ import math
 import re
 import shlex
 import uuid as _uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import MISSING, ExpressionError
 from .lexer import LexError, Token, find_template_end, tokenize
@@ -114,7 +115,7 @@ def parse_expression(src: str) -> ExprPart:
     expr = src[: tokens[cuts[0]].start].strip()
     filters: list[Filter] = []
     bounds = cuts + [len(tokens)]
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in zip(bounds, bounds[1:], strict=False):
         filters.append(_parse_filter(src, tokens[a + 1:b]))
     return ExprPart(expr, tuple(filters))
 
@@ -206,9 +207,8 @@ def _literal(s: str) -> Any:
         if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
             return int(v)
         return float(v) if isinstance(v, int) and abs(v) > 2**53 else v
-    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"" and "\\" not in s and s[0] not in s[1:-1]:
-        if "\n" not in s:
-            return s[1:-1]
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"" and "\\" not in s and s[0] not in s[1:-1] and "\n" not in s:
+        return s[1:-1]
     return _NOT_LITERAL
 
 
@@ -260,7 +260,7 @@ def resolve_path(path: PlainPath, scope: Mapping[str, Any]) -> Any:
 def call_builtin(name: str) -> str:
     """`now()` and `uuid()` in Python, identical in form to the JS versions."""
     if name == "now":
-        return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace(
+        return datetime.now(UTC).isoformat(timespec="milliseconds").replace(
             "+00:00", "Z")
     return str(_uuid.uuid4())
 

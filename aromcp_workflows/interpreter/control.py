@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class ControlFlow:
-    def execute(self: "WorkflowRun", thread: Thread) -> Any:
+    def execute(self: WorkflowRun, thread: Thread) -> Any:
         frame = thread.frames[-1]
         program = self.programs(frame.workflow)[frame.program]
         if frame.pc >= len(program.instructions):
@@ -65,7 +65,7 @@ class ControlFlow:
         return None
 
     # -- expressions ----------------------------------------------------------------
-    def scope(self: "WorkflowRun", thread: Thread, frame: Frame, extra: dict[str, Any] | None = None) -> Any:
+    def scope(self: WorkflowRun, thread: Thread, frame: Frame, extra: dict[str, Any] | None = None) -> Any:
         """What templates of this frame can read: state, loop, task and error variables."""
         variables: dict[str, Any] = {"workflow_id": self.workflow_id}
         if thread.context and frame.role in ("body", "cleanup") and frame.program.startswith(("task:", "cleanup:")):
@@ -78,18 +78,18 @@ class ControlFlow:
             variables.update(extra)
         return self.states[frame.state_key].scope(variables)
 
-    def render(self: "WorkflowRun", thread: Thread, frame: Frame, value: Any, origin: str,
+    def render(self: WorkflowRun, thread: Thread, frame: Frame, value: Any, origin: str,
                extra: dict[str, Any] | None = None, shell_quote: bool = False) -> Any:
         return self.engine.render(value, self.scope(thread, frame, extra), origin=origin,
                                   shell_quote=shell_quote)
 
-    def render_command(self: "WorkflowRun", thread: Thread, frame: Frame, fields: Any, command: str,
+    def render_command(self: WorkflowRun, thread: Thread, frame: Frame, fields: Any, command: str,
                        origin: str) -> tuple[Any, str]:
         """A step's fields and its shell-quoted command, rendered in one engine call."""
         rendered, quoted = self.engine.render_with_command(fields, command, self.scope(thread, frame), origin)
         return rendered, quoted
 
-    def truthy(self: "WorkflowRun", thread: Thread, frame: Frame, condition: Any, step_id: str) -> bool:
+    def truthy(self: WorkflowRun, thread: Thread, frame: Frame, condition: Any, step_id: str) -> bool:
         origin = f"condition of step {step_id}"
         if isinstance(condition, str) and "{{" not in condition:
             value = self.engine.evaluate(condition, self.scope(thread, frame), origin=origin)
@@ -103,7 +103,7 @@ class ControlFlow:
         return f"{frame.id_prefix}{qualified_id}" + (f"#{suffix}" if suffix else "")
 
     # -- loops ------------------------------------------------------------------------
-    def enter_loop(self: "WorkflowRun", thread: Thread, frame: Frame, ins: LoopEnter) -> None:
+    def enter_loop(self: WorkflowRun, thread: Thread, frame: Frame, ins: LoopEnter) -> None:
         items = None
         if ins.kind == "foreach":
             items = self.render(thread, frame, ins.items, f"items of foreach {ins.step_id}")
@@ -116,7 +116,7 @@ class ControlFlow:
         frame.loops.append(LoopFrame(ins.loop_id, ins.kind, items))
         frame.pc += 1
 
-    def next_iteration(self: "WorkflowRun", thread: Thread, frame: Frame, ins: LoopNext) -> None:
+    def next_iteration(self: WorkflowRun, thread: Thread, frame: Frame, ins: LoopNext) -> None:
         loop = frame.loops[-1]
         if ins.kind == "foreach":
             assert loop.items is not None
@@ -151,7 +151,7 @@ class ControlFlow:
             frame.loops.pop()
 
     # -- frames -----------------------------------------------------------------------
-    def exit_frame(self: "WorkflowRun", thread: Thread, frame: Frame, ins: Exit) -> None:
+    def exit_frame(self: WorkflowRun, thread: Thread, frame: Frame, ins: Exit) -> None:
         """`exit` ends the workflow (or the included child workflow it is in)."""
         if ins.message:
             thread.outbox.append(str(self.render(thread, frame, ins.message, f"step {ins.step_id}")))
@@ -166,7 +166,7 @@ class ControlFlow:
             thread.frames[0].pc = len(self.programs(thread.frames[0].workflow)[thread.frames[0].program].instructions)
             thread.frames[0].loops.clear()
 
-    def frame_finished(self: "WorkflowRun", thread: Thread) -> None:
+    def frame_finished(self: WorkflowRun, thread: Thread) -> None:
         frame = thread.frames.pop()
         if frame.role == "include" and thread.frames:
             parent = thread.frames[-1]

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from aromcp_workflows.interpreter.outcomes import Answer, Busy, Completion, ShellRequest
 from aromcp_workflows.interpreter.run import WorkflowRun

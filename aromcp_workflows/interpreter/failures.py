@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class Failures:
-    def fail(self: "WorkflowRun", thread: Thread, step_id: str | None, message: str,
+    def fail(self: WorkflowRun, thread: Thread, step_id: str | None, message: str,
              handled: bool = True) -> None:
         error = {"message": message, "step_id": step_id, "timestamp": now_iso()}
         thread.pending = None
@@ -49,7 +49,7 @@ class Failures:
             return None
         return self.terminate(thread, error)
 
-    def fail_task(self: "WorkflowRun", thread: Thread, error: dict[str, Any]) -> None:
+    def fail_task(self: WorkflowRun, thread: Thread, error: dict[str, Any]) -> None:
         thread.failing = error
         thread.error = error["message"]
         base = thread.frames[0] if thread.frames else None
@@ -62,7 +62,7 @@ class Failures:
                 return None
         return self.terminate(thread, error)
 
-    def terminate(self: "WorkflowRun", thread: Thread, error: dict[str, Any]) -> None:
+    def terminate(self: WorkflowRun, thread: Thread, error: dict[str, Any]) -> None:
         """End the thread as failed, keeping the messages produced on the way."""
         thread.frames = []
         thread.pending = None
@@ -70,7 +70,7 @@ class Failures:
         thread.error = thread.error or error["message"]
         self.thread_finished(thread)
 
-    def collect_error(self: "WorkflowRun", error: dict[str, Any]) -> None:
+    def collect_error(self: WorkflowRun, error: dict[str, Any]) -> None:
         collection = self.bundle.main.definition.error_handling.error_collection
         if collection is None or not collection.enabled or not collection.state_path:
             return

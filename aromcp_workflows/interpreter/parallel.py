@@ -32,12 +32,12 @@ def sub_agent_prompt_text(workflow_id: str) -> str:
         from aromcp_workflows.integrations.prompts import sub_agent_prompt
 
         return sub_agent_prompt(workflow_id=workflow_id)
-    except Exception:  # noqa: BLE001 - a missing prompt file must not stop a workflow
+    except Exception:
         return _DEFAULT_SUB_AGENT_PROMPT.replace("{workflow_id}", workflow_id)
 
 
 class ParallelSteps:
-    def run_parallel(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, step_id: str) -> Any:
+    def run_parallel(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, step_id: str) -> Any:
         group = self.groups.get(step_id)
         if group is None:
             group = self.create_group(thread, frame, step, step_id)
@@ -45,7 +45,7 @@ class ParallelSteps:
             return self.deliver_batch(thread, group, step)
         return self.finalize_group(thread, frame, step, group)
 
-    def create_group(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, step_id: str) -> dict[str, Any]:
+    def create_group(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, step_id: str) -> dict[str, Any]:
         items = self.render(thread, frame, step.items, f"items of step {step_id}")
         if isinstance(items, dict):
             items = list(items.values())
@@ -67,7 +67,7 @@ class ParallelSteps:
         self.record("tasks_created", step_id, self.task_of(thread), {"task_ids": task_ids, "count": len(items)})
         return group
 
-    def task_context(self: "WorkflowRun", thread: Thread, frame: Frame, task: Any, task_id: str, item: Any,
+    def task_context(self: WorkflowRun, thread: Thread, frame: Frame, task: Any, task_id: str, item: Any,
                      index: int, step_id: str) -> dict[str, Any]:
         """`item`, `index` and `task` (inputs with defaults rendered over the item, `task_id`)."""
         defaults = {name: spec.default for name, spec in task.inputs.items()}
@@ -78,7 +78,7 @@ class ParallelSteps:
         context.update(item=item, index=index, task={**(rendered["inputs"] or {}), "task_id": task_id})
         return context
 
-    def deliver_batch(self: "WorkflowRun", thread: Thread, group: dict[str, Any], step: Any) -> Any:
+    def deliver_batch(self: WorkflowRun, thread: Thread, group: dict[str, Any], step: Any) -> Any:
         batch, group["queue"] = group["queue"][: step.max_parallel], group["queue"][step.max_parallel:]
         group["round"] += 1
         step_id = group["step_id"] if group["round"] == 1 else f"{group['step_id']}.batch{group['round']}"
@@ -88,7 +88,7 @@ class ParallelSteps:
         self.record("step_delivered", step_id, self.task_of(thread), {"type": "parallel_tasks", "task_ids": batch})
         return self.pending_answer(thread)
 
-    def parallel_step(self: "WorkflowRun", thread: Thread) -> dict[str, Any]:
+    def parallel_step(self: WorkflowRun, thread: Thread) -> dict[str, Any]:
         """The `parallel_tasks` step, listing only the tasks of the batch not yet finished."""
         pending = thread.pending
         assert pending is not None
@@ -107,7 +107,7 @@ class ParallelSteps:
         return {"id": pending.step_id, "type": "parallel_tasks", "instructions": text,
                 "definition": {"tasks": tasks, "sub_agent_prompt": prompt, "max_parallel": step.max_parallel}}
 
-    def public_context(self: "WorkflowRun", task: Thread) -> dict[str, Any]:
+    def public_context(self: WorkflowRun, task: Thread) -> dict[str, Any]:
         return {"workflow_id": self.workflow_id, "task_id": task.thread_id, "item": task.context.get("item"),
                 "index": task.context.get("index"), "inputs": {k: v for k, v in task.context.get("task", {}).items()
                                                                  if k != "task_id"}}
@@ -115,7 +115,7 @@ class ParallelSteps:
     def is_wait_of(self, pending: Pending, step_id: str) -> bool:
         return pending.kind == "parallel" and step_id == f"{pending.step_id}.wait"
 
-    def complete_parallel(self: "WorkflowRun", thread: Thread, pending: Pending) -> Completion:
+    def complete_parallel(self: WorkflowRun, thread: Thread, pending: Pending) -> Completion:
         frame = thread.frames[-1]
         step = self.programs(frame.workflow)[frame.program].instructions[frame.pc].step
         unfinished = [t for t in pending.data["task_ids"] if not self.threads[t].done]
@@ -133,7 +133,7 @@ class ParallelSteps:
                                                                                "status": "success"})
         return Completion(True)
 
-    def finalize_group(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, group: dict[str, Any]) -> Any:
+    def finalize_group(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, group: dict[str, Any]) -> Any:
         policy = step.on_sub_agent_error
         failed = [t for t in group["task_ids"] if self.threads[t].status == "failed"]
         if failed and step.wait_for_all and policy.strategy == "retry_failed":
@@ -158,7 +158,7 @@ class ParallelSteps:
         frame.pc += 1
         return None
 
-    def reset_task(self: "WorkflowRun", task_id: str, frame: Frame, step: Any) -> None:
+    def reset_task(self: WorkflowRun, task_id: str, frame: Frame, step: Any) -> None:
         """Start a failed task again from its first step, in the frame that spawned it."""
         old = self.threads[task_id]
         retries = old.retries + 1  # new step ids: a late completion from the failed attempt is refused

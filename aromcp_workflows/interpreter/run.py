@@ -18,7 +18,6 @@ from typing import Any
 
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.masking import Masker, secret_values
 from aromcp_workflows.expressions import ExpressionEngine
 from aromcp_workflows.interpreter.agent_steps import public
 from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
@@ -37,6 +36,7 @@ from aromcp_workflows.interpreter.outcomes import (
 from aromcp_workflows.interpreter.parallel import ParallelSteps
 from aromcp_workflows.interpreter.steps_exec import StepExecution
 from aromcp_workflows.interpreter.thread import TERMINAL, Frame, Thread
+from aromcp_workflows.masking import Masker, secret_values
 from aromcp_workflows.state import StateStore
 
 MAX_INSTRUCTIONS_PER_ADVANCE = 200_000
@@ -80,7 +80,7 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
     # -- construction and persistence ---------------------------------------------
     @classmethod
     def start(cls, workflow_id: str, bundle: WorkflowBundle, engine: ExpressionEngine,
-              project_dir: Path, inputs: dict[str, Any] | None = None) -> "WorkflowRun":
+              project_dir: Path, inputs: dict[str, Any] | None = None) -> WorkflowRun:
         """A new run: inputs checked (every problem at once), default state evaluated."""
         main = bundle.main.definition
         values = check_inputs(main.name, main.inputs, inputs or {})
@@ -126,7 +126,7 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], bundle: WorkflowBundle, engine: ExpressionEngine) -> "WorkflowRun":
+    def from_json(cls, data: dict[str, Any], bundle: WorkflowBundle, engine: ExpressionEngine) -> WorkflowRun:
         run = cls(data["workflow_id"], bundle, engine, Path(data["project_dir"]), data["inputs"])
         run.state_workflows = data["state_workflows"]
         for key, snapshot in data["states"].items():
@@ -250,7 +250,7 @@ class WorkflowRun(ControlFlow, StepExecution, ParallelSteps, Failures):
         """Record the agent's result for the step it was given; say whether it was accepted."""
         thread = self.thread(thread_id)
         pending = thread.pending
-        if pending is None or pending.step_id != step_id and not self.is_wait_of(pending, step_id):
+        if pending is None or (pending.step_id != step_id and not self.is_wait_of(pending, step_id)):
             if step_id in thread.completed_ids:
                 return Completion(True)  # completing twice is harmless
             if thread.done:

@@ -14,9 +14,10 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000

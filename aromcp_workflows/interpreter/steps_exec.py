@@ -41,7 +41,7 @@ class StepFailed(Exception):
 
 
 class StepExecution:
-    def run_step(self: "WorkflowRun", thread: Thread, frame: Frame, ins: Run) -> Any:
+    def run_step(self: WorkflowRun, thread: Thread, frame: Frame, ins: Run) -> Any:
         step, step_id = ins.step, self.delivered_id(frame, ins.step_id)
         try:
             if step.type == "state_update":
@@ -65,7 +65,7 @@ class StepExecution:
         return None
 
     # -- state --------------------------------------------------------------------
-    def write(self: "WorkflowRun", thread: Thread, frame: Frame, updates: list[tuple[str, str, Any]],
+    def write(self: WorkflowRun, thread: Thread, frame: Frame, updates: list[tuple[str, str, Any]],
               trigger: str) -> None:
         """Apply updates atomically to the frame's state; a refusal fails the step."""
         store = self.states[frame.state_key]
@@ -78,7 +78,7 @@ class StepExecution:
         self.record("state_changed", trigger.removeprefix("step "), self.task_of(thread),
                     {"paths": result.changed_paths, "computed_changed": sorted(result.computed_changed)})
 
-    def store_result(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, path: str | None,
+    def store_result(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, path: str | None,
                      result: Any, output: Any, step_id: str) -> None:
         spec = getattr(step, "state_update", None)
         if spec is None or path is None:
@@ -88,7 +88,7 @@ class StepExecution:
             value = self.render(thread, frame, spec.value, f"state_update of step {step_id}", {"result": result})
         self.write(thread, frame, [(path, spec.operation, value)], f"step {step_id}")
 
-    def store_failure(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, step_id: str,
+    def store_failure(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, step_id: str,
                       message: str, output: Any = None, result: Any = None) -> None:
         """`on_error: continue`: store `fallback_value` if given, else what the step's
         `state_update` would store (its `value` over `result`, or the parsed output);
@@ -113,7 +113,7 @@ class StepExecution:
         self.record("step_error", step_id, self.task_of(thread), {"message": message, "handled": "continue"})
 
     # -- shell ----------------------------------------------------------------------
-    def request_shell(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, step_id: str,
+    def request_shell(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, step_id: str,
                       attempt: int) -> ShellRequest:
         other, command = self.render_command(
             thread, frame, {"cwd": step.working_dir, "env": step.env,
@@ -129,7 +129,7 @@ class StepExecution:
         return ShellRequest(thread.thread_id, step_id, rendered["command"], cwd,
                             {k: str(v) for k, v in (other["env"] or {}).items()}, step.timeout, delay)
 
-    def shell_finished(self: "WorkflowRun", thread: Thread, request: ShellRequest, result: ShellResult) -> Any:
+    def shell_finished(self: WorkflowRun, thread: Thread, request: ShellRequest, result: ShellResult) -> Any:
         """Store a finished command's output, or apply its `on_error` (retry, continue, fail)."""
         pending = thread.pending
         if pending is None or pending.kind != "shell" or pending.step_id != request.step_id:
@@ -167,7 +167,7 @@ class StepExecution:
         return None
 
     # -- include --------------------------------------------------------------------
-    def enter_include(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, step_id: str) -> None:
+    def enter_include(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, step_id: str) -> None:
         child = self.bundle.get(step.workflow)
         rendered = self.render(thread, frame, {"inputs": step.inputs,
                                                "path": step.state_update.path if step.state_update else None},
@@ -186,7 +186,7 @@ class StepExecution:
         self.record("include_started", step_id, self.task_of(thread), {"workflow": child.name, "inputs": inputs})
 
     # -- agent steps ------------------------------------------------------------------
-    def deliver(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, step_id: str) -> Any:
+    def deliver(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, step_id: str) -> Any:
         """Render an agent step (one engine call) and park it as the thread's pending step."""
         fields = templated_fields(step)
         fields["_path"] = step.state_update.path if step.state_update else None
@@ -201,7 +201,7 @@ class StepExecution:
         self.record("step_delivered", step_id, self.task_of(thread), {"type": atomic["type"]})
         return self.pending_answer(thread)
 
-    def complete_agent_step(self: "WorkflowRun", thread: Thread, pending: Pending, status: str,
+    def complete_agent_step(self: WorkflowRun, thread: Thread, pending: Pending, status: str,
                             result: Any, error: str | None) -> Completion:
         frame = thread.frames[-1]
         step = self.programs(frame.workflow)[frame.program].instructions[frame.pc].step
@@ -228,7 +228,7 @@ class StepExecution:
         self.finish_pending(thread, frame, pending)
         return Completion(True)
 
-    def agent_step_failed(self: "WorkflowRun", thread: Thread, frame: Frame, step: Any, pending: Pending,
+    def agent_step_failed(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, pending: Pending,
                           message: str, rejected: bool = False) -> Completion:
         """The step failed (reported failed, or no valid answer in `max_attempts`): apply its
         `on_error`. The completion is unsuccessful when the agent's last answer was rejected."""
@@ -245,7 +245,7 @@ class StepExecution:
         self.fail(thread, pending.step_id, f"step {pending.step_id} failed: {message}")
         return outcome
 
-    def finish_pending(self: "WorkflowRun", thread: Thread, frame: Frame, pending: Pending,
+    def finish_pending(self: WorkflowRun, thread: Thread, frame: Frame, pending: Pending,
                        status: str = "success") -> None:
         thread.pending = None
         thread.remember_completed(pending.step_id)

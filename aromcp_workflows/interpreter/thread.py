@@ -83,7 +83,7 @@ class Thread:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Thread":
+    def from_json(cls, data: dict[str, Any]) -> Thread:
         frames = [
             Frame(**{**f, "loops": [LoopFrame(**lf) for lf in f.get("loops", [])]})
             for f in data["frames"]

@@ -11,6 +11,14 @@ from .store import StateStore
 from .updates import OPERATIONS, Update, UpdateResult
 
 __all__ = [
-    "StateStore", "ComputedFieldSpec", "ComputedGraph", "Update", "UpdateResult", "StateError",
-    "OPERATIONS", "parse_path", "parse_write_path", "format_path",
+    "OPERATIONS",
+    "ComputedFieldSpec",
+    "ComputedGraph",
+    "StateError",
+    "StateStore",
+    "Update",
+    "UpdateResult",
+    "format_path",
+    "parse_path",
+    "parse_write_path",
 ]

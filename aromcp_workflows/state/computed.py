@@ -10,8 +10,9 @@ downstream of them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from ..expressions import ExpressionError, Reads, reads_of
 from .errors import StateError

@@ -8,7 +8,8 @@ held by traces or callers never change under them.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..expressions import MISSING
 from .errors import StateError

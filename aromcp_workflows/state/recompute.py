@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from ..expressions import MISSING, ExpressionEngine
 from ..expressions.batch import Call, ChainItem, ChainOutcome, ValueTable
@@ -165,7 +166,7 @@ class RecomputeOutcome:
     def commit_cache(self, cache: V8Cache, computed: dict[str, Any]) -> None:
         """After the store committed: advance versions of changed values; everything the
         call saw with a defined value is now held by V8."""
-        for name, out in zip(self.order, self.outcomes):
+        for name, out in zip(self.order, self.outcomes, strict=False):
             if out.status == "changed":
                 cache.versions[name] = cache.versions.get(name, 0) + 1
         if cache.epoch != self.epoch:
@@ -192,7 +193,7 @@ def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: StateView,
     needed = builder.reads_computed | set(order)
     current = {n: view.computed.get(n, MISSING) for n in graph.order if n in needed}
     dirty = {i for i, n in enumerate(order) if n in direct}
-    stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     t0 = time.perf_counter()
     outcomes = engine.run_chain(
         items, builder.table, current, dirty, keys={n: cache.key(n) for n in current},
@@ -200,13 +201,13 @@ def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: StateView,
     elapsed = (time.perf_counter() - t0) * 1000
     # Inputs for traces: resolved after the chain (upstream fields are final by then).
     after = dict(view.computed)
-    for name, out in zip(order, outcomes):
+    for name, out in zip(order, outcomes, strict=False):
         if out.status == "changed":
             after[name] = out.value
     final = StateView(view.raw, view.state, view.inputs, after)
     traces = []
     ran = [o for o in outcomes if o.status in ("changed", "unchanged", "failed")]
-    for name, out in zip(order, outcomes):
+    for name, out in zip(order, outcomes, strict=False):
         if out.status not in ("changed", "unchanged", "failed"):
             continue
         node = graph.nodes[name]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..expressions import MISSING, ExpressionEngine, ExpressionError
 from .computed import ComputedFieldSpec, ComputedGraph, Ref
@@ -146,7 +147,7 @@ class StateStore:
         self._traces.extend(out.traces)
         result = UpdateResult()
         new_values: dict[str, Any] = {}
-        for name, outcome in zip(out.order, out.outcomes):
+        for name, outcome in zip(out.order, out.outcomes, strict=False):
             if outcome.status == "failed":
                 err = outcome.error
                 raise StateError(f"computed field {name!r} failed: {err}", field=name,
@@ -232,7 +233,7 @@ class StateStore:
 
     @classmethod
     def from_snapshot(cls, engine: ExpressionEngine, computed: Sequence[ComputedFieldSpec],
-                      snap: Mapping[str, Any], max_traces: int = 1000) -> "StateStore":
+                      snap: Mapping[str, Any], max_traces: int = 1000) -> StateStore:
         """Restore a store without recomputing (values are what they were)."""
         store = cls(engine, computed, snap.get("inputs") or {}, max_traces)
         store._raw = dict(snap.get("raw") or {})

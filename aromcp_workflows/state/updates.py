@@ -9,8 +9,9 @@ triggers no recompute.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from ..expressions import MISSING
 from .errors import StateError
@@ -29,7 +30,7 @@ class Update:
     value: Any = None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Update":
+    def from_dict(cls, data: Mapping[str, Any]) -> Update:
         """From the tool/YAML shape `{path, operation?, value?}`."""
         return cls(path=data["path"], operation=data.get("operation") or "set",
                    value=data.get("value"))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from aromcp_workflows.runner import UsageError, parse_inputs
-from aromcp_workflows.runner_answers import AnswerBook, AnswersFileError, answer_keys
+from aromcp_workflows.runner.answers import AnswerBook, AnswersFileError, answer_keys
+from aromcp_workflows.runner.run import UsageError, parse_inputs
 
 HINTS = {"id": "fix_batch_0.fix_files.get_hints#2", "type": "mcp_call",
          "definition": {"method": "hints_for_file", "params": {"file_path": "src/a.ts"}}}

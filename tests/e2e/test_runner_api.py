@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from aromcp_workflows.runner import run_workflow
-from aromcp_workflows.runner_report import RunOutcome
+from aromcp_workflows.runner.report import RunOutcome
+from aromcp_workflows.runner.run import run_workflow
 from tests.e2e.e2e_helpers import FIX_SUMMARY, SEVEN_FILES, git_repo
 
 FIX_ANSWERS = {

@@ -22,6 +22,6 @@ class Project:
         return path
 
     def service(self) -> Any:
-        from aromcp_workflows.service import WorkflowService
+        from aromcp_workflows.app.service import WorkflowService
 
         return WorkflowService(project_dir=self.root, store_path=self.store, home=self.home)

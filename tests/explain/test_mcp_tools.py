@@ -20,7 +20,7 @@ from test_inspect import PASSWORD, TOKEN, TRACED
 
 @pytest.fixture
 def server(project: Project) -> Any:
-    from aromcp_workflows.server import build_server
+    from aromcp_workflows.server.mcp import build_server
 
     project.put("test:traced", TRACED)
     return build_server(project.service)

@@ -8,7 +8,6 @@ import sys
 import time
 from typing import Any
 
-import pytest
 from explain_helpers import REPO
 
 
@@ -70,7 +69,7 @@ def test_no_side_effects(project: Any, service: Any) -> None:
 
 
 def test_single_huge_allocation_does_not_kill_the_process(tmp_path: Any) -> None:
-    code = ("from aromcp_workflows.service import WorkflowService\n"
+    code = ("from aromcp_workflows.app.service import WorkflowService\n"
             f"s = WorkflowService(project_dir={str(tmp_path)!r}, store_path={str(tmp_path / 's.db')!r}, "
             f"home={str(tmp_path)!r})\n"
             "r = s.test_transformation(\"new Array(1e9).fill('x').join('')\", None, {})\n"

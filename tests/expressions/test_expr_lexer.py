@@ -4,7 +4,7 @@ import pytest
 
 from aromcp_workflows.expressions import analyse, parse_template
 from aromcp_workflows.expressions.errors import ExpressionError
-from aromcp_workflows.expressions.template import ExprPart, parse_expression
+from aromcp_workflows.expressions.template import parse_expression
 
 
 @pytest.mark.parametrize("text,expr", [

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from aromcp_workflows.interpreter import Driver
 
@@ -86,7 +87,7 @@ class ScriptedAgent:
         def work(tid: str) -> None:
             try:
                 self.run(tid)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 errors.append(exc)
 
         threads = [threading.Thread(target=work, args=(tid,)) for tid in task_ids]

@@ -32,10 +32,10 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def server(project: Path, store_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from aromcp_workflows.server import build_server
+    from aromcp_workflows.server.mcp import build_server
 
     def factory() -> Any:
-        from aromcp_workflows.service import WorkflowService  # lazily, as the real server does
+        from aromcp_workflows.app.service import WorkflowService  # lazily, as the real server does
 
         return WorkflowService(project_dir=project, store_path=store_path, home=home)
 

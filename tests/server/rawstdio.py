@@ -47,7 +47,7 @@ class RawServer:
         return self.proc.pid
 
     async def start(self) -> RawServer:
-        self._stderr = open(self.stderr_path, "ab")  # noqa: ASYNC230, SIM115 - closed in _finish()
+        self._stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - closed in _finish()
         self.proc = await asyncio.create_subprocess_exec(
             PYTHON, *self.args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=self._stderr, env=self.env, cwd=str(self.cwd), limit=64 * 1024 * 1024)
@@ -139,7 +139,7 @@ class RawServer:
         if self._reader is not None:
             try:
                 await asyncio.wait_for(self._reader, 5)
-            except (TimeoutError, Exception):  # noqa: BLE001 - the reader only fails waiters
+            except (TimeoutError, Exception):
                 self._reader.cancel()
         if self._stderr is not None:
             self._stderr.close()

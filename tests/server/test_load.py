@@ -52,7 +52,7 @@ async def test_fifty_sub_agents_over_one_connection(dirs):
         # most sub-agents economical, every tenth seed-style: both over the same connection
         agents = [ProtocolAgent(client, workflow_id, economical=n % 10 != 0, log=log) for n in range(TASKS)]
         began = time.perf_counter()
-        ends = await asyncio.gather(*(agent.run(task_id) for agent, task_id in zip(agents, task_ids)))
+        ends = await asyncio.gather(*(agent.run(task_id) for agent, task_id in zip(agents, task_ids, strict=False)))
         elapsed = time.perf_counter() - began
         assert all(end["step"] is None and end["status"] == "completed" for end in ends)
         calls = log.total_calls
@@ -95,8 +95,8 @@ async def test_two_server_processes_never_lose_each_others_writes(dirs):
 def test_conflict_between_check_and_save_is_reported(tmp_path):
     """Two services (as two processes) on one store: a write that raced past the freshness
     check is refused with an actionable error and nothing is overwritten."""
-    from aromcp_workflows.instances import ServiceError
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.instances import ServiceError
+    from aromcp_workflows.app.service import WorkflowService
 
     project = tmp_path / "p"
     (project / ".aromcp" / "workflows").mkdir(parents=True)
@@ -165,8 +165,8 @@ sub_agent_tasks:
 
 
 def two_servers(tmp_path: Path) -> tuple[Any, Any]:
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     project = make_project(tmp_path / "project", {"shell-task": SHELL_TASK})
     home = tmp_path / "home"
@@ -261,8 +261,8 @@ async def test_two_processes_racing_writes_every_answer_tells_the_truth(dirs):
 
 
 def test_conflict_message_speaks_in_tools(tmp_path):
-    from aromcp_workflows.instances import ServiceError
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.instances import ServiceError
+    from aromcp_workflows.app.service import WorkflowService
     from aromcp_workflows.state import Update
 
     project = make_project(tmp_path / "p")

@@ -295,8 +295,8 @@ async def test_checkpoint_and_resume_rolls_back(server, mode):
 
 
 async def test_resume_after_restart_returns_last_checkpoint(project, store_path, home):
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     def server() -> Any:
         return build_server(lambda: WorkflowService(project_dir=project, store_path=store_path, home=home))
@@ -337,8 +337,8 @@ async def test_complete_cancels_and_reports_final_state(server, mode):
 
 
 async def test_status_without_id_lists_this_projects_instances(server, tmp_path, store_path, home, mode):
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     other_project = make_project(tmp_path / "other")
     other = build_server(lambda: WorkflowService(project_dir=other_project, store_path=store_path, home=home))
@@ -549,8 +549,8 @@ steps:
 
 @pytest.mark.slow
 async def test_long_shell_command_reports_progress(tmp_path, home):
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     project = make_project(tmp_path / "p", {"slow-shell": SLOW_SHELL})
     server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=home))
@@ -610,8 +610,8 @@ def standards_answer(step: dict[str, Any]) -> Any:
 async def test_standards_fix_tool_calls_within_budget(tmp_path, home, economical):
     """DESIGN §7: an economical agent needs at most N + T + 2 tool calls (N agent-performed steps,
     T sub-agent tasks); the seed protocol needs get_next_step + step_complete per step."""
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     project = git_project(tmp_path / "repo", STANDARDS_FILES)
     server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=home))
@@ -683,8 +683,8 @@ steps:
 
 
 async def test_include_then_failure_handler_messages_arrive_with_the_failure(tmp_path, home, mode):
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     project = make_project(tmp_path / "p", {"child": CHILD, "parent": PARENT})
     server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=home))
@@ -729,8 +729,8 @@ sub_agent_tasks:
 
 @pytest.mark.parametrize("economical", [True, False], ids=["economical", "seed"])
 async def test_messages_of_sub_agent_tasks_arrive_once_with_the_tasks_answers(tmp_path, home, economical):
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     project = make_project(tmp_path / "p", {"task-messages": TASK_MESSAGES})
     server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=home))
@@ -764,8 +764,8 @@ steps:
 
 
 async def test_runaway_computed_field_refuses_the_update_within_its_timeout(tmp_path, home):
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     project = make_project(tmp_path / "p", {"runaway": RUNAWAY})
     server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=home))
@@ -795,8 +795,8 @@ steps:
 
 
 async def test_a_secret_echoed_by_a_failing_command_is_masked_in_failure_answers(tmp_path, home):
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     project = make_project(tmp_path / "p", {"leaky": LEAKY})
     server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=home))

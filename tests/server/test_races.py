@@ -6,13 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from srv_helpers import make_project
 
 
 def test_a_call_holding_the_instance_during_a_rollback_cannot_undo_it(tmp_path: Path) -> None:
-    from aromcp_workflows.instances import ServiceError
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.instances import ServiceError
+    from aromcp_workflows.app.service import WorkflowService
     from aromcp_workflows.state import Update
 
     project = make_project(tmp_path / "project")
@@ -76,8 +75,8 @@ async def test_resume_during_a_running_shell_command_does_not_run_it_twice(tmp_p
     from mcp import Client
     from srv_helpers import ok
 
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     project = make_project(tmp_path / "project", {"shell-in-task": SHELL_IN_TASK})
     server = build_server(lambda: WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3",
@@ -108,8 +107,8 @@ async def test_a_write_from_another_server_during_a_shell_command_does_not_rerun
     from mcp import Client
     from srv_helpers import ok
 
-    from aromcp_workflows.server import build_server
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
 
     project = make_project(tmp_path / "project", {"shell-in-task": SHELL_IN_TASK})
 
@@ -139,7 +138,7 @@ async def test_a_write_from_another_server_during_a_shell_command_does_not_rerun
 def test_checkpoint_and_fail_leaves_a_checkpoint(tmp_path):
     """error_handling: checkpoint_and_fail (the default) saves a checkpoint at the failure,
     which workflow_resume then reports as the last one."""
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
 
     project = tmp_path / "p"
     (project / ".aromcp" / "workflows").mkdir(parents=True)

@@ -175,7 +175,7 @@ async def test_unknown_workflow_resource_error_says_where_it_looked(server):
 
 @pytest.mark.parametrize("tool", sorted(t for t, args in ARGUMENTS.items() if any(a.endswith("*") for a in args)))
 async def test_missing_required_arguments_are_tool_errors_naming_them(tool):
-    from aromcp_workflows.server import build_server
+    from aromcp_workflows.server.mcp import build_server
 
     server = build_server(lambda: pytest.fail("arguments are checked before the service is built"))
     async with Client(server, mode="legacy") as client:
@@ -194,7 +194,7 @@ async def test_missing_required_arguments_are_tool_errors_naming_them(tool):
     ("workflow_start", {"workflow": "x", "inputs": ["a"]}, "inputs"),
 ])
 async def test_wrongly_typed_arguments_are_tool_errors_naming_them(tool, args, word):
-    from aromcp_workflows.server import build_server
+    from aromcp_workflows.server.mcp import build_server
 
     server = build_server(lambda: pytest.fail("arguments are checked before the service is built"))
     async with Client(server, mode="auto") as client:

@@ -54,9 +54,9 @@ async def test_http_binds_localhost_lists_tools_and_starts_a_workflow(tmp_path):
     project = make_project(tmp_path / "project")
     home, store, port = tmp_path / "home", tmp_path / "store.sqlite3", free_port()
     home.mkdir()
-    stderr = open(tmp_path / "http.stderr", "wb")  # noqa: ASYNC230, SIM115 - closed in finally
-    stdout = open(tmp_path / "http.stdout", "wb")  # noqa: ASYNC230, SIM115 - closed in finally
-    proc = subprocess.Popen(  # noqa: ASYNC220 - started once; the test then talks to it over HTTP
+    stderr = open(tmp_path / "http.stderr", "wb")  # noqa: SIM115 - closed in finally
+    stdout = open(tmp_path / "http.stdout", "wb")  # noqa: SIM115 - closed in finally
+    proc = subprocess.Popen(
         [PYTHON, *serve_args(project, store, "--http", "--port", str(port))], cwd=project,
         env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=stdout,
         stderr=stderr)
@@ -92,8 +92,8 @@ async def test_http_server_logs_nothing_to_stdout_at_the_default_level(tmp_path)
     home, store, port = tmp_path / "home", tmp_path / "store.sqlite3", free_port()
     home.mkdir()
     out_path = tmp_path / "http.stdout"
-    with open(out_path, "wb") as stdout:  # noqa: ASYNC230
-        proc = subprocess.Popen(  # noqa: ASYNC220
+    with open(out_path, "wb") as stdout:
+        proc = subprocess.Popen(
             [PYTHON, *serve_args(project, store, "--http", "--port", str(port))], cwd=project,
             env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.DEVNULL)
         try:

@@ -112,8 +112,8 @@ def test_traces(engine):
     t = traces[0]
     assert set(t) >= {"field", "timestamp", "trigger", "input", "output", "duration_ms", "error"}
     assert (t["trigger"], t["input"], t["output"], t["error"]) == ("step set_n", 5, 10, None)
-    assert traces[1]["error"]["kind"] == "runtime" and "computed field bad" == \
-        traces[1]["error"]["origin"]
+    assert traces[1]["error"]["kind"] == "runtime" and traces[1]["error"]["origin"] == \
+        "computed field bad"
     assert s.drain_traces() == []
 
 

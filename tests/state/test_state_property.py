@@ -111,7 +111,7 @@ updates = st.one_of(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schemas(), st.lists(st.lists(updates, min_size=1, max_size=3), min_size=1, max_size=8),
-       st.fixed_dictionaries({k: values for k in RAW_NAMES}))
+       st.fixed_dictionaries(dict.fromkeys(RAW_NAMES, values)))
 def test_no_stale_value_ever_and_no_needless_recompute(schema, batches, initial):
     store = StateStore(ENGINE, to_specs(schema))
     store.initialize({"raw": initial})

@@ -79,26 +79,26 @@ def register_commands(commands: Any) -> None:
 
 
 def _service(args: argparse.Namespace) -> Any:
-    from aromcp_workflows.service import WorkflowService
+    from aromcp_workflows.app.service import WorkflowService
 
     return WorkflowService(project_dir=args.project_dir, store_path=getattr(args, "store", None))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from aromcp_workflows.server import serve
+    from aromcp_workflows.server.mcp import serve
 
     serve("http" if args.http else "stdio", args.host, args.port, args.project_dir, args.store)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from aromcp_workflows.runner import run_from_cli
+    from aromcp_workflows.runner.run import run_from_cli
 
     return run_from_cli(args)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from aromcp_workflows.instances import ServiceError
+    from aromcp_workflows.app.instances import ServiceError
 
     service = _service(args)
     try:
@@ -178,7 +178,7 @@ def _pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpar
 
 def _call(action: Any) -> Any:
     """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
-    from aromcp_workflows.instances import ServiceError
+    from aromcp_workflows.app.instances import ServiceError
     from aromcp_workflows.interpreter import InputError
 
     try:

@@ -17,8 +17,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.runner_answers import AnswerBook, ScriptedAnswer
-from aromcp_workflows.runner_report import (
+from aromcp_workflows.runner.answers import AnswerBook, ScriptedAnswer
+from aromcp_workflows.runner.report import (
     Printer,
     RunOutcome,
     TranscriptEntry,
@@ -240,7 +240,7 @@ class HeadlessAgent:
             start_new_session=True)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout_ms / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             _kill_group(proc.pid)
             await proc.wait()
             return ScriptedAnswer("shell", "failed", None, f"timed out after {timeout_ms} ms")

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows import __version__
 
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
     schema.set_defaults(handler=cmd_schema)
 
-    from aromcp_workflows.cli_ops import register_commands
+    from aromcp_workflows.cli.commands import register_commands
 
     register_commands(commands)
     return parser
@@ -113,7 +114,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     width = max(len(r["name"]) for r in rows)
     for row in rows:
-        text = row.get("error") and f"(invalid: {row['error']})" or row["description"]
+        text = (row.get("error") and f"(invalid: {row['error']})") or row["description"]
         print(f"{row['name']:<{width}}  {row['source']:<8} {text}")
     return 0
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from aromcp_workflows.app.instances import InstanceRegistry, LiveInstance, ServiceError
 from aromcp_workflows.definition import (
     DefinitionError,
     WorkflowLoader,
@@ -22,7 +24,6 @@ from aromcp_workflows.definition import (
     check,
     load_valid_bundle,
 )
-from aromcp_workflows.instances import InstanceRegistry, LiveInstance, ServiceError
 from aromcp_workflows.interpreter import InputError, RunError, WorkflowRun
 from aromcp_workflows.interpreter.driver import Driver, Holder
 from aromcp_workflows.interpreter.shell import ProgressCallback
@@ -227,7 +228,7 @@ class WorkflowService:
 
     def status(self, workflow_id: str | None = None) -> dict[str, Any]:
         if workflow_id is None:
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             rows = []
             for item in self.instances.store.list_instances(project_dir=str(self.project_dir)):
                 age = (now - datetime.fromisoformat(item.created_at)).total_seconds()

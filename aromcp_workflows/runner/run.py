@@ -21,9 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
-from aromcp_workflows.runner_agent import HeadlessAgent
-from aromcp_workflows.runner_answers import AnswerBook, AnswersFileError
-from aromcp_workflows.runner_report import Printer, RunOutcome, TranscriptEntry
+from aromcp_workflows.runner.agent import HeadlessAgent
+from aromcp_workflows.runner.answers import AnswerBook, AnswersFileError
+from aromcp_workflows.runner.report import Printer, RunOutcome, TranscriptEntry
 
 __all__ = ["AnswerBook", "RunOutcome", "TranscriptEntry", "UsageError", "parse_inputs", "run_from_cli",
            "run_workflow"]
@@ -86,7 +86,7 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
                                       seed_style)
                 finished = await agent.run(workflow, inputs or {})
             outcome = finished
-        except Exception as exc:  # noqa: BLE001 - the server died, could not start, or failed to close
+        except Exception as exc:
             if finished is not None:  # the run was over: a failure while closing the session changes nothing
                 outcome = finished
             else:

@@ -137,10 +137,7 @@ def _matches(case: _Case, step: dict[str, Any]) -> bool:
     for name, expected in case.when_params.items():
         if not _equal(params.get(name, _MISSING), expected):
             return False
-    for path, expected in case.when.items():
-        if not _equal(_dig(definition, str(path)), expected):
-            return False
-    return True
+    return all(_equal(_dig(definition, str(path)), expected) for path, expected in case.when.items())
 
 
 def _dig(value: Any, path: str) -> Any:
@@ -207,7 +204,7 @@ class AnswerBook:
         self.sources = {str(key): _Source(str(key), value) for key, value in data.items()}
 
     @classmethod
-    def load(cls, path: str | Path) -> "AnswerBook":
+    def load(cls, path: str | Path) -> AnswerBook:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:

@@ -12,7 +12,8 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
@@ -20,7 +21,7 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
 
 from aromcp_workflows import __version__
-from aromcp_workflows.tool_models import (
+from aromcp_workflows.server.models import (
     CheckpointResult,
     CompleteResult,
     DebugInfoResult,
@@ -71,7 +72,7 @@ class ServiceHolder:
 
 def default_service_factory(project_dir: str | None = None, store: str | None = None) -> Callable[[], Any]:
     def build() -> Any:
-        from aromcp_workflows.service import WorkflowService
+        from aromcp_workflows.app.service import WorkflowService
 
         return WorkflowService(project_dir=project_dir, store_path=store)
 
@@ -84,13 +85,13 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
                     log_level=log_level.upper())  # type: ignore[arg-type]  # also uvicorn's, in HTTP mode
 
     def call(method: str, *args: Any, **kwargs: Any) -> Any:
-        from aromcp_workflows.instances import ServiceError
+        from aromcp_workflows.app.instances import ServiceError
 
         try:
             return getattr(holder.get(), method)(*args, **kwargs)
         except ServiceError as exc:
             raise ToolError(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - never a traceback to the client
+        except Exception as exc:
             log.exception("internal error in %s", method)
             raise ToolError(f"internal error in {method}: {type(exc).__name__}: {exc}. The instance was "
                             "saved as it was before this call; report this as a bug.") from None
@@ -233,7 +234,7 @@ def _progress(ctx: Context | None) -> Callable[[float, str], None] | None:
 
         try:
             anyio.from_thread.run(ctx.report_progress, elapsed, None, message)
-        except Exception:  # noqa: BLE001 - progress is best effort
+        except Exception:
             log.debug("progress notification failed", exc_info=True)
 
     return report
@@ -256,7 +257,7 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
     @mcp.resource("workflow://{name}", name="workflow", description="A workflow definition (YAML source)",
                   mime_type="application/yaml")
     def workflow_resource(name: str) -> str:
-        from aromcp_workflows.instances import ServiceError
+        from aromcp_workflows.app.instances import ServiceError
 
         try:
             info = holder.get().get_info(name)

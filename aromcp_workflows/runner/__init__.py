@@ -1,0 +1,1 @@
+"""The headless agent: an MCP client that performs atomic steps without an LLM."""

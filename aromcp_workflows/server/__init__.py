@@ -1,0 +1,1 @@
+"""The MCP surface: tools, prompts and resources (`mcp`) and their pydantic shapes (`models`)."""
