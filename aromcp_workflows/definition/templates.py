@@ -61,6 +61,30 @@ def template_problems(text: str, inputs: Collection[str],
     return problems
 
 
+def command_problem(command: str) -> str | None:
+    """Why a shell command template cannot carry its values literally, or None.
+
+    The engine escapes each insertion for the bash quoting context it stands in; this asks
+    the same lexer, so a context it cannot make safe (backticks, `${…}`, a comment, …) is
+    refused when the workflow loads rather than when the step runs.
+    """
+    if "{{" not in command:
+        return None
+    try:
+        from aromcp_workflows.expressions import ExpressionError
+        from aromcp_workflows.expressions.engine import command_plan
+        from aromcp_workflows.expressions.shell_context import ShellContextError
+    except ImportError:  # the definition layer also works on its own
+        return None
+    try:
+        command_plan(command)
+    except ExpressionError:
+        return None  # reported by template_problems
+    except ShellContextError as exc:
+        return str(exc)
+    return None
+
+
 def _unknown_keys(keys: Collection[str] | None, known: Collection[str], root: str,
                   what: str) -> list[str]:
     if not keys:

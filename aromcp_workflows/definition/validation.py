@@ -29,7 +29,7 @@ from aromcp_workflows.definition.steps import (
     WhileStep,
     child_step_lists,
 )
-from aromcp_workflows.definition.templates import template_problems
+from aromcp_workflows.definition.templates import command_problem, template_problems
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_source import Path
 
@@ -140,6 +140,10 @@ class _Checker:
                                          step.on_sub_agent_error.error_state_path)
         if isinstance(step, IncludeWorkflowStep):
             self.check_include_inputs(path, step)
+        if step.type in ("shell_command", "agent_shell_command"):
+            problem = command_problem(step.command)
+            if problem:
+                self.error((*path, "command"), problem)
         if isinstance(step, UserInputStep) and step.validation and step.validation.pattern:
             try:
                 re.compile(step.validation.pattern)

@@ -20,6 +20,7 @@ from .errors import MISSING, ExpressionError
 from .isolation import ProcessV8Runtime
 from .lexer import LexError
 from .runtime import EngineStats, FunctionDef, V8Runtime
+from .shell_context import ShellContextError, ShellPlan, assemble, shell_plan
 from .template import (
     ExprPart,
     NeedsV8,
@@ -30,7 +31,6 @@ from .template import (
     parse_expression,
     parse_template,
     resolve_path,
-    shell_quote,
     to_text,
 )
 
@@ -93,7 +93,8 @@ class ExpressionEngine:
 
         A string that is exactly one `{{ }}` keeps the JS type of its value (undefined
         becomes None, or MISSING with `keep_missing`); other strings are rendered as text.
-        With `shell_quote`, every inserted value is shell-quoted unless `| raw` is used.
+        With `shell_quote`, every inserted value is escaped for the bash quoting context it
+        stands in (see shell_context) unless `| raw` is used.
         """
         ctx = _RenderContext(self, scope, origin)
         shaped = ctx.collect(structure)
@@ -209,7 +210,7 @@ class _RenderContext:
             except ExpressionError as exc:
                 raise ExpressionError(node, self.origin, exc.js_message, exc.kind) from None
             values = [self._part(p) for p in tpl.expressions]
-            return _Shaped(tpl, values)
+            return _Shaped(tpl, values, node)
         if isinstance(node, dict):
             return {k: self.collect(v) for k, v in node.items()}
         if isinstance(node, (list, tuple)):
@@ -268,11 +269,12 @@ class _RenderContext:
 
 
 class _Shaped:
-    __slots__ = ("tpl", "values")
+    __slots__ = ("source", "tpl", "values")
 
-    def __init__(self, tpl: Template, values: list[tuple[Any, list[Any]]]) -> None:
+    def __init__(self, tpl: Template, values: list[tuple[Any, list[Any]]], source: str) -> None:
         self.tpl = tpl
         self.values = values
+        self.source = source
 
     def render(self, ctx: _RenderContext, quote: bool, keep_missing: bool) -> Any:
         rendered: list[tuple[Any, bool]] = []
@@ -281,23 +283,42 @@ class _Shaped:
             for f, arg in zip(part.filters, args, strict=False):
                 value = apply_filter(f, value, ctx._get(arg))
             rendered.append((value, part.is_raw))
+        if quote:
+            return self._command(ctx, rendered)
         if self.tpl.whole:
-            value, raw = rendered[0]
-            if quote and not raw:
-                return shell_quote(to_text(value))
+            value = rendered[0][0]
             if value is MISSING and not keep_missing:
                 return None
             return value
         out: list[str] = []
         it = iter(rendered)
         for piece in self.tpl.parts:
-            if isinstance(piece, str):
-                out.append(piece)
-            else:
-                value, raw = next(it)
-                text = to_text(value)
-                out.append(shell_quote(text) if quote and not raw else text)
+            out.append(piece if isinstance(piece, str) else to_text(next(it)[0]))
         return "".join(out)
+
+    def _command(self, ctx: _RenderContext, rendered: list[tuple[Any, bool]]) -> str:
+        """The command with each value escaped for where it stands (or a clear error)."""
+        try:
+            literals, plan = command_plan(self.source)
+            return assemble(literals, plan, [(to_text(v), raw) for v, raw in rendered])
+        except ShellContextError as exc:
+            raise ExpressionError(self.source, ctx.origin, str(exc), "shell") from None
+
+
+@lru_cache(maxsize=4096)
+def command_plan(command: str) -> tuple[tuple[str, ...], ShellPlan]:
+    """The literal pieces of a command template and the quoting context of each insertion
+    (cached per command text; raises ExpressionError or ShellContextError)."""
+    tpl = parse_template(command)
+    literals: list[str] = [""]
+    for piece in tpl.parts:
+        if isinstance(piece, str):
+            literals[-1] += piece
+        else:
+            literals.append("")
+    exprs = tpl.expressions
+    plan = shell_plan(tuple(literals), tuple(p.source for p in exprs), tuple(p.is_raw for p in exprs))
+    return tuple(literals), plan
 
 
 __all__ = ["ExpressionEngine", "parse_expression", "reads_of"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-ErrorKind = Literal["syntax", "runtime", "timeout", "memory", "validation"]
+ErrorKind = Literal["syntax", "runtime", "timeout", "memory", "validation", "shell"]
 
 
 class _Missing:
@@ -39,7 +39,7 @@ class ExpressionError(Exception):
 
     Says what (`expression`), where it came from (`origin`: a step id, a computed field,
     ...), what JavaScript said (`js_message`) and which kind of failure it was (`kind`:
-    syntax | runtime | timeout | memory | validation), so the user can fix the YAML.
+    syntax | runtime | timeout | memory | validation | shell), so the user can fix the YAML.
     """
 
     def __init__(self, expression: str, origin: str, js_message: str, kind: ErrorKind) -> None:
@@ -67,4 +67,5 @@ _KIND_TEXT: dict[str, str] = {
     "timeout": "JavaScript evaluation timed out",
     "memory": "JavaScript evaluation ran out of memory",
     "validation": "Computed value failed validation",
+    "shell": "Shell command cannot carry a value",
 }
