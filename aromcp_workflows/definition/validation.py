@@ -32,6 +32,7 @@ from aromcp_workflows.definition.steps import (
 from aromcp_workflows.definition.templates import command_problem, template_problems
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_source import Path
+from aromcp_workflows.patterns import pattern_problem
 
 TIERS = ("raw", "state", "computed", "inputs")
 WRITABLE_TIERS = ("raw", "state")
@@ -145,10 +146,9 @@ class _Checker:
             if problem:
                 self.error((*path, "command"), problem)
         if isinstance(step, UserInputStep) and step.validation and step.validation.pattern:
-            try:
-                re.compile(step.validation.pattern)
-            except re.error as exc:
-                self.error((*path, "validation", "pattern"), f"invalid regular expression: {exc}")
+            problem = pattern_problem(step.validation.pattern)
+            if problem:
+                self.error((*path, "validation", "pattern"), problem)
 
     def check_include_inputs(self, path: Path, step: IncludeWorkflowStep) -> None:
         """The inputs an include passes must be ones the child declares, required ones included."""

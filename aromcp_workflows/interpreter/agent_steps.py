@@ -9,13 +9,13 @@ reported, returning the value to store or the problem to tell the agent.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 
 from aromcp_workflows.interpreter.shell import OutputFormatError, parse_output
+from aromcp_workflows.patterns import full_match
 
 AGENT_TYPES = frozenset({"agent_shell_command", "mcp_call", "user_input", "agent_prompt", "apply_hints"})
 
@@ -133,7 +133,7 @@ def _accept_answer(step: Any, result: Any) -> Accepted | Rejected:
         if answer not in choices:
             return Rejected(f"the answer {answer!r} is not one of the choices: " + ", ".join(choices))
     validation = step.validation
-    if validation is not None and validation.pattern and not re.fullmatch(validation.pattern, answer):
+    if validation is not None and validation.pattern and not full_match(validation.pattern, answer):
         message = validation.error_message or f"the answer must match {validation.pattern}"
         return Rejected(f"{message} (got {answer!r})")
     return Accepted(answer)
