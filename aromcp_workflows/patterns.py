@@ -10,6 +10,7 @@ interpreter both go through here so they can never disagree.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -29,11 +30,19 @@ def compile_pattern(pattern: str) -> Any:
     try:
         return re2.compile(pattern, _OPTIONS)
     except re2.error as exc:
-        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) \
-            else str(exc)
-        raise PatternError(f"invalid regular expression for RE2 ({reason}); patterns run on RE2, which has "
-                           "no backreferences (\\1) and no lookaround ((?=…), (?!…), (?<=…)): rewrite the "
-                           "pattern without them") from None
+        raise PatternError(_explain(pattern, exc)) from None
+
+
+def _explain(pattern: str, exc: Exception) -> str:
+    raw = exc.args[0] if exc.args else exc
+    reason = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    try:
+        re.compile(pattern)
+    except re.error:
+        return f"invalid regular expression: {reason}"
+    return (f"the pattern uses what RE2 cannot run ({reason}); patterns run on RE2, which takes time linear "
+            "in the answer but has no backreferences (\\1) and no lookaround ((?=…), (?!…), (?<=…)): "
+            "rewrite the pattern without them")
 
 
 def pattern_problem(pattern: str) -> str | None:

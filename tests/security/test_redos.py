@@ -60,5 +60,5 @@ async def test_pattern_re2_cannot_run_is_a_load_error_with_line(make_server):
     assert not report["valid"]
     errors = [e for e in report["errors"] if "pattern" in e["message"]]
     assert errors and errors[0]["line"] == 7, report
-    assert "backreference" in errors[0]["message"] or "RE2" in errors[0]["message"]
+    assert "backreferences" in errors[0]["message"] and "RE2" in errors[0]["message"]
 
