@@ -14,7 +14,6 @@ from aromcp_workflows.definition.loader import (
     LoadedWorkflow,
     WorkflowBundle,
     WorkflowLoader,
-    looks_like_file,
 )
 from aromcp_workflows.definition.resolver import WorkflowLocation, WorkflowResolver, check_name
 from aromcp_workflows.definition.validation import validate_bundle
@@ -49,7 +48,7 @@ def check(target: str, loader: WorkflowLoader) -> CheckReport:
 
 
 def _check_into(report: CheckReport, target: str, loader: WorkflowLoader) -> None:
-    if looks_like_file(target):  # a shared file may hold several workflows: check each
+    if loader.takes_file(target):  # a shared file may hold several workflows: check each
         bundles = [loader.bundle_of(w) for w in loader.load_file(target)]
     else:
         bundles = [loader.load_bundle(target)]
@@ -63,7 +62,7 @@ def _check_into(report: CheckReport, target: str, loader: WorkflowLoader) -> Non
 
 def load_valid_bundle(target: str, loader: WorkflowLoader) -> WorkflowBundle:
     """A bundle ready to run, or `DefinitionError` listing every error."""
-    if looks_like_file(target):
+    if loader.takes_file(target):
         loader.load_one_file(target)  # running a file needs exactly one workflow in it
     report = check(target, loader)
     if report.errors or report.bundle is None:

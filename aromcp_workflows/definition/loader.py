@@ -20,7 +20,7 @@ from aromcp_workflows.definition.errors import (
     WorkflowNotFound,
     did_you_mean,
 )
-from aromcp_workflows.definition.resolver import Source, WorkflowResolver, check_name
+from aromcp_workflows.definition.resolver import Source, WorkflowResolver, check_name, name_problem
 from aromcp_workflows.definition.steps import IncludeWorkflowStep, child_step_lists
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_source import Positions, parse_yaml
@@ -89,8 +89,9 @@ class WorkflowLoader:
     are unchanged, so a long-running server sees an edited shared file at once.
     """
 
-    def __init__(self, resolver: WorkflowResolver | None = None):
+    def __init__(self, resolver: WorkflowResolver | None = None, names_only: bool = False):
         self.resolver = resolver or WorkflowResolver()
+        self.names_only = names_only  # True over MCP: only names in the workflow directories
         self._cache: dict[Path, tuple[dict[Path, Stamp], list[LoadedWorkflow]]] = {}
 
     # -- single files -------------------------------------------------------------
@@ -166,9 +167,19 @@ class WorkflowLoader:
         return any(target == d or d in target.parents for d in allowed)
 
     # -- names and bundles --------------------------------------------------------
+    def takes_file(self, target: str) -> bool:
+        """Whether `target` is read as a file path (never with `names_only`)."""
+        return not self.names_only and looks_like_file(target)
+
     def load(self, name_or_file: str) -> LoadedWorkflow:
-        """A workflow by name (project, global, built-in) or by path to a .yaml file."""
-        if looks_like_file(name_or_file):
+        """A workflow by name (project, global, built-in) or by path to a .yaml file.
+
+        With `names_only` (the MCP server), a path is refused before the file system is
+        touched: a client may run what the workflow directories hold, not any YAML on disk.
+        """
+        if self.names_only:
+            refuse_paths(name_or_file)
+        elif self.takes_file(name_or_file):
             return self.load_one_file(name_or_file)
         location = self.resolver.find(name_or_file)
         for workflow in self.load_file(location.path, location.source):
@@ -313,6 +324,17 @@ def _read_text(path: Path) -> str:
         raise DefinitionError([Problem(f"file is not UTF-8 text ({exc.reason} at byte {exc.start})", str(path))]) from None
     except OSError as exc:
         raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None
+
+
+def refuse_paths(name: str) -> None:
+    """Refuse anything but a workflow name (used where clients, not authors, choose)."""
+    reason = name_problem(name)
+    if reason:
+        raise DefinitionError([Problem(
+            f"invalid workflow name {name[:200]!r}: {reason}; over MCP only workflows in the workflow "
+            "directories run (.aromcp/workflows/ of the project, ~/.aromcp/workflows/, built-ins): put the "
+            "file there and pass its name (e.g. 'standards:fix'), or run a file from the command line with "
+            "`aromcp-workflows run FILE`")])
 
 
 def looks_like_file(value: str) -> bool:

@@ -66,7 +66,9 @@ class ServiceHolder:
         if self._service is None:
             with self._lock:
                 if self._service is None:
-                    self._service = self._factory()
+                    service = self._factory()
+                    service.loader.names_only = True  # clients name workflows; paths are for the CLI
+                    self._service = service
         return self._service
 
 
