@@ -23,6 +23,7 @@ from aromcp_workflows.definition.errors import (
 from aromcp_workflows.definition.resolver import Source, WorkflowResolver, check_name, name_problem
 from aromcp_workflows.definition.steps import IncludeWorkflowStep, child_step_lists
 from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.definition.yaml_limits import check_size
 from aromcp_workflows.definition.yaml_source import Positions, parse_yaml
 
 
@@ -92,7 +93,7 @@ class WorkflowLoader:
     def __init__(self, resolver: WorkflowResolver | None = None, names_only: bool = False):
         self.resolver = resolver or WorkflowResolver()
         self.names_only = names_only  # True over MCP: only names in the workflow directories
-        self._cache: dict[Path, tuple[dict[Path, Stamp], list[LoadedWorkflow]]] = {}
+        self._cache: dict[Path, tuple[dict[Path, Stamp], list[LoadedWorkflow] | DefinitionError]] = {}
 
     # -- single files -------------------------------------------------------------
     def load_file(self, path: str | os.PathLike[str], source: Source | str = "file",
@@ -102,14 +103,18 @@ class WorkflowLoader:
         stamp = _stamp(resolved, str(path))
         cached = self._cache.get(resolved)
         if cached and all(_stamp_or_none(p) == s for p, s in cached[0].items()):
+            if isinstance(cached[1], DefinitionError):
+                raise DefinitionError(cached[1].problems)
             return cached[1]
         if source == "file":  # a path into a workflow directory counts as that directory
             source = self.resolver.source_of(resolved)
-        text = _read_text(resolved)
-        loaded = [
-            LoadedWorkflow(definition, str(resolved), positions, source)
-            for definition, positions in _definitions_in(text, str(resolved))
-        ]
+        try:
+            definitions = _read_definitions(resolved)
+        except DefinitionError as exc:  # remembered until the file changes: a bad file costs once
+            self._cache[resolved] = ({resolved: stamp}, exc)
+            raise
+        loaded = [LoadedWorkflow(definition, str(resolved), positions, source)
+                  for definition, positions in definitions]
         stamps = {resolved: stamp}
         for workflow in loaded:
             workflow.imported = self._load_imports(workflow, (*_importing, resolved))
@@ -263,6 +268,18 @@ def _walk_steps(prefix: tuple[Any, ...], steps: list[Any]) -> Iterator[tuple[tup
             yield from _walk_steps((*path, key), children)
 
 
+def _read_definitions(path: Path) -> list[tuple[WorkflowDefinition, Positions]]:
+    """The workflows of one file; whatever goes wrong is that file's DefinitionError, so one
+    bad file never hides the others (workflow_list, `list`)."""
+    try:
+        return _definitions_in(_read_text(path), str(path))
+    except DefinitionError:
+        raise
+    except Exception as exc:
+        raise DefinitionError([Problem(f"cannot read this workflow ({type(exc).__name__}: {str(exc)[:200]}); "
+                                       "please report it with the file", str(path))]) from None
+
+
 def _definitions_in(text: str, file: str) -> list[tuple[WorkflowDefinition, Positions]]:
     """A file holds one workflow, one wrapped in `workflow:`, a `workflows:` list, or a stream."""
     documents = parse_yaml(text, file)
@@ -319,9 +336,11 @@ def _stamp_or_none(path: Path) -> Stamp | None:
 
 def _read_text(path: Path) -> str:
     try:
+        check_size(path.stat().st_size, str(path))  # before reading: a 50 MB file is refused unread
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise DefinitionError([Problem(f"file is not UTF-8 text ({exc.reason} at byte {exc.start})", str(path))]) from None
+        raise DefinitionError([Problem(f"file is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                                       str(path))]) from None
     except OSError as exc:
         raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None
 

@@ -17,6 +17,7 @@ from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from aromcp_workflows.definition.errors import DefinitionError, Problem
+from aromcp_workflows.definition.yaml_limits import check_events
 
 Path = tuple[str | int, ...]
 
@@ -63,6 +64,7 @@ def parse_yaml(text: str, file: str | None = None) -> list[SourceDocument]:
     Never lets a parser exception escape: ruamel raises plain `ValueError`s for bad
     tagged scalars (`!!int zz`), and an author must see a position, not a traceback.
     """
+    check_events(text, file)  # size, depth, alias expansion and tags, before anything is built
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
@@ -76,6 +78,8 @@ def parse_yaml(text: str, file: str | None = None) -> list[SourceDocument]:
     except (ValueError, TypeError, OverflowError) as exc:  # a bad `!!int`/`!!float` etc.
         raise DefinitionError([Problem(f"invalid YAML: cannot read a tagged value ({exc}); "
                                        "fix the value or remove its '!!' tag", file)]) from None
+    except RecursionError:  # a bound was raised past what the parser can nest
+        raise DefinitionError([Problem("invalid YAML: nested too deeply to read; flatten it", file)]) from None
     documents = []
     problems: list[Problem] = []
     for raw in raw_docs:
