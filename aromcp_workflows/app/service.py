@@ -293,6 +293,17 @@ class WorkflowService:
             run = live.run
             return Masker(secret_values(run.inputs, *(s.flattened() for s in run.states.values())))
 
+    def masker(self, workflow_id: str) -> Any:
+        """The instance's masker, for the server's replies and logs (cached per saved version,
+        so a call on a big instance does not walk its whole state again)."""
+        live = self._live(workflow_id)
+        key = (id(live.run), live.record.version)
+        cache: dict[str, tuple[Any, Any]] = self.__dict__.setdefault("_maskers", {})
+        hit = cache.get(workflow_id)
+        if hit is None or hit[0] != key:
+            hit = cache[workflow_id] = (key, self._masker(live))
+        return hit[1]
+
     # -- helpers --------------------------------------------------------------------
     def _live(self, workflow_id: str) -> LiveInstance:
         return self._guard(lambda: self.instances.get(workflow_id))

@@ -19,6 +19,7 @@ from aromcp_workflows.definition.errors import DefinitionError, Problem, Workflo
 Source = Literal["project", "global", "builtin", "file"]
 VALID_NAME = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_:\-]*$")
 PROJECT_SUBDIR = Path(".aromcp") / "workflows"
+MAX_NAME = 200  # longer names cannot be file names on common file systems (255 bytes)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ def name_problem(name: str) -> str | None:
     reason = None
     if not name:
         reason = "it is empty"
+    elif len(name) > MAX_NAME:
+        reason = f"it is {len(name):,} characters long; a name has at most {MAX_NAME}"
     elif "/" in name or "\\" in name:
         reason = "it contains a path separator"
     elif ".." in name:

@@ -21,6 +21,7 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
 
 from aromcp_workflows import __version__
+from aromcp_workflows.server.guard import GuardedServer, install_log_masking
 from aromcp_workflows.server.models import (
     CheckpointResult,
     CompleteResult,
@@ -71,6 +72,12 @@ class ServiceHolder:
                     self._service = service
         return self._service
 
+    def masker(self, workflow_id: str | None) -> Any:
+        """The masker of an instance, or None (before the service exists nothing is secret yet)."""
+        if self._service is None or workflow_id is None:
+            return None
+        return self._service.masker(workflow_id)
+
 
 def default_service_factory(project_dir: str | None = None, store: str | None = None) -> Callable[[], Any]:
     def build() -> Any:
@@ -83,8 +90,9 @@ def default_service_factory(project_dir: str | None = None, store: str | None = 
 
 def build_server(service_factory: Callable[[], Any] | None = None, log_level: str = "WARNING") -> MCPServer:
     holder = ServiceHolder(service_factory or default_service_factory())
-    mcp = MCPServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
-                    log_level=log_level.upper())  # type: ignore[arg-type]  # also uvicorn's, in HTTP mode
+    mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
+                        log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
+                        masker_for=holder.masker)
 
     def call(method: str, *args: Any, **kwargs: Any) -> Any:
         from aromcp_workflows.app.instances import ServiceError
@@ -273,6 +281,7 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
           project_dir: str | None = None, store: str | None = None) -> None:
     """Run the server; logs go to stderr so stdout stays the protocol channel."""
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
+    install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     server = build_server(default_service_factory(project_dir, store), log_level=level)
     if transport == "stdio":

@@ -94,5 +94,6 @@ def test_bounds_are_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     with pytest.raises(DefinitionError):
         loader.load_file(path)
     monkeypatch.setenv("AROMCP_MAX_YAML_DEPTH", "100")
-    path.write_text("name: nested\nsteps: []\ndefault_state:\n  raw:\n    x: " + "[" * 70 + "]" * 70 + "\n\n")  # a new stamp
+    nested = "name: nested\nsteps: []\ndefault_state:\n  raw:\n    x: " + "[" * 70 + "]" * 70
+    path.write_text(nested + "\n\n")  # a new stamp
     assert loader.load_file(path)[0].name == "nested"

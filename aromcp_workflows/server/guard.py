@@ -1,0 +1,163 @@
+"""What leaves the server: every tool reply, every tool error, every log line.
+
+All tool calls pass `GuardedServer.call_tool`, the one place where results and errors leave,
+so masking and error shaping cannot be forgotten by a tool:
+
+- secrets are masked with the instance's masker (values under sensitive keys of its inputs
+  and state, wherever they appear) plus any secret in the call's own arguments; the step
+  handed to the agent keeps its `definition` (the agent must use those values) but not
+  its instructions, which may echo an answer;
+- a wrong argument is the client's error, said in one line per field, never "internal";
+- no error echoes more than MAX_ECHO characters of any one value, nor MAX_ERROR in all.
+
+Logs get the same treatment through a record factory installed by `serve()`: known secrets
+and `token=…`-style pairs are masked, and each record is capped, so a debug log of HTTP
+bodies shows their shape without their secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import ValidationError
+
+from aromcp_workflows.masking import Masker, secret_values
+
+MAX_ECHO = 200  # characters of one value an error may repeat
+MAX_ERROR = 4000  # characters of one error text
+MAX_LOG = 4000  # characters of one log record
+STEP_KEYS = ("step", "next_step")
+_LONG_RUN = re.compile(r"\S{" + str(MAX_ECHO + 1) + ",}")
+_SENSITIVE_PAIR = re.compile(
+    r"""(?i)([\w-]{0,40}(?:token|secret|passw(?:or)?d|api_?key)[\w-]{0,40}(?:\\{0,4}["'])?[ \t]{0,4}[:=]"""
+    r"""[ \t]{0,4}(?:\\{0,4}["'])?)([^"'\\,;}\]\s]{4,200})""")
+KNOWN_SECRETS: set[str] = set()  # every secret a masker has seen in this process (for log lines)
+MaskerFor = Callable[[str | None], Masker | None]
+
+
+def cap_text(text: str, limit: int = MAX_ERROR) -> str:
+    """`text` with every run of more than MAX_ECHO non-space characters cut, and `limit` in all."""
+    def shorten(match: re.Match[str]) -> str:
+        run = match.group(0)
+        return f"{run[:MAX_ECHO]}… ({len(run.encode('utf-8', 'surrogatepass')):,} bytes)"
+
+    text = _LONG_RUN.sub(shorten, text)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters in all)"
+
+
+def redact(text: str, masker: Masker | None = None, limit: int = MAX_ERROR) -> str:
+    """`text` with known secrets and sensitive `key: value` pairs masked, then capped.
+
+    Known secrets are replaced before capping (so a cut cannot split one); the pair pattern
+    runs on the capped text, and every repetition in it is bounded: linear time.
+    """
+    if masker is not None:
+        text = masker.mask_text(text)
+    for secret in sorted(KNOWN_SECRETS, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***")
+    return _SENSITIVE_PAIR.sub(r"\1***", cap_text(text, limit))
+
+
+class GuardedServer(MCPServer):
+    """MCPServer whose tool replies and errors are masked and shaped in one place."""
+
+    def __init__(self, *args: Any, masker_for: MaskerFor, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._masker_for = masker_for
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            result = await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            raise type(exc)(self.error_text(name, arguments, exc)) from exc.__cause__
+        if isinstance(result, CallToolResult):
+            return self.masked(arguments, result)
+        return result
+
+    def _masker(self, arguments: dict[str, Any], workflow_id: Any = None) -> Masker:
+        wid = workflow_id if isinstance(workflow_id, str) else arguments.get("workflow_id")
+        masker = None
+        if isinstance(wid, str) and len(wid) <= MAX_ECHO:
+            try:
+                masker = self._masker_for(wid)
+            except Exception:
+                masker = None
+        masker = masker or Masker()
+        if len(KNOWN_SECRETS) < 10_000:
+            KNOWN_SECRETS.update(masker.secrets)
+        return masker
+
+    def error_text(self, name: str, arguments: dict[str, Any], exc: ToolError) -> str:
+        """The error a client sees: its own mistake said plainly, secrets masked, echoes capped."""
+        cause = exc.__cause__
+        text = _invalid_arguments(name, cause) if isinstance(cause, ValidationError) else str(exc)
+        masker = self._masker(arguments).with_secrets(_argument_secrets(arguments))
+        return redact(text, masker)
+
+    def masked(self, arguments: dict[str, Any], result: CallToolResult) -> CallToolResult:
+        """The result with secrets masked; unchanged (same object) when nothing was secret."""
+        data = result.structured_content
+        if not isinstance(data, dict):
+            return result
+        masker = self._masker(arguments, data.get("workflow_id"))
+        masked = {key: _mask_step(masker, value) if key in STEP_KEYS else masker.mask(value, key)
+                  for key, value in data.items()}
+        if masked == data:
+            return result
+        text = json.dumps(masked, indent=2, ensure_ascii=False)
+        return result.model_copy(update={"structured_content": masked,
+                                         "content": [TextContent(type="text", text=text)]})
+
+
+def _mask_step(masker: Masker, step: Any) -> Any:
+    if not isinstance(step, dict):
+        return step
+    return {k: masker.mask(v, k) if k != "definition" else v for k, v in step.items()}
+
+
+def _argument_secrets(arguments: dict[str, Any]) -> set[str]:
+    try:
+        return secret_values(arguments)
+    except RecursionError:
+        return set()
+
+
+def _invalid_arguments(name: str, error: ValidationError) -> str:
+    """One line per wrong argument: where, what was expected, what came (its type only)."""
+    lines = []
+    for item in error.errors()[:10]:
+        where = ".".join(str(part) for part in item.get("loc", ())) or "(arguments)"
+        got = type(item.get("input")).__name__
+        lines.append(f"- `{where}`: {item.get('msg', 'invalid')} (got {got})")
+    return (f"invalid arguments for {name}:\n" + "\n".join(lines) +
+            "\nFix the arguments to match the tool's input schema (tools/list) and call again.")
+
+
+def install_log_masking() -> None:
+    """Mask and cap every log record of this process at creation (all loggers, all handlers)."""
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "aromcp_masking", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            record.msg, record.args = redact(record.getMessage(), limit=MAX_LOG), None
+            if record.exc_info:
+                text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+                record.exc_text = redact(text, limit=MAX_LOG)
+        except Exception:  # a record that cannot be formatted is left to logging's own handling
+            pass
+        return record
+
+    factory.aromcp_masking = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
