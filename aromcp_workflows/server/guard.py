@@ -83,6 +83,16 @@ class GuardedServer(MCPServer):
             return self.masked(arguments, result)
         return result
 
+    async def run_stdio_async(self) -> None:
+        """Serve stdio with every line answered (see stdio_guard), then as the SDK does."""
+        from mcp.server.stdio import stdio_server
+
+        from aromcp_workflows.server.stdio_guard import AnsweringReader
+
+        async with stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(AnsweringReader(read_stream, write_stream), write_stream,
+                                            self._lowlevel_server.create_initialization_options())
+
     def _masker(self, arguments: dict[str, Any], workflow_id: Any = None) -> Masker:
         wid = workflow_id if isinstance(workflow_id, str) else arguments.get("workflow_id")
         masker = None
