@@ -67,5 +67,5 @@ _KIND_TEXT: dict[str, str] = {
     "timeout": "JavaScript evaluation timed out",
     "memory": "JavaScript evaluation ran out of memory",
     "validation": "Computed value failed validation",
-    "shell": "Shell command cannot carry a value",
+    "shell": "Shell command cannot be built",
 }

@@ -167,3 +167,12 @@ def test_nul_in_a_value_is_a_clear_step_failure():
     with pytest.raises(ExpressionError) as caught:
         ENGINE.render_with_command({}, 'echo "{{ x }}"', {"x": "a\x00b"})
     assert caught.value.kind == "shell" and "NUL" in str(caught.value)
+
+
+async def test_nul_in_an_input_fails_the_step_with_a_clear_message(make_server):
+    server, _ = make_server({"quoting": _workflow("shell_command", COMMANDS["dq"])})
+    async with Client(server) as client:
+        started = await ok(client, "workflow_start", {"workflow": "quoting", "inputs": {"x": "a\x00b"}})
+        step = await ok(client, "workflow_get_next_step", {"workflow_id": started["workflow_id"]})
+    assert step["status"] == "failed"
+    assert "NUL byte" in step["error"] and "step run" in step["error"], step["error"]
