@@ -239,7 +239,7 @@ class Ctx:
         return truth
 
     # -- state ----------------------------------------------------------------------------
-    def write(self, updates: list[tuple[str, str, Any]], trigger: str) -> None:
+    def write(self, updates: list[tuple[str, Any, Any]], trigger: str) -> None:
         """Apply updates atomically to the frame's state; a refusal fails the step."""
         store = self.m.states[self.frame.state_key]
         try:

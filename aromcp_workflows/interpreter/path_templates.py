@@ -59,7 +59,9 @@ def _text(value: Any) -> str:
 
 def _split(path: str) -> list[str]:
     """Split at dots that stand outside `{{ … }}`."""
-    segments, current, depth, i = [], [], 0, 0
+    segments: list[str] = []
+    current: list[str] = []
+    depth = i = 0
     while i < len(path):
         if path.startswith("{{", i):
             depth, chunk = depth + 1, "{{"

@@ -15,6 +15,7 @@ from typing import Any
 from aromcp_workflows.interpreter.machine import Machine
 from aromcp_workflows.interpreter.thread import Thread
 from aromcp_workflows.state import StateError, Update
+from aromcp_workflows.state.updates import Operation
 
 FIELDS = ("steps_completed", "steps_failed", "retry_counts", "last_error", "workflow_errors")
 
@@ -49,7 +50,7 @@ def reset_counts(m: Machine, thread: Thread) -> None:
         m.states[frame.state_key].apply([Update(path="raw.retry_counts", value={})], trigger="on_resume")
 
 
-def _write(m: Machine, thread: Thread, changes: list[tuple[str, str, Any]]) -> None:
+def _write(m: Machine, thread: Thread, changes: list[tuple[str, Operation, Any]]) -> None:
     if not thread.frames:
         return
     frame = thread.frames[0]
