@@ -26,10 +26,10 @@ from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import Journal, WorkflowRun
 from aromcp_workflows.store import (
+    STATUSES,
     Checkpoint,
     ConflictError,
     HistoryEvent,
-    STATUSES,
     InstanceRecord,
     InstanceStatus,
     InstanceSummary,
