@@ -19,8 +19,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
+from mcp_types import InputRequiredResult
 
 from aromcp_workflows import __version__
+from aromcp_workflows.server.elicit import Reply, UserInputGate
 from aromcp_workflows.server.models import (
     CheckpointResult,
     CompleteResult,
@@ -119,17 +121,40 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
     @mcp.tool(annotations=RUNS)
     def workflow_get_next_step(workflow_id: str, task_id: str | None = None,
                                sub_agent_context: dict[str, Any] | None = None,
-                               ctx: Context | None = None) -> NextStepResult:
+                               ctx: Context | None = None) -> NextStepResult | InputRequiredResult:
         """The next atomic step (null when done) and messages to show the user."""
-        return NextStepResult(**call("next_step", workflow_id, task_id, sub_agent_context, _progress(ctx)))
+        task = task_id or (sub_agent_context or {}).get("task_id")
+        gate = UserInputGate.for_call(ctx, call, workflow_id, task, _progress(ctx))
+        if gate is None:
+            return NextStepResult(**call("next_step", workflow_id, task_id, sub_agent_context, _progress(ctx)))
+        settled = gate.settle(gate.resume() if gate.resuming else gate.next_step())
+        if isinstance(settled, InputRequiredResult):
+            return settled
+        return NextStepResult(workflow_id=workflow_id, status=settled.status, step=settled.step,
+                              messages=settled.messages, **_extras(settled.error, gate))
 
     @mcp.tool(annotations=RUNS)
     def workflow_step_complete(workflow_id: str, step_id: str, status: Literal["success", "failed"] = "success",
                                result: Any = None, error: str | None = None, task_id: str | None = None,
-                               ctx: Context | None = None) -> StepCompleteResult:
+                               ctx: Context | None = None) -> StepCompleteResult | InputRequiredResult:
         """Report a step's result; the answer carries next_step and messages."""
-        return StepCompleteResult(**call("step_complete", workflow_id, step_id, status, result, error, task_id,
-                                         _progress(ctx)))
+        gate = UserInputGate.for_call(ctx, call, workflow_id, task_id, _progress(ctx))
+        if gate is None:
+            return StepCompleteResult(**call("step_complete", workflow_id, step_id, status, result, error, task_id,
+                                             _progress(ctx)))
+        if gate.resuming:  # a later round: the agent's own result was recorded in the first one
+            reply = gate.resume()
+        else:
+            data = call("step_complete", workflow_id, step_id, status, result, error, task_id, _progress(ctx))
+            gate.state.head = {"success": data["success"], "error": data.get("error")}
+            reply = Reply(data["status"], data["next_step"], list(data["messages"]), data.get("error"))
+        settled = gate.settle(reply)
+        if isinstance(settled, InputRequiredResult):
+            return settled
+        head = gate.state.head
+        problem = settled.error if head.get("success", True) else head.get("error")
+        return StepCompleteResult(success=bool(head.get("success", True)), status=settled.status,
+                                  messages=settled.messages, next_step=settled.step, **_extras(problem, gate))
 
     @mcp.tool(annotations=READ)
     def workflow_state_read(workflow_id: str, paths: list[str] | None = None,
@@ -159,7 +184,8 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
         return ResumeResult(**call("resume", workflow_id, checkpoint_id))
 
     @mcp.tool(annotations=WRITE)
-    def workflow_complete(workflow_id: str, status: Literal["success", "failed", "cancelled"] = "success") -> CompleteResult:
+    def workflow_complete(workflow_id: str,
+                          status: Literal["success", "failed", "cancelled"] = "success") -> CompleteResult:
         """Finish an instance (cancels unfinished steps); returns the final state."""
         return CompleteResult(**call("complete", workflow_id, status))
 
@@ -222,6 +248,14 @@ def _strip_titles(node: Any) -> Any:
     if isinstance(node, list):
         return [_strip_titles(v) for v in node]
     return node
+
+
+def _extras(error: str | None, gate: UserInputGate) -> dict[str, Any]:
+    """`error` when there is one, and `user_answers`: what the user answered in forms this call."""
+    extras: dict[str, Any] = {} if error is None else {"error": error}
+    if gate.answers():
+        extras["user_answers"] = gate.answers()
+    return extras
 
 
 def _progress(ctx: Context | None) -> Callable[[float, str], None] | None:
