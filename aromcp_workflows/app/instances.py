@@ -13,11 +13,11 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import WorkflowRun
-from aromcp_workflows.store import ConflictError, HistoryEvent, InstanceRecord, Store, utc_now
+from aromcp_workflows.store import STATUSES, ConflictError, HistoryEvent, InstanceRecord, InstanceStatus, Store, utc_now
 
 EngineFactory = Callable[[], Any]
 
@@ -43,7 +43,7 @@ def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
     current = [t["pending"]["step_id"] for t in threads.values() if t.get("pending")]
     return InstanceRecord(
         workflow_id=run.workflow_id, workflow=base.workflow, project_dir=base.project_dir,
-        status=run.status if run.status in ("running", "waiting", "completed", "failed", "cancelled") else "running",
+        status=cast(InstanceStatus, run.status if run.status in STATUSES else "running"),
         definition=base.definition, inputs=run.inputs, state=data, threads=threads,
         current_steps=current, error=run.error, version=base.version, created_at=base.created_at,
         updated_at=base.updated_at,

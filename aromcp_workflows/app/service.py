@@ -226,6 +226,27 @@ class WorkflowService:
                 self.instances.commit(live)
             return {"success": True, "final_state": self._flat(run, "main")}
 
+    def interrupt(self, workflow_id: str, reason: str = "") -> dict[str, Any]:
+        """Mark a running instance `interrupted`: the process running it was stopped (Ctrl-C
+        during `run`).  Nothing else changes; `reopen` (via workflow_resume) goes on."""
+        live = self._live(workflow_id)
+        with live.lock:
+            run = live.run
+            if run.status in ("running", "waiting"):
+                run.set_status("interrupted", reason or "the run was interrupted")
+                self.instances.commit(live)
+            return {"workflow_id": workflow_id, "status": run.status}
+
+    def reopen(self, workflow_id: str) -> dict[str, Any]:
+        """An interrupted instance is running again (workflow_resume, `run --resume`)."""
+        live = self._live(workflow_id)
+        with live.lock:
+            run = live.run
+            if run.status == "interrupted":
+                run.set_status("running")
+                self.instances.commit(live)
+            return {"workflow_id": workflow_id, "status": run.status}
+
     def status(self, workflow_id: str | None = None) -> dict[str, Any]:
         if workflow_id is None:
             now = datetime.now(UTC)

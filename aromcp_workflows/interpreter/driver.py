@@ -24,8 +24,14 @@ BUSY_POLL_S = 0.02
 
 
 def default_shell_runner(request: ShellRequest, progress: ProgressCallback | None) -> ShellResult:
+    named = None if progress is None else _named(progress, request.step_id)
     return run_shell(request.command, request.cwd, env=request.env, timeout_ms=request.timeout_ms,
-                     progress=progress)
+                     progress=named)
+
+
+def _named(progress: ProgressCallback, step_id: str) -> ProgressCallback:
+    """Progress reports that say which step is running (a client may run several)."""
+    return lambda elapsed, _message: progress(elapsed, f"step {step_id}: command running for {elapsed:.0f} s")
 
 
 @dataclass

@@ -8,6 +8,7 @@ with `agent_shell_command`, whose output the agent reports.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,6 +23,52 @@ from typing import Any
 OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 ProgressCallback = Callable[[float, str], None]
+PROGRESS_INTERVAL_ENV = "AROMCP_PROGRESS_INTERVAL"  # seconds between progress reports (default 1)
+
+_running: set[int] = set()  # process groups of the commands running now
+_running_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+class ShellInterrupted(RuntimeError):
+    """The process is shutting down: the command was stopped and its result must not be used."""
+
+
+def progress_interval() -> float:
+    """Seconds between progress reports of a running command; read at each command."""
+    try:
+        return max(0.05, float(os.environ.get(PROGRESS_INTERVAL_ENV, "1")))
+    except ValueError:
+        return 1.0
+
+
+def stop_all_commands(grace_s: float = 1.0) -> int:
+    """Stop every running command's whole process group and refuse new ones (shutdown).
+
+    SIGTERM first, SIGKILL for what is left after `grace_s`.  The threads waiting on
+    those commands raise `ShellInterrupted`, so no half-run command's result is stored:
+    the step stays started, and runs again when the instance is resumed."""
+    _stopping.set()
+    with _running_lock:
+        groups = list(_running)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signum)
+        deadline = time.monotonic() + grace_s
+        while signum == signal.SIGTERM and time.monotonic() < deadline and any(_alive(g) for g in groups):
+            time.sleep(0.02)
+    return len(groups)
+
+
+def _alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 @dataclass
@@ -49,15 +96,26 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
         return ShellResult("", f"working directory does not exist: {cwd}", 127, 0.0)
     timeout = (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
     started = time.monotonic()
+    if _stopping.is_set():
+        raise ShellInterrupted("the server is shutting down; the command was not started")
     process = subprocess.Popen(
         ["bash", "-c", command], cwd=cwd, env={**os.environ, **(env or {})},
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    out, err = _Capture(process.stdout), _Capture(process.stderr)
-    timed_out = _wait(process, timeout, started, progress)
-    out.join()
-    err.join()
+    with _running_lock:
+        _running.add(process.pid)
+    try:
+        out, err = _Capture(process.stdout), _Capture(process.stderr)
+        timed_out = _wait(process, timeout, started, progress)
+        out.join()
+        err.join()
+    finally:
+        with _running_lock:
+            _running.discard(process.pid)
+    if _stopping.is_set():
+        raise ShellInterrupted(f"the server is shutting down; the command was stopped after "
+                               f"{time.monotonic() - started:.1f} s and will run again on resume")
     stderr = err.text()
     if timed_out:
         stderr += f"\n[killed: the command ran longer than its timeout of {timeout_ms or DEFAULT_TIMEOUT_MS} ms]"
@@ -67,10 +125,11 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
 
 def _wait(process: subprocess.Popen[bytes], timeout: float, started: float,
           progress: ProgressCallback | None) -> bool:
-    """Wait for the process, reporting progress every few seconds; kill it on timeout."""
+    """Wait for the process, reporting progress every `progress_interval()`; kill it on timeout."""
+    interval = progress_interval()
     while True:
         try:
-            process.wait(timeout=min(5.0, max(0.01, timeout - (time.monotonic() - started))))
+            process.wait(timeout=min(interval, max(0.01, timeout - (time.monotonic() - started))))
             return False
         except subprocess.TimeoutExpired:
             elapsed = time.monotonic() - started

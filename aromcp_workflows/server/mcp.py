@@ -88,11 +88,15 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
 
     def call(method: str, *args: Any, **kwargs: Any) -> Any:
         from aromcp_workflows.app.instances import ServiceError
+        from aromcp_workflows.interpreter.shell import ShellInterrupted
 
         try:
             return getattr(holder.get(), method)(*args, **kwargs)
         except ServiceError as exc:
             raise ToolError(str(exc)) from None
+        except ShellInterrupted as exc:
+            raise ToolError(f"{exc}. Resume the instance (workflow_resume, then workflow_get_next_step) "
+                            "once a server is running again.") from None
         except Exception as exc:
             log.exception("internal error in %s", method)
             raise ToolError(f"internal error in {method}: {type(exc).__name__}: {exc}. The instance was "
@@ -181,7 +185,10 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
     @mcp.tool(annotations=WRITE)
     def workflow_resume(workflow_id: str, checkpoint_id: str | None = None) -> ResumeResult:
         """Reload an instance (e.g. after a restart); with checkpoint_id, roll back to it."""
-        return ResumeResult(**call("resume", workflow_id, checkpoint_id))
+        data = call("resume", workflow_id, checkpoint_id)
+        if data["status"] == "interrupted":  # its run was stopped (Ctrl-C): it goes on now
+            data["status"] = call("reopen", workflow_id)["status"]
+        return ResumeResult(**data)
 
     @mcp.tool(annotations=WRITE)
     def workflow_complete(workflow_id: str,
@@ -307,9 +314,29 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     server = build_server(default_service_factory(project_dir, store), log_level=level)
+    _stop_commands_on_signals()
     if transport == "stdio":
         server.run()
     else:
         print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
               flush=True)
         server.run("streamable-http", host=host, port=port)
+
+
+def _stop_commands_on_signals() -> None:
+    """SIGTERM (a client closing us, `run` being stopped) or SIGINT: stop the shell commands
+    this server started (each runs in its own process group, out of reach of a signal to
+    ours) and leave at once.  No half-run command's result is stored; the instance keeps
+    its step as started, and resuming runs it again."""
+    import signal
+
+    def stop(signum: int, _frame: Any) -> None:
+        from aromcp_workflows.interpreter.shell import stop_all_commands
+
+        stopped = stop_all_commands()
+        log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)
+        logging.shutdown()
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)

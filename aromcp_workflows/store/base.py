@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
-STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled")
+# `interrupted`: the process running it was stopped (Ctrl-C during `run`); it resumes.
+InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled", "interrupted"]
+STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled", "interrupted")
 
 # History kinds the service writes. The store accepts any non-empty kind, so adding a
 # kind never needs a schema change; these names are the shared vocabulary.
