@@ -31,7 +31,11 @@ def default_shell_runner(request: ShellRequest, progress: ProgressCallback | Non
 
 def _named(progress: ProgressCallback, step_id: str) -> ProgressCallback:
     """Progress reports that say which step is running (a client may run several)."""
-    return lambda elapsed, _message: progress(elapsed, f"step {step_id}: command running for {elapsed:.0f} s")
+    def report(elapsed: float, _message: str) -> None:
+        seconds = f"{elapsed:.1f}" if elapsed < 10 else f"{elapsed:.0f}"
+        progress(elapsed, f"step {step_id}: command running for {seconds} s")
+
+    return report
 
 
 @dataclass

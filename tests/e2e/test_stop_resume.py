@@ -9,6 +9,7 @@ step stopped mid-run runs again on resume (at least once)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -82,6 +83,9 @@ def test_sigint_stops_commands_marks_interrupted_and_resume_finishes(tmp_path: P
     survivors = {name: pid for name, pid in pids.items() if alive(pid)}
     if kind == "agent_shell_command":
         assert pids["parent"] == proc.pid  # the runner ran it itself
+    for pid in survivors.values():  # never leave them behind, even when the test fails
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     assert not survivors, f"still running after Ctrl-C: {survivors}"
     assert "status: interrupted" in out
     match = re.search(r"resume with: (.*)$", out, re.MULTILINE)
