@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp_types import ElicitResult
-from srv_helpers import make_project, ok
+from srv_helpers import PYTHON, make_project, ok, serve_args, server_env
 
 ASK = """
 name: ask
@@ -191,3 +191,24 @@ async def test_a_client_without_the_capability_gets_the_user_input_step(server, 
         assert answer["step"]["type"] == "user_input" and answer["step"]["id"] == "pick"
         assert answer["step"]["definition"]["default"] == "main"
         assert answer["messages"] == ["before the questions"] and "user_answers" not in answer
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_over_stdio_as_claude_code_talks_to_it(tmp_path, era):
+    """A real server subprocess: in "auto" the client speaks 2026-07-28 (as Claude Code 2.1.328
+    does), so the question and the answer travel in InputRequiredResult rounds over stdio."""
+    from mcp import StdioServerParameters
+
+    project = make_project(tmp_path / "p", {"ask": ASK})
+    home, store = tmp_path / "home", tmp_path / "store.sqlite3"
+    home.mkdir()
+    params = StdioServerParameters(command=PYTHON, args=serve_args(project, store), cwd=str(project),
+                                   env=server_env(home, store))
+    user = User(("accept", "dev"), ("accept", "A"), ("accept", "ada"))
+    async with Client(params, mode=era, elicitation_callback=user) as client:
+        assert (client.protocol_version > "2025-11-25") == (era == "auto")
+        wid = await start(client, "ask")
+        answer = await ok(client, "workflow_get_next_step", {"workflow_id": wid})
+        assert answer["step"]["id"] == "after" and answer["messages"] == ["hello ada on dev"]
+        assert [a["accepted"] for a in answer["user_answers"]] == [True, False, True]
+    assert len(user.forms) == 3 and "lower-case letters only" in user.forms[2][0]
