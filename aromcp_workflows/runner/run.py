@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -123,7 +124,8 @@ class Stop:
         self._task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, self._on_signal, signum)
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows: Ctrl-C stays KeyboardInterrupt
+                loop.add_signal_handler(signum, self._on_signal, signum)
 
     def _on_signal(self, signum: int) -> None:
         if self.signum is not None:
@@ -198,10 +200,20 @@ def run_from_cli(args: argparse.Namespace) -> int:
     async def main() -> RunOutcome:
         stop = Stop()
         stop.install()
-        return await run_workflow(
-            _workflow_arg(args.workflow or ""), inputs, answers, getattr(args, "project_dir", None),
-            getattr(args, "store", None), stream, quiet=bool(args.quiet), interactive=sys.stdin.isatty(),
-            resume=resume, checkpoint=getattr(args, "checkpoint", None), stop=stop)
+        try:
+            return await run_workflow(
+                _workflow_arg(args.workflow or ""), inputs, answers, getattr(args, "project_dir", None),
+                getattr(args, "store", None), stream, quiet=bool(args.quiet), interactive=sys.stdin.isatty(),
+                resume=resume, checkpoint=getattr(args, "checkpoint", None), stop=stop)
+        except asyncio.CancelledError:
+            if stop.signum is None:
+                raise
+            stop.absorb()  # stopped before an instance existed: nothing to mark or resume
+            outcome = RunOutcome(workflow=args.workflow or "", workflow_id=resume, status="interrupted",
+                                 error=f"interrupted by {signal.Signals(stop.signum).name} before the run began "
+                                       "(`aromcp-workflows status` lists any instance it left)")
+            Printer(stream, bool(args.quiet)).final(outcome)
+            return outcome
 
     outcome = asyncio.run(main())
     if args.json:

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
-from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
 log = logging.getLogger("aromcp_workflows")
 REQUEST_KEY = "aromcp_user_input"  # our one question per round in `input_requests`
@@ -54,7 +54,7 @@ class Reply:
 
 
 @dataclass
-class Progress:
+class CallState:
     """What one tool call did so far; in the 2026 era it rides `request_state` between rounds."""
 
     workflow_id: str
@@ -68,7 +68,7 @@ class Progress:
         return json.dumps({"v": STATE_VERSION, **asdict(self)}, separators=(",", ":"))
 
     @classmethod
-    def decode(cls, text: str | None, workflow_id: str, task_id: str | None) -> Progress | None:
+    def decode(cls, text: str | None, workflow_id: str, task_id: str | None) -> CallState | None:
         """Our state from the previous round, or None (first round, or state for another call)."""
         try:
             data = json.loads(text or "")
@@ -132,8 +132,8 @@ class UserInputGate:
         self.call = call
         self.progress_cb = progress_cb
         self.input_required = uses_input_required(ctx)
-        self.state = (Progress.decode(ctx.request_state, workflow_id, task_id) if self.input_required
-                      else None) or Progress(workflow_id, task_id)
+        self.state = (CallState.decode(ctx.request_state, workflow_id, task_id) if self.input_required
+                      else None) or CallState(workflow_id, task_id)
 
     @classmethod
     def for_call(cls, ctx: Any, call: Call, workflow_id: str, task_id: str | None,
@@ -157,9 +157,9 @@ class UserInputGate:
         """Apply the answer the client brought back for our outstanding question."""
         responses = self.ctx.input_responses or {}
         answer = responses.get(REQUEST_KEY)
-        if answer is None:  # retried without an answer: ask again from where the thread stands
+        if not isinstance(answer, ElicitResult):  # retried without (or with a wrong) answer: ask again
             return self.next_step()
-        return self.apply(self.state.step_id, answer.action, getattr(answer, "content", None))
+        return self.apply(self.state.step_id, answer.action, answer.content)
 
     def next_step(self) -> Reply:
         data = self.call("next_step", self.state.workflow_id, self.state.task_id, None, self.progress_cb)
