@@ -52,7 +52,9 @@ RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_h
 INSTRUCTIONS = (
     "Runs YAML workflows one atomic step at a time. Loop: workflow_start, then perform each "
     "step and report it with workflow_step_complete (its answer carries next_step and messages; "
-    "show every message to the user) until next_step is null. Sub-agents pass their task_id."
+    "show every message to the user) until next_step is null. Sub-agents pass their task_id. "
+    "If this client shows forms, the server asks user_input questions itself; `user_answers` in a "
+    "result lists what the user answered there."
 )
 
 
