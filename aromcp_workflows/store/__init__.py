@@ -29,7 +29,8 @@ from aromcp_workflows.store.base import (
     StoreOpenError,
     utc_now,
 )
-from aromcp_workflows.store.postgres import POOL_ENV_VAR, PostgresStore, is_postgres_url, pool_size_from_env
+from aromcp_workflows.store.pg_connect import POOL_ENV_VAR, is_postgres_url, pool_size_from_env
+from aromcp_workflows.store.postgres import PostgresStore
 from aromcp_workflows.store.sqlite import SqliteStore
 
 ENV_VAR = "AROMCP_WORKFLOWS_STORE"
@@ -42,6 +43,7 @@ __all__ = [
     "ENV_VAR",
     "EVENT_KINDS",
     "FILE_NAME",
+    "POOL_ENV_VAR",
     "STATUSES",
     "SYNC_ENV_VAR",
     "Checkpoint",
@@ -51,7 +53,6 @@ __all__ = [
     "InstanceStatus",
     "InstanceSummary",
     "NotFoundError",
-    "POOL_ENV_VAR",
     "PostgresStore",
     "SqliteStore",
     "Store",
@@ -136,9 +137,9 @@ def open_store(
 
 def _open_postgres(url: str) -> PostgresStore:
     """A lazily connected `PostgresStore`; a URL libpq cannot parse fails here, in one line."""
-    from aromcp_workflows.store.postgres import _psycopg, one_line, redact
+    from aromcp_workflows.store.pg_connect import import_psycopg, one_line, redact
 
-    psycopg, _ = _psycopg()
+    psycopg, _ = import_psycopg()
     try:
         psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.Error as exc:

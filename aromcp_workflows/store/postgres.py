@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -42,6 +41,15 @@ from aromcp_workflows.store.base import (
     StoreOpenError,
     utc_now,
 )
+from aromcp_workflows.store.pg_connect import (
+    DEFAULT_POOL_SIZE,
+    POOL_ENV_VAR,
+    import_psycopg,
+    is_postgres_url,
+    one_line,
+    open_message,
+    redact,
+)
 from aromcp_workflows.store.pg_schema import SCHEMA_VERSION, migrate
 from aromcp_workflows.store.sqlite import SqliteStore, _dumps
 
@@ -49,11 +57,8 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-POOL_ENV_VAR = "AROMCP_WORKFLOWS_STORE_POOL"
-DEFAULT_POOL_SIZE = 10
 CONNECT_TIMEOUT_S = 10
 POOL_TIMEOUT_S = 30.0
-URL_PREFIXES = ("postgresql://", "postgres://")
 
 _INSTANCE_COLUMNS = (
     "workflow_id, workflow, project_dir, status, definition, inputs, state, threads, "
@@ -71,45 +76,6 @@ _UPDATE_INSTANCE = (
     "UPDATE instances SET status = %s, state = %s, threads = %s, current_steps = %s, error = %s, "
     "version = %s, updated_at = %s WHERE workflow_id = %s AND version = %s"
 )
-
-
-def is_postgres_url(value: object) -> bool:
-    """Whether a ``--store`` value names a PostgreSQL database rather than a SQLite file."""
-    return isinstance(value, str) and value.startswith(URL_PREFIXES)
-
-
-def redact(url: str) -> str:
-    """The URL as it may appear in messages and logs: any password replaced by ``***``."""
-    url = re.sub(r"^(postgres(?:ql)?://[^:/@?]*):[^@/?]*@", r"\1:***@", url)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
-
-
-def one_line(exc: BaseException) -> str:
-    """libpq's messages span lines (``…failed: Connection refused\\n\\tIs the server…``)."""
-    return " ".join(part.strip() for part in str(exc).splitlines() if part.strip()) or type(exc).__name__
-
-
-def _psycopg() -> Any:
-    """The psycopg modules, or a one-line StoreOpenError saying which extra to install."""
-    try:
-        import psycopg
-        import psycopg.conninfo
-        import psycopg_pool
-    except ImportError as exc:
-        raise StoreOpenError(
-            f"A postgresql:// store needs psycopg, which is not installed ({exc.name} is missing). "
-            "Install the extra: pip install 'aromcp-workflows[postgres]'."
-        ) from None
-    return psycopg, psycopg_pool
-
-
-def pool_size_from_env() -> int:
-    raw = os.environ.get(POOL_ENV_VAR, "")
-    if not raw:
-        return DEFAULT_POOL_SIZE
-    if not raw.isdigit() or int(raw) < 1:
-        raise StoreOpenError(f"{POOL_ENV_VAR}={raw!r} is not understood: give a whole number of connections, >= 1.")
-    return int(raw)
 
 
 class PostgresStore:
@@ -148,12 +114,12 @@ class PostgresStore:
             if self._pool is not None:  # inherited through fork(): its sockets are the parent's
                 self._inherited.append(self._pool)
                 self._pool = None
-            psycopg, psycopg_pool = _psycopg()
+            psycopg, psycopg_pool = import_psycopg()
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
                     self.migrated_from = migrate(conn, self.path)
             except psycopg.Error as exc:
-                raise StoreOpenError(self._open_message(exc)) from exc
+                raise StoreOpenError(open_message(self.path, exc)) from exc
             pool = psycopg_pool.ConnectionPool(
                 self.url, min_size=1, max_size=self.pool_size, open=False, timeout=POOL_TIMEOUT_S,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}, name="aromcp-workflows",
@@ -162,22 +128,11 @@ class PostgresStore:
             self._pool, self._pid = pool, os.getpid()
             return pool
 
-    def _open_message(self, exc: BaseException) -> str:
-        text = one_line(exc)
-        if "does not exist" in text and "database" in text:
-            todo = "create it (createdb, or CREATE DATABASE) or fix the database name in the URL"
-        elif "refused" in text or "No such file" in text or "timeout" in text or "could not translate" in text:
-            todo = "start PostgreSQL, or fix the host, port or ?host=/socket/dir in the URL"
-        else:
-            todo = "check the URL (postgresql://USER@HOST:PORT/DB), the user and its permissions"
-        return (f"Cannot open the workflow store {self.path}: {text}. Fix: {todo} "
-                "(--store or AROMCP_WORKFLOWS_STORE).")
-
     @contextmanager
     def _conn(self, action: str) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection; database failures become a StoreError naming the store."""
         pool = self._get_pool()
-        psycopg, psycopg_pool = _psycopg()
+        psycopg, psycopg_pool = import_psycopg()
         try:
             with pool.connection() as conn:
                 yield conn
@@ -294,7 +249,7 @@ class PostgresStore:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY updated_at DESC, workflow_id"
         with self._conn("list") as conn:
-            rows = conn.execute(sql, params).fetchall()  # type: ignore[arg-type]  # built from literals
+            rows = conn.execute(sql, params).fetchall()
         return [
             InstanceSummary(
                 workflow_id=r[0], workflow=r[1], project_dir=r[2], status=r[3],
@@ -333,7 +288,7 @@ class PostgresStore:
             sql += " LIMIT %s"
             params.append(max(0, int(limit)))
         with self._conn("read the history of") as conn:
-            rows = conn.execute(sql, params).fetchall()  # type: ignore[arg-type]  # built from literals
+            rows = conn.execute(sql, params).fetchall()
         rows.reverse()
         return [
             HistoryEvent(
@@ -421,7 +376,7 @@ class PostgresStore:
             sql += " AND checkpoint_id = %s"
             params = (workflow_id, checkpoint_id)
         with self._conn("read a checkpoint from") as conn:
-            row = conn.execute(sql, params).fetchone()  # type: ignore[arg-type]  # built from literals
+            row = conn.execute(sql, params).fetchone()
         if row is None:
             return None
         return Checkpoint(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
