@@ -73,7 +73,8 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     book = answers if isinstance(answers, AnswerBook) else (
         AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
     project = project_root(project_dir)
-    store = Path(store).expanduser().resolve() if store else None  # the server runs in the project dir
+    if store and not str(store).startswith(("postgresql://", "postgres://")):
+        store = Path(store).expanduser().resolve()  # the server runs in the project dir
     params = StdioServerParameters(command=sys.executable, args=server_command(project, store),
                                    env={**os.environ, **(env or {})}, cwd=str(project))
     printer = Printer(output, quiet)

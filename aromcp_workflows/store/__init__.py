@@ -137,13 +137,13 @@ def open_store(
 
 def _open_postgres(url: str) -> PostgresStore:
     """A lazily connected `PostgresStore`; a URL libpq cannot parse fails here, in one line."""
-    from aromcp_workflows.store.pg_connect import import_psycopg, one_line, redact
+    from aromcp_workflows.store.pg_connect import StoreURLError, import_psycopg, one_line, redact
 
     psycopg, _ = import_psycopg()
     try:
         psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.Error as exc:
-        raise StoreOpenError(
+        raise StoreURLError(
             f"The workflow store URL {redact(url)} is not understood: {one_line(exc)}. Use "
             "postgresql://USER@HOST:PORT/DB or postgresql://USER@/DB?host=/socket/dir "
             f"(--store or {ENV_VAR})."

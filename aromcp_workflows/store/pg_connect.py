@@ -17,6 +17,10 @@ DEFAULT_POOL_SIZE = 10
 URL_PREFIXES = ("postgresql://", "postgres://")
 
 
+class StoreURLError(StoreOpenError):
+    """The store value cannot name a store at all (a usage error, not an outage)."""
+
+
 def is_postgres_url(value: object) -> bool:
     """Whether a ``--store`` value names a PostgreSQL database rather than a SQLite file."""
     return isinstance(value, str) and value.startswith(URL_PREFIXES)
@@ -52,7 +56,7 @@ def pool_size_from_env() -> int:
     if not raw:
         return DEFAULT_POOL_SIZE
     if not raw.isdigit() or int(raw) < 1:
-        raise StoreOpenError(f"{POOL_ENV_VAR}={raw!r} is not understood: give a whole number of connections, >= 1.")
+        raise StoreURLError(f"{POOL_ENV_VAR}={raw!r} is not understood: give a whole number of connections, >= 1.")
     return int(raw)
 
 
