@@ -61,3 +61,7 @@ def store(location: str) -> Iterator[Store]:
     s = open_store(location)
     yield s
     s.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: takes seconds (server subprocesses); still runs by default")
