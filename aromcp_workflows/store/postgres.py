@@ -7,10 +7,12 @@ Same contract and semantics as `SqliteStore` (see `base.Store`); what differs an
   writers of different rows proceed in parallel.  Connections run in autocommit, so a read
   is one round trip; writes open an explicit transaction.
 - Optimistic concurrency per instance: a save is ``UPDATE … WHERE workflow_id = $1 AND
-  version = $2`` plus its history rows in one transaction.  Zero rows updated means another
-  writer (thread, process or replica) got there first: `ConflictError`, nothing written.
-  The row lock taken by that UPDATE (or by ``SELECT … FOR UPDATE`` in `add_checkpoint`)
-  serialises everything that appends history to one instance, so ``seq`` stays 1, 2, 3 …
+  version = $2`` plus its history rows, sent as ONE statement (``WITH base AS (UPDATE …
+  RETURNING …) INSERT INTO history …``): atomic, and one round trip per save.  Zero rows
+  updated means another writer (thread, process or replica) got there first:
+  `ConflictError`, nothing written.  The same UPDATE advances ``instances.last_seq``, so
+  history ``seq`` stays 1, 2, 3 … per instance with no ``MAX(seq)`` query; the row lock it
+  takes (also taken by `add_checkpoint`) orders every writer of one instance.
 - Opened lazily like SQLite; `open()` connects at once, runs the migrations and turns a
   wrong URL, a missing database or a refused connection into one `StoreOpenError` line.
 - Durability is the database server's: a commit acknowledged by PostgreSQL survives a
@@ -69,12 +71,21 @@ _SUMMARY_COLUMNS = (
     "created_at, updated_at"
 )
 _INSERT_INSTANCE = (
-    f"INSERT INTO instances ({_INSTANCE_COLUMNS}) VALUES ({', '.join(['%s'] * 13)}) "
-    "ON CONFLICT (workflow_id) DO NOTHING"
+    f"INSERT INTO instances ({_INSTANCE_COLUMNS}, last_seq) VALUES ({', '.join(['%s'] * 14)}) "
+    "ON CONFLICT (workflow_id) DO NOTHING RETURNING 1 AS first"
 )
 _UPDATE_INSTANCE = (
     "UPDATE instances SET status = %s, state = %s, threads = %s, current_steps = %s, error = %s, "
-    "version = %s, updated_at = %s WHERE workflow_id = %s AND version = %s"
+    "version = %s, updated_at = %s, last_seq = last_seq + %s WHERE workflow_id = %s AND version = %s "
+    "RETURNING last_seq - %s + 1 AS first"
+)
+# Appended to a `WITH base AS (<write> RETURNING … AS first)`: the write and its history
+# rows are one statement (one round trip, atomic in autocommit); no base row, no history.
+_INSERT_HISTORY = (
+    "INSERT INTO history (workflow_id, seq, kind, step_id, task_id, timestamp, data) "
+    "SELECT %s, base.first + e.n - 1, e.kind, e.step_id, e.task_id, e.ts, e.data "
+    "FROM base, unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+    "WITH ORDINALITY AS e(kind, step_id, task_id, ts, data, n) RETURNING seq"
 )
 
 
@@ -167,13 +178,20 @@ class PostgresStore:
         created = record.created_at or now
         row = _instance_values(record, version=1, created_at=created, updated_at=now)
         events = list(events)
-        with self._write("create an instance in") as conn:
-            if conn.execute(_INSERT_INSTANCE, row).rowcount != 1:
+        columns = _event_columns(record.workflow_id, events, now)
+        with self._conn("create an instance in") as conn:
+            if events:
+                cur = conn.execute(f"WITH base AS ({_INSERT_INSTANCE}) {_INSERT_HISTORY}",
+                                   (*row, len(events), record.workflow_id, *columns))
+            else:
+                cur = conn.execute(_INSERT_INSTANCE, (*row, 0))
+            written = cur.rowcount
+            if written == 0:
                 found = conn.execute(
                     "SELECT version FROM instances WHERE workflow_id = %s", (record.workflow_id,)
                 ).fetchone()
                 raise ConflictError(record.workflow_id, 0, int(found[0]) if found else 0)
-            self._append(conn, record.workflow_id, events, now)
+        _number(events, 1)
         record.version, record.created_at, record.updated_at = 1, created, now
         return 1
 
@@ -219,17 +237,23 @@ class PostgresStore:
         threads = encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")
         steps = _dumps(list(record.current_steps), f"the current_steps of {wid!r}")
         events = list(events)
-        with self._write("save an instance in") as conn:
-            cur = conn.execute(
-                _UPDATE_INSTANCE,
-                (record.status, state, threads, steps, record.error, new_version, now, wid, expected_version),
-            )
-            if cur.rowcount != 1:
+        columns = _event_columns(wid, events, now)
+        params = (record.status, state, threads, steps, record.error, new_version, now, len(events), wid,
+                  expected_version, len(events))
+        with self._conn("save an instance in") as conn:
+            if events:  # one statement: compare-and-set, numbering and history rows together
+                rows = conn.execute(f"WITH base AS ({_UPDATE_INSTANCE}) {_INSERT_HISTORY}",
+                                    (*params, wid, *columns)).fetchall()
+                first = min((int(r[0]) for r in rows), default=None)
+            else:
+                row = conn.execute(_UPDATE_INSTANCE, params).fetchone()
+                first = int(row[0]) if row else None
+            if first is None:
                 found = conn.execute("SELECT version FROM instances WHERE workflow_id = %s", (wid,)).fetchone()
                 if found is None:
                     raise NotFoundError(wid, self.path)
                 raise ConflictError(wid, expected_version, int(found[0]))
-            self._append(conn, wid, events, now)
+        _number(events, first)
         record.version, record.updated_at = new_version, now
         return new_version
 
@@ -298,39 +322,6 @@ class PostgresStore:
             for r in rows
         ]
 
-    @staticmethod
-    def _append(conn: psycopg.Connection[Any], workflow_id: str, events: list[HistoryEvent], now: str) -> None:
-        """Append events inside the caller's transaction, which holds the instance's row lock
-        (so no other writer appends to this instance meanwhile); assigns seq in place."""
-        if not events:
-            return
-        row = conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM history WHERE workflow_id = %s", (workflow_id,)
-        ).fetchone()
-        last = int(row[0]) if row else 0
-        rows = []
-        for offset, event in enumerate(events, start=1):
-            if not event.kind:
-                raise ValueError(f"history event for {workflow_id!r} has an empty kind")
-            if event.workflow_id and event.workflow_id != workflow_id:
-                raise ValueError(
-                    f"history event of kind {event.kind!r} names instance "
-                    f"{event.workflow_id!r} but is being saved with {workflow_id!r}"
-                )
-            event.workflow_id = workflow_id
-            event.timestamp = event.timestamp or now
-            event.seq = last + offset
-            rows.append((
-                workflow_id, event.seq, event.kind, event.step_id, event.task_id,
-                event.timestamp, _dumps(event.data, f"history event {event.kind!r} data"),
-            ))
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO history (workflow_id, seq, kind, step_id, task_id, timestamp, data) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                rows,
-            )
-
     # -- checkpoints ----------------------------------------------------------------
 
     def add_checkpoint(
@@ -343,10 +334,13 @@ class PostgresStore:
         now = utc_now()
         text = _dumps(dict(snapshot), f"checkpoint snapshot of {workflow_id!r}")
         with self._write("add a checkpoint to") as conn:
-            if conn.execute(
-                "SELECT 1 FROM instances WHERE workflow_id = %s FOR UPDATE", (workflow_id,)
-            ).fetchone() is None:
+            bumped = conn.execute(  # also locks the row: saves of this instance wait for us
+                "UPDATE instances SET last_seq = last_seq + 1 WHERE workflow_id = %s RETURNING last_seq",
+                (workflow_id,),
+            ).fetchone()
+            if bumped is None:
                 raise NotFoundError(workflow_id, self.path)
+            seq = int(bumped[0])
             found = conn.execute(
                 "SELECT COALESCE(MAX(n), 0) + 1 FROM checkpoints WHERE workflow_id = %s", (workflow_id,)
             ).fetchone()
@@ -360,7 +354,8 @@ class PostgresStore:
             event = HistoryEvent(
                 kind="checkpoint", step_id=step_id, data={"checkpoint_id": checkpoint_id, "reason": reason},
             )
-            self._append(conn, workflow_id, [event], now)
+            columns = _event_columns(workflow_id, [event], now)
+            conn.execute(f"WITH base AS (SELECT %s::bigint AS first) {_INSERT_HISTORY}", (seq, workflow_id, *columns))
         # A detached copy: later changes to the caller's state must not alter the checkpoint.
         return Checkpoint(checkpoint_id, workflow_id, step_id, reason, now, json.loads(text))
 
@@ -388,3 +383,29 @@ class PostgresStore:
 def _instance_values(record: InstanceRecord, *, version: int, created_at: str, updated_at: str) -> tuple[Any, ...]:
     """Column values in `_INSTANCE_COLUMNS` order, checked exactly as the SQLite store checks them."""
     return SqliteStore._instance_values(record, version=version, created_at=created_at, updated_at=updated_at)
+
+
+def _event_columns(workflow_id: str, events: list[HistoryEvent], now: str) -> list[list[str | None]]:
+    """The events as five arrays (kind, step_id, task_id, timestamp, data) for `unnest`;
+    checks them and fills in `workflow_id` and `timestamp` in place, as SQLite does."""
+    columns: list[list[str | None]] = [[], [], [], [], []]
+    for event in events:
+        if not event.kind:
+            raise ValueError(f"history event for {workflow_id!r} has an empty kind")
+        if event.workflow_id and event.workflow_id != workflow_id:
+            raise ValueError(
+                f"history event of kind {event.kind!r} names instance "
+                f"{event.workflow_id!r} but is being saved with {workflow_id!r}"
+            )
+        event.workflow_id = workflow_id
+        event.timestamp = event.timestamp or now
+        for column, value in zip(columns, (event.kind, event.step_id, event.task_id, event.timestamp,
+                                            _dumps(event.data, f"history event {event.kind!r} data")), strict=True):
+            column.append(value)
+    return columns
+
+
+def _number(events: list[HistoryEvent], first: int) -> None:
+    """Give committed events the seq numbers the database assigned (first, first + 1, …)."""
+    for offset, event in enumerate(events):
+        event.seq = first + offset
