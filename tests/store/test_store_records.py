@@ -348,3 +348,44 @@ def test_forked_child_reopens_instead_of_sharing_connection(store: Store) -> Non
     assert loaded.version == 2
     store.save(loaded, 2)
     assert store.load("wf-1").version == 3
+
+
+def test_checkpoints_racing_saves_keep_history_numbered(store: Store) -> None:
+    """Checkpoints and saves of one instance from many threads: seq stays 1..N, no gaps, no
+    duplicates, and every committed event is there exactly once."""
+    store.create(make(), [HistoryEvent("instance_created")])
+    errors: list[BaseException] = []
+
+    def saver(n: int) -> None:
+        try:
+            for i in range(15):
+                while True:
+                    record = store.load("wf-1")
+                    try:
+                        store.save(record, record.version, [HistoryEvent("state_changed", data={"w": n, "i": i}),
+                                                            HistoryEvent("step_completed")])
+                        break
+                    except ConflictError:
+                        continue
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def checkpointer() -> None:
+        try:
+            for i in range(10):
+                store.add_checkpoint("wf-1", None, f"r{i}", {"i": i})
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=saver, args=(n,)) for n in range(4)] + [threading.Thread(target=checkpointer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    history = store.history("wf-1")
+    assert [e.seq for e in history] == list(range(1, 1 + 1 + 4 * 15 * 2 + 10))
+    saves = sorted((e.data["w"], e.data["i"]) for e in history if e.kind == "state_changed")
+    assert saves == sorted((n, i) for n in range(4) for i in range(15))
+    assert [e.data["checkpoint_id"] for e in history if e.kind == "checkpoint"] == [f"cp-{i}" for i in range(1, 11)]
+    assert store.load("wf-1").version == 1 + 4 * 15
