@@ -8,33 +8,26 @@ fail in CI (``CI=true``): the suite must not go green there without them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pg_cluster import PgCluster, find_bin_dir  # tests/store is on sys.path (rootdir import mode)
+from pg_cluster import PgCluster, find_bin_dir, unavailable  # tests/store is on sys.path (rootdir import mode)
 
 from aromcp_workflows.store import Store, open_store
 
 STORES = ["sqlite", "postgres"]
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-        pytest.fail(f"PostgreSQL tests cannot run in CI: {reason}. .ci/run installs postgresql; fix that.")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PgCluster]:
     bin_dir = find_bin_dir()
     if bin_dir is None:
-        _unavailable("PostgreSQL is not installed (no pg_ctl; apt-get install -y postgresql)")
+        unavailable("PostgreSQL is not installed (no pg_ctl; apt-get install -y postgresql)")
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        _unavailable("psycopg is not installed (pip install -e '.[test]')")
+        unavailable("psycopg is not installed (pip install -e '.[test]')")
     cluster = PgCluster(bin_dir).start()  # type: ignore[arg-type]
     yield cluster
     cluster.stop()

@@ -28,6 +28,15 @@ def find_bin_dir() -> Path | None:
     return Path(candidates[0]).parent if candidates else None
 
 
+def unavailable(reason: str) -> None:
+    """PostgreSQL cannot be had: skip on a developer machine, fail in CI (``CI=true``)."""
+    import pytest
+
+    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail(f"PostgreSQL tests cannot run in CI: {reason}. .ci/run installs postgresql; fix that.")
+    pytest.skip(reason)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -8,7 +8,7 @@ import threading
 
 import psycopg
 import pytest
-from pg_cluster import PgCluster, free_port
+from pg_cluster import PgCluster, free_port, unavailable
 
 from aromcp_workflows.store import (
     ENV_VAR,
@@ -132,3 +132,12 @@ def test_missing_extra_is_one_line(monkeypatch) -> None:
     with pytest.raises(StoreOpenError, match=r"pip install 'aromcp-workflows\[postgres\]'") as info:
         open_store("postgresql://me@localhost/db")
     assert "\n" not in str(info.value)
+
+
+def test_missing_postgres_fails_in_ci_and_skips_elsewhere(monkeypatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="cannot run in CI: no pg_ctl"):
+        unavailable("no pg_ctl")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="no pg_ctl"):
+        unavailable("no pg_ctl")
