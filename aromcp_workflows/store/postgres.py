@@ -154,10 +154,25 @@ class PostgresStore:
                 f"{POOL_ENV_VAR} if the server is busy."
             ) from exc
         except psycopg.Error as exc:
+            if isinstance(exc, psycopg.OperationalError):
+                pool.check()  # PostgreSQL restarted? drop the other dead idle connections now
             raise StoreError(
                 f"Could not {action} the workflow store {self.path}: {one_line(exc)}; check that "
                 "PostgreSQL is up and reachable, then retry."
             ) from exc
+
+    def _fetch(self, action: str, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of one read.  A connection the server dropped (PostgreSQL restarted while
+        it sat in the pool) is replaced and the read tried once more: reads are safe to repeat."""
+        psycopg, _ = import_psycopg()
+        for attempt in range(2):
+            try:
+                with self._conn(action) as conn:
+                    return conn.execute(sql, params).fetchall()
+            except StoreError as exc:
+                if attempt or not isinstance(exc.__cause__, psycopg.OperationalError):
+                    raise
+        raise AssertionError("unreachable")
 
     @contextmanager
     def _write(self, action: str) -> Iterator[psycopg.Connection[Any]]:
@@ -197,19 +212,16 @@ class PostgresStore:
 
     def version(self, workflow_id: str) -> int:
         """The stored version alone (a cheap freshness check for cached instances)."""
-        with self._conn("read") as conn:
-            row = conn.execute("SELECT version FROM instances WHERE workflow_id = %s", (workflow_id,)).fetchone()
-        if row is None:
+        rows = self._fetch("read", "SELECT version FROM instances WHERE workflow_id = %s", (workflow_id,))
+        if not rows:
             raise NotFoundError(workflow_id, self.path)
-        return int(row[0])
+        return int(rows[0][0])
 
     def load(self, workflow_id: str) -> InstanceRecord:
-        with self._conn("read") as conn:
-            row = conn.execute(
-                f"SELECT {_INSTANCE_COLUMNS} FROM instances WHERE workflow_id = %s", (workflow_id,)
-            ).fetchone()
-        if row is None:
+        rows = self._fetch("read", f"SELECT {_INSTANCE_COLUMNS} FROM instances WHERE workflow_id = %s", (workflow_id,))
+        if not rows:
             raise NotFoundError(workflow_id, self.path)
+        row = rows[0]
         return InstanceRecord(
             workflow_id=row[0], workflow=row[1], project_dir=row[2], status=row[3],
             definition=json.loads(row[4]), inputs=json.loads(row[5]), state=json.loads(row[6]),
@@ -272,8 +284,7 @@ class PostgresStore:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY updated_at DESC, workflow_id"
-        with self._conn("list") as conn:
-            rows = conn.execute(sql, params).fetchall()
+        rows = self._fetch("list", sql, params)
         return [
             InstanceSummary(
                 workflow_id=r[0], workflow=r[1], project_dir=r[2], status=r[3],
@@ -311,8 +322,7 @@ class PostgresStore:
         if limit is not None:
             sql += " LIMIT %s"
             params.append(max(0, int(limit)))
-        with self._conn("read the history of") as conn:
-            rows = conn.execute(sql, params).fetchall()
+        rows = self._fetch("read the history of", sql, params)
         rows.reverse()
         return [
             HistoryEvent(
@@ -370,10 +380,10 @@ class PostgresStore:
         else:
             sql += " AND checkpoint_id = %s"
             params = (workflow_id, checkpoint_id)
-        with self._conn("read a checkpoint from") as conn:
-            row = conn.execute(sql, params).fetchone()
-        if row is None:
+        rows = self._fetch("read a checkpoint from", sql, params)
+        if not rows:
             return None
+        row = rows[0]
         return Checkpoint(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
 
     def __repr__(self) -> str:

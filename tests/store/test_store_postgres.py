@@ -15,6 +15,7 @@ from aromcp_workflows.store import (
     InstanceRecord,
     PostgresStore,
     SqliteStore,
+    StoreError,
     StoreOpenError,
     open_store,
 )
@@ -141,3 +142,38 @@ def test_missing_postgres_fails_in_ci_and_skips_elsewhere(monkeypatch) -> None:
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="no pg_ctl"):
         unavailable("no pg_ctl")
+
+
+def test_postgres_restart_costs_reads_nothing_and_writes_at_most_one_error(pg_cluster: PgCluster, pg_url: str) -> None:
+    """Idle pooled connections die when PostgreSQL restarts: reads are retried on a fresh
+    connection, and the first failure purges the other dead ones."""
+    store = PostgresStore(pg_url, pool_size=4)
+    record = InstanceRecord("wf-1", "demo", "/p")
+    store.create(record)
+    barrier = threading.Barrier(4)
+
+    def hold() -> None:  # four connections in the pool at once, then idle
+        with store._conn("test") as conn:
+            barrier.wait()
+            conn.execute("SELECT 1")
+
+    threads = [threading.Thread(target=hold) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    pg_cluster.restart()
+    try:
+        assert store.load("wf-1").version == 1  # a read: retried, no error
+        assert store.version("wf-1") == 1
+        failures = 0
+        for _ in range(6):
+            try:
+                store.save(record, record.version)
+            except StoreError as exc:
+                failures += 1
+                assert "\n" not in str(exc) and "retry" in str(exc)
+        assert failures <= 1
+        assert store.version("wf-1") == 1 + 6 - failures
+    finally:
+        store.close()
