@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -71,3 +72,23 @@ def test_status_on_unreachable_store_is_one_line(tmp_path: Path) -> None:
     done = cli("status", "--store", url)
     assert done.returncode == 1
     assert "start PostgreSQL" in one_line_error(done)
+
+
+def test_run_and_status_on_a_postgres_store(tmp_path: Path, pg_url: str) -> None:
+    """The headless runner passes a URL through to its server untouched (a path would be
+    resolved against the project), and `status` reads the same database."""
+    project = tmp_path / "project"
+    (project / ".aromcp" / "workflows").mkdir(parents=True)
+    (project / ".aromcp" / "workflows" / "hello.yaml").write_text(
+        'name: hello\ndescription: "one shell step"\nversion: "1.0.0"\n'
+        "default_state:\n  raw:\n    out: ''\n"
+        "steps:\n  - id: say\n    type: shell_command\n    command: echo hi-from-pg\n"
+        "    state_update:\n      path: raw.out\n  - type: user_message\n    message: 'said {{ out }}'\n",
+        encoding="utf-8")
+    done = cli("--project-dir", str(project), "run", "hello", "--store", pg_url, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "said hi-from-pg" in done.stdout and "status: completed" in done.stdout
+    listed = cli("--project-dir", str(project), "status", "--json", "--store", pg_url)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)["instances"]
+    assert [(r["workflow"], r["status"]) for r in rows] == [("hello", "completed")]
