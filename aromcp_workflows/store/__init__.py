@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 
 from aromcp_workflows.store.base import (
-    EVENT_KINDS,
     STATUSES,
     Checkpoint,
     ConflictError,
@@ -41,7 +40,6 @@ FILE_NAME = "workflows.sqlite3"
 __all__ = [
     "APP_NAME",
     "ENV_VAR",
-    "EVENT_KINDS",
     "FILE_NAME",
     "POOL_ENV_VAR",
     "STATUSES",
