@@ -291,10 +291,9 @@ async def test_two_replicas_one_killed_mid_run_exact_final_states(tmp_path: Path
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="conflict retry pending in app/instances.py", strict=False)
 async def test_sub_agents_of_one_fanout_on_different_replicas(tmp_path: Path, pg_url: str) -> None:
-    """Concurrent writers of ONE instance on two replicas: only the server's conflict retry
-    keeps the clients from seeing ConflictError (a replica alone serialises them)."""
+    """Concurrent writers of ONE instance on two replicas: their saves conflict, and only the
+    server's conflict retry (reload, apply again) keeps the clients from seeing it."""
     balancer = Balancer([], random.Random(7))
     items = [f"t{n}" for n in range(6)]
     async with replicas(tmp_path, pg_url, 2) as pair:
