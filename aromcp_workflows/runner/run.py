@@ -79,7 +79,8 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
         AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
     # the same rule the server applies; the runner is a client and imports none of the server's layers
     project = Path(project_dir or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
-    store = Path(store).expanduser().resolve() if store else None  # the server runs in the project dir
+    if store and not str(store).startswith(("postgresql://", "postgres://")):  # a URL passes through
+        store = Path(store).expanduser().resolve()  # the server runs in the project dir
     params = StdioServerParameters(command=sys.executable, args=server_command(project, store),
                                    env={**os.environ, **(env or {})}, cwd=str(project))
     printer = Printer(output, quiet)
