@@ -340,14 +340,13 @@ def escape(text: str, context: str) -> str:
 def assemble(literals: Sequence[str], plan: ShellPlan, values: Sequence[tuple[str, bool]]) -> str:
     """Join the command: each (text, raw) value escaped for its context.
 
-    Raises ShellContextError when a value cannot be carried: a NUL byte, or a value that
-    would end a here document early (a line equal to its delimiter).
+    Raises ShellContextError for a value that would end a here document early (a line
+    equal to its delimiter).  A NUL byte is left in: no command can be started with one,
+    and the spawn reports that as the step's failure (where `on_error` applies).
     """
     out: list[str] = [literals[0]]
     grown: list[int] = []  # per hole: how many characters longer than its one-character marker
     for index, (text, raw) in enumerate(values):
-        if "\x00" in text:
-            raise ShellContextError("the value contains a NUL byte, which a shell command cannot carry")
         piece = text if raw else escape(text, plan.contexts[index])
         grown.append(len(piece) - 1)
         out.append(piece)

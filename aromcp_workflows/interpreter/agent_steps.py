@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema
 
-from aromcp_workflows.interpreter.shell import OutputFormatError, parse_output
+from aromcp_workflows.interpreter.output import OutputFormatError, parse_output
 from aromcp_workflows.patterns import full_match
 
 AGENT_TYPES = frozenset({"agent_shell_command", "mcp_call", "user_input", "agent_prompt", "apply_hints"})
@@ -30,6 +30,8 @@ def templated_fields(step: Any) -> dict[str, Any]:
         fields: dict[str, Any] = {"prompt": step.prompt}
         if step.choices is not None:
             fields["choices"] = step.choices
+        if step.default is not None:
+            fields["default"] = step.default
         return fields
     if step.type == "agent_prompt":
         return {"prompt": step.prompt, "context": step.context}
@@ -57,6 +59,8 @@ def atomic_step(step: Any, step_id: str, rendered: dict[str, Any], command: str 
         definition = {"prompt": rendered["prompt"]}
         if "choices" in rendered:
             definition["choices"] = rendered["choices"]
+        if "default" in rendered:
+            definition["default"] = rendered["default"]
         if step.validation is not None:
             definition["validation"] = step.validation.model_dump(exclude_none=True)
         text = "Ask the user the question in `prompt`"
@@ -103,9 +107,9 @@ def accept_result(step: Any, result: Any) -> Accepted | Rejected:
     """Parse and validate an agent's reported result for `step`."""
     kind = step.type
     if kind == "agent_shell_command":
-        text = result.get("stdout", "") if isinstance(result, dict) else result
+        text = result["stdout"] if isinstance(result, dict) and "stdout" in result else result
         if not isinstance(text, str):
-            return Accepted(text)  # already structured (e.g. JSON the agent parsed itself)
+            return Accepted(text)  # already structured (e.g. an object the agent parsed itself)
         try:
             return Accepted(parse_output(text, step.output_format))
         except OutputFormatError as exc:

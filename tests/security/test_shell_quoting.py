@@ -113,12 +113,12 @@ def test_every_context_carries_any_value_literally(value: str, case: str):
         _, command = ENGINE.render_with_command({}, template, {"x": value})
     except ExpressionError as exc:
         assert exc.kind == "shell"
-        refused_for_nul = "\x00" in value
         refused_for_delimiter = case.startswith("heredoc") and any(
             line.strip("\t[]") == "EOF" or line.lstrip("\t") == "EOF" for line in value.split("\n"))
-        assert refused_for_nul or refused_for_delimiter, f"refused a carriable value: {exc}"
+        assert refused_for_delimiter, f"refused a carriable value: {exc}"
         return
-    assert "\x00" not in value
+    if "\x00" in value:  # no program can receive it: the spawn fails the step (test below)
+        return
     out = subprocess.run(["bash", "-c", command], capture_output=True, check=False).stdout.decode()
     want = expected.format(v=value)
     if case == "subst" or case == "dq_in_subst_in_dq" or case == "sq_in_subst":
@@ -163,16 +163,10 @@ def test_raw_stays_the_explicit_opt_out():
     assert command == "echo a && b `echo c`"
 
 
-def test_nul_in_a_value_is_a_clear_step_failure():
-    with pytest.raises(ExpressionError) as caught:
-        ENGINE.render_with_command({}, 'echo "{{ x }}"', {"x": "a\x00b"})
-    assert caught.value.kind == "shell" and "NUL" in str(caught.value)
-
-
 async def test_nul_in_an_input_fails_the_step_with_a_clear_message(make_server):
     server, _ = make_server({"quoting": _workflow("shell_command", COMMANDS["dq"])})
     async with Client(server) as client:
         started = await ok(client, "workflow_start", {"workflow": "quoting", "inputs": {"x": "a\x00b"}})
         step = await ok(client, "workflow_get_next_step", {"workflow_id": started["workflow_id"]})
     assert step["status"] == "failed"
-    assert "NUL byte" in step["error"] and "step run" in step["error"], step["error"]
+    assert "NUL byte" in step["error"] and "run" in step["error"], step["error"]
