@@ -26,6 +26,8 @@ def register_commands(commands: Any) -> None:
     serve.add_argument("--store", metavar="PATH|URL",
                        help="SQLite store file, or postgresql://USER@HOST:PORT/DB shared by replicas "
                             "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
+    serve.add_argument("--allow-file", action="append", default=[], metavar="FILE",
+                       help="also run this workflow file by path (clients otherwise name workflows only)")
     serve.set_defaults(handler=cmd_serve)
 
     run = commands.add_parser(
@@ -100,7 +102,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     failed = check_shared_store(args.store)
     if failed is not None:
         return failed
-    serve("http" if args.http else "stdio", args.host, args.port, args.project_dir, args.store)
+    serve("http" if args.http else "stdio", args.host, args.port, args.project_dir, args.store,
+          tuple(args.allow_file))
     return 0
 
 

@@ -93,6 +93,7 @@ class WorkflowLoader:
     def __init__(self, resolver: WorkflowResolver | None = None, names_only: bool = False):
         self.resolver = resolver or WorkflowResolver()
         self.names_only = names_only  # True over MCP: only names in the workflow directories
+        self.allowed_files: frozenset[Path] = frozenset()  # files a names-only loader may still read
         self._cache: dict[Path, tuple[dict[Path, Stamp], list[LoadedWorkflow] | DefinitionError]] = {}
 
     # -- single files -------------------------------------------------------------
@@ -173,8 +174,16 @@ class WorkflowLoader:
 
     # -- names and bundles --------------------------------------------------------
     def takes_file(self, target: str) -> bool:
-        """Whether `target` is read as a file path (never with `names_only`)."""
-        return not self.names_only and looks_like_file(target)
+        """Whether `target` is read as a file path: with `names_only`, only an allowed file
+        (the one `aromcp-workflows run FILE` asked its own server to run)."""
+        if not self.names_only:
+            return looks_like_file(target)
+        if not self.allowed_files or not target.endswith((".yaml", ".yml")) or len(target) > 4096:
+            return False  # decided without touching the file system
+        try:
+            return Path(target).resolve() in self.allowed_files
+        except (OSError, ValueError):
+            return False
 
     def load(self, name_or_file: str) -> LoadedWorkflow:
         """A workflow by name (project, global, built-in) or by path to a .yaml file.
@@ -182,10 +191,10 @@ class WorkflowLoader:
         With `names_only` (the MCP server), a path is refused before the file system is
         touched: a client may run what the workflow directories hold, not any YAML on disk.
         """
+        if self.takes_file(name_or_file):
+            return self.load_one_file(name_or_file)
         if self.names_only:
             refuse_paths(name_or_file)
-        elif self.takes_file(name_or_file):
-            return self.load_one_file(name_or_file)
         location = self.resolver.find(name_or_file)
         for workflow in self.load_file(location.path, location.source):
             if workflow.name == name_or_file or len(self.load_file(location.path)) == 1:

@@ -50,8 +50,10 @@ def parse_inputs(pairs: list[str]) -> dict[str, Any]:
     return inputs
 
 
-def server_command(project_dir: Path, store: str | Path | None) -> list[str]:
+def server_command(project_dir: Path, store: str | Path | None, workflow_file: str | None = None) -> list[str]:
+    """The server for one run; a workflow given as a file is allowed by path (only that one)."""
     args = ["-m", "aromcp_workflows", "--project-dir", str(project_dir), "serve"]
+    args += ["--allow-file", workflow_file] if workflow_file else []
     return args + (["--store", str(store)] if store else [])
 
 
@@ -81,7 +83,8 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     project = Path(project_dir or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
     if store and not str(store).startswith(("postgresql://", "postgres://")):  # a URL passes through
         store = Path(store).expanduser().resolve()  # the server runs in the project dir
-    params = StdioServerParameters(command=sys.executable, args=server_command(project, store),
+    as_file = workflow if workflow.endswith((".yaml", ".yml")) else None
+    params = StdioServerParameters(command=sys.executable, args=server_command(project, store, as_file),
                                    env={**os.environ, **(env or {})}, cwd=str(project))
     printer = Printer(output, quiet)
     agent: HeadlessAgent | None = None

@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -62,8 +63,9 @@ INSTRUCTIONS = (
 class ServiceHolder:
     """Builds the service on first use (heavy imports stay off the start-up path)."""
 
-    def __init__(self, factory: Callable[[], Any]):
+    def __init__(self, factory: Callable[[], Any], allowed_files: tuple[str, ...] = ()):
         self._factory = factory
+        self._allowed_files = allowed_files
         self._service: Any = None
         self._lock = threading.Lock()
 
@@ -73,6 +75,7 @@ class ServiceHolder:
                 if self._service is None:
                     service = self._factory()
                     service.loader.names_only = True  # clients name workflows; paths are for the CLI
+                    service.loader.allowed_files = frozenset(Path(f).resolve() for f in self._allowed_files)
                     self._service = service
         return self._service
 
@@ -92,8 +95,11 @@ def default_service_factory(project_dir: str | None = None, store: str | None = 
     return build
 
 
-def build_server(service_factory: Callable[[], Any] | None = None, log_level: str = "WARNING") -> MCPServer:
-    holder = ServiceHolder(service_factory or default_service_factory())
+def build_server(service_factory: Callable[[], Any] | None = None, log_level: str = "WARNING",
+                 allowed_files: tuple[str, ...] = ()) -> MCPServer:
+    """The MCP server.  Clients name workflows; `allowed_files` are the only paths it runs
+    (`aromcp-workflows run FILE` starts its own server allowing that one file)."""
+    holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
                         masker_for=holder.masker)
@@ -321,12 +327,12 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
 
 
 def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
-          project_dir: str | None = None, store: str | None = None) -> None:
+          project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = ()) -> None:
     """Run the server; logs go to stderr so stdout stays the protocol channel."""
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    server = build_server(default_service_factory(project_dir, store), log_level=level)
+    server = build_server(default_service_factory(project_dir, store), log_level=level, allowed_files=allowed_files)
     _stop_commands_on_signals()
     if transport == "stdio":
         server.run()
