@@ -64,11 +64,13 @@ async def test_trace_and_debug_over_mcp_match_the_service_and_mask(server: Any, 
         assert TOKEN not in text and PASSWORD not in text
 
 
-async def test_explain_plan_over_mcp(server: Any) -> None:
+async def test_explain_plan_over_mcp(server: Any, project: Project) -> None:
+    # over MCP a workflow is named (a path is refused): install the example in the project
+    project.put("examples:parallel-batches",
+                (REPO / "examples" / "examples:parallel-batches.yaml").read_text(encoding="utf-8"))
     async with Client(server, mode="legacy") as client:
         plan = await ok(client, "workflow_explain_plan",
-                        {"workflow": str(REPO / "examples" / "examples:parallel-batches.yaml"),
-                         "inputs": {"files": ["a", "b", "c", "d", "e"]}})
+                        {"workflow": "examples:parallel-batches", "inputs": {"files": ["a", "b", "c", "d", "e"]}})
     assert plan["estimated_sub_agents"] == {"total": 3, "by_step": {"fan_out": 3}}
     assert "raw.batch_errors" in plan["state_paths_written"]
     assert plan["program"]["examples:parallel-batches"]["main"]
