@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     from aromcp_workflows.cli.commands import register_commands
 
     register_commands(commands)
+    from aromcp_workflows.importer.command import register as register_import
+
+    register_import(commands)
     return parser
 
 
