@@ -18,6 +18,10 @@ from aromcp_workflows.importer.rules_workflow import translate_workflow
 from aromcp_workflows.importer.writing import validation_errors
 
 
+_HEADER = ("# Translated from AroMCP's workflow dialect by `aromcp-workflows import` (source: {name}).\n"
+           "# Review the notes it printed: where AroMCP's meaning differs, they say what was chosen.\n")
+
+
 def translate_text(text: str, source: str) -> FileResult:
     """Translate one file's text; `source` names it in the report and gives the file name."""
     notes = Notes()
@@ -33,9 +37,10 @@ def translate_text(text: str, source: str) -> FileResult:
     translate_workflow(document, notes)
     if notes.refusals:
         return FileResult(source, notes, None)
+    translated = text
     if notes.rewrites:
         tidy_comments(document)
-    translated = dump_text(document) if notes.rewrites else text
+        translated = _HEADER.format(name=Path(source).name) + dump_text(document)
     for error in validation_errors(translated, Path(source).name):
         notes.refuse(1, f"the translation does not validate here ({error}); please report it with the file")
     return FileResult(source, notes, None if notes.refusals else translated)

@@ -169,7 +169,7 @@ def tidy_comments(node: Any) -> None:
     if token is None:
         return
     head, sep, tail = token.value.partition("\n")
-    if tail.strip():
+    if tail:
         token.value = head + sep
         from copy import copy
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from aromcp_workflows.importer.js import Renames
 from aromcp_workflows.importer.reading import carry_comments, delete_key, line_of, new_map, pop_key, rename_key
 from aromcp_workflows.importer.results import apply_result_writes, collect_writes
 from aromcp_workflows.importer.scope import Scope
@@ -155,7 +156,12 @@ def _condition(step: CommentedMap, scope: Scope) -> None:
 def _while(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
     _rename_type(step, scope, "while")
     inner = scope.inner(loop="while", loop_var=None)
-    _condition(step, inner)
+    condition = step.get("condition")
+    if isinstance(condition, str) and "loop.iteration" in condition:
+        scope.notes.rewrite(line_of(step, "condition"), "loop.iteration (in a while condition)", "loop.index",
+                            "AroMCP's condition counts finished iterations from 0; here loop.iteration is the "
+                            "one about to start, so loop.index is AroMCP's number")
+    _condition(step, inner.inner(extra=Renames(member={("loop", "iteration"): "loop.index"})))
     step["body"] = translate_steps(step.get("body", []), inner, line_of(step, "body"))
     return []
 

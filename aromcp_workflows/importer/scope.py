@@ -37,6 +37,7 @@ class Scope:
     task_inputs: frozenset[str] | None = None
     loop: str | None = None  # innermost loop kind: "foreach" | "while" | None
     loop_var: str | None = None
+    extra: Renames | None = None  # renames for one value only (a while condition)
 
     def inner(self, **changes: Any) -> Scope:
         return replace(self, **changes)
@@ -59,7 +60,8 @@ class Scope:
             bare.update({name: f"task.{name}" for name in self.task_inputs})
             bare["task_id"] = "task.task_id"
             member.update({("inputs", name): f"task.{name}" for name in self.task_inputs})
-        return Renames(bare=bare, member=member, root={"global": "this"})
+        renames = Renames(bare=bare, member=member, root={"global": "this"})
+        return renames.merged(self.extra) if self.extra else renames
 
     def text(self, value: str, line: int, what: str, note: str = "") -> str:
         """A text value with templates: names inside `{{ }}` renamed; the change reported."""
