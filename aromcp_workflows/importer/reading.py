@@ -21,7 +21,13 @@ def round_trip_yaml() -> YAML:
     yaml.preserve_quotes = True
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.representer.add_representer(type(None), _null)
     return yaml
+
+
+def _null(representer: Any, _: None) -> Any:
+    """Write `null` as `null` (ruamel's round-trip default leaves the value empty)."""
+    return representer.represent_scalar("tag:yaml.org,2002:null", "null")
 
 
 def load_text(text: str) -> Any:

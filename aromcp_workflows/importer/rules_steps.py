@@ -233,7 +233,7 @@ def _user_message(step: CommentedMap, scope: Scope, before: CommentedSeq) -> lis
     if not writes:
         return []
     update = new_map(id=f"{step.get('id', 'message')}_update", type="state_update",
-                     updates=CommentedSeq(new_map(path=p, value=v) for _, p, v in writes))
+                     updates=CommentedSeq(new_map(path=p, value=v) for _, p, v, _ in writes))
     scope.notes.rewrite(writes[0][0], "user_message state_update", "a state_update step after the message",
                         "a message has no result here; the update runs right after it, as in AroMCP")
     return [update]
