@@ -66,9 +66,10 @@ class FileResult:
         return not self.notes.refusals and self.text is not None
 
     def lines(self) -> list[str]:
-        """The report lines for this file, rewrites in file order, refusals after them."""
+        """The report lines for this file: its refusals if any, else its rewrites, in file order."""
+        if self.notes.refusals:  # the rewrites do not matter: nothing is written
+            return [r.render(self.source) for r in sorted(self.notes.refusals, key=lambda r: r.line)]
         out = [r.render(self.source) for r in sorted(self.notes.rewrites, key=lambda r: r.line)]
-        out += [r.render(self.source) for r in sorted(self.notes.refusals, key=lambda r: r.line)]
         if self.already_ours:
             out.append(f"{self.source}: already valid in this project's language; copied unchanged")
         return out

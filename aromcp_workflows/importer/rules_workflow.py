@@ -79,7 +79,7 @@ def _inputs(doc: CommentedMap, notes: Notes, key: str, *, task: bool) -> list[st
         spec = inputs[name]
         if not isinstance(spec, dict):
             inputs[name] = spec = new_map(type=str(spec), required=not task)
-            notes.rewrite(line, f"{name}: {spec['type']}", f"{name}: {{type: {spec['type']}, required: {not task}}}",
+            notes.rewrite(line, f"{name}: {spec['type']}", f"{name}: {{type: {spec['type']}, required: {str(not task).lower()}}}",
                           "AroMCP's short form; its inputs are required unless they say otherwise")
         _input_spec(name, spec, line, notes, task=task)
     return list(inputs)

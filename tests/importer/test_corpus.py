@@ -23,7 +23,7 @@ CONSTRUCTS = {
     "stdout → {{ result.stdout }}": "corpus:results", "returncode → {{ result.exit_code }}": "corpus:results",
     "stderr → {{ result.stderr }}": "corpus:results", "result → {{ result }}": "corpus:results",
     "state_updates → state_update": "corpus:results",
-    "mode: string → mode: {type: string, required: True}": "corpus:branches",
+    "mode: string → mode: {type: string, required: true}": "corpus:branches",
     "level (required not given) → required: true": "corpus:branches",
     "this.files → {{ this.files }}": "corpus:tasks",
 }
