@@ -17,7 +17,6 @@ from aromcp_workflows.importer.report import FileResult, Notes, Refusal, Rewrite
 from aromcp_workflows.importer.rules_workflow import translate_workflow
 from aromcp_workflows.importer.writing import validation_errors
 
-
 _HEADER = ("# Translated from AroMCP's workflow dialect by `aromcp-workflows import` (source: {name}).\n"
            "# Review the notes it printed: where AroMCP's meaning differs, they say what was chosen.\n")
 

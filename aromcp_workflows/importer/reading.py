@@ -113,8 +113,11 @@ def _attach(token: Any, text: str, target: tuple[CommentedMap, Any] | None) -> N
         slot[2].value = slot[2].value + text
 
 
-def delete_key(mapping: CommentedMap, key: Any) -> None:
+def delete_key(mapping: Any, key: Any) -> None:
     """Remove a key, handing the comment lines after it to what now comes before them."""
+    if not isinstance(mapping, CommentedMap):
+        mapping.pop(key, None)
+        return
     keys = list(mapping.keys())
     entry = mapping.ca.items.pop(key, None)
     inner = mapping[key]

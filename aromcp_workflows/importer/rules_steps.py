@@ -15,7 +15,13 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from aromcp_workflows.importer.js import Renames
 from aromcp_workflows.importer.reading import carry_comments, delete_key, line_of, new_map, pop_key, rename_key
-from aromcp_workflows.importer.results import apply_result_writes, collect_writes
+from aromcp_workflows.importer.results import (
+    apply_result_writes,
+    collect_writes,
+    merge_agent_response,
+    raw_command,
+    translate_update_step,
+)
 from aromcp_workflows.importer.scope import Scope
 from aromcp_workflows.importer.steps_keys import OUR_STEP_TYPES, allowed_keys
 
@@ -97,7 +103,8 @@ def _seconds_to_ms(step: CommentedMap, scope: Scope, key: str = "timeout") -> No
     value = step.get(key)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         ms = int(value * 1000)
-        scope.notes.rewrite(line_of(step, key), f"{key}: {value}", f"timeout: {ms}", "AroMCP counts seconds, this project milliseconds")
+        scope.notes.rewrite(line_of(step, key), f"{key}: {value}", f"timeout: {ms}",
+                            "AroMCP counts seconds, this project milliseconds")
         if key != "timeout":
             delete_key(step, key)
         step["timeout"] = ms
@@ -209,16 +216,13 @@ def _shell(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Comme
         step["timeout"] = 30000
         scope.notes.rewrite(line_of(step), "(no timeout)", "timeout: 30000", "AroMCP's default is 30 seconds")
     if isinstance(step.get("command"), str):
-        from aromcp_workflows.importer.results import raw_command
-
         step["command"] = raw_command(step["command"], scope, line_of(step, "command"))
-    _error_handling(step, scope, ("fail", "continue", "retry") if step["type"] == "shell_command" else ("fail", "continue"))
+    choices = ("fail", "continue", "retry") if step["type"] == "shell_command" else ("fail", "continue")
+    _error_handling(step, scope, choices)
     return apply_result_writes(step, collect_writes(step, scope, "shell"), scope)
 
 
 def _state_update(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
-    from aromcp_workflows.importer.results import translate_update_step
-
     return translate_update_step(step, scope)
 
 
@@ -248,7 +252,8 @@ def _user_input(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[
     validation = step.get("validation")
     if isinstance(validation, dict):
         for key in [k for k in validation if k not in ("pattern", "error_message")]:
-            scope.notes.rewrite(line_of(validation, key), f"validation.{key}", "(removed)", "only pattern is checked here")
+            scope.notes.rewrite(line_of(validation, key), f"validation.{key}", "(removed)",
+                                "only pattern is checked here")
             delete_key(validation, key)
     return apply_result_writes(step, collect_writes(step, scope, "input"), scope)
 
@@ -262,8 +267,6 @@ def _agent_prompt(step: CommentedMap, scope: Scope, before: CommentedSeq) -> lis
 
 
 def _agent_response(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
-    from aromcp_workflows.importer.results import merge_agent_response
-
     return merge_agent_response(step, scope, before)
 
 

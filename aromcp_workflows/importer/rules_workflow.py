@@ -31,7 +31,7 @@ def translate_workflow(doc: Any, notes: Notes) -> None:
     _state(doc, scope)
     doc["steps"] = translate_steps(doc["steps"], scope, line_of(doc, "steps"))
     tasks = doc.get("sub_agent_tasks")
-    if isinstance(tasks, dict):
+    if isinstance(tasks, CommentedMap):
         for name in list(tasks):
             _task(tasks, name, scope)
 
@@ -46,8 +46,9 @@ def _drop_top_level(doc: CommentedMap, notes: Notes) -> None:
         notes.refuse(line_of(initial, "inputs"), "default_state.inputs cannot be translated: inputs are set at "
                                                  "start here; give each input a `default` instead")
     schema = doc.get("state_schema")
-    if isinstance(schema, dict) and "inputs" in schema:
-        notes.rewrite(line_of(schema, "inputs"), "state_schema.inputs", "(removed)", "inputs are declared under `inputs:`")
+    if isinstance(schema, CommentedMap) and "inputs" in schema:
+        notes.rewrite(line_of(schema, "inputs"), "state_schema.inputs", "(removed)",
+                      "inputs are declared under `inputs:`")
         delete_key(schema, "inputs")
 
 
@@ -79,7 +80,8 @@ def _inputs(doc: CommentedMap, notes: Notes, key: str, *, task: bool) -> list[st
         spec = inputs[name]
         if not isinstance(spec, dict):
             inputs[name] = spec = new_map(type=str(spec), required=not task)
-            notes.rewrite(line, f"{name}: {spec['type']}", f"{name}: {{type: {spec['type']}, required: {str(not task).lower()}}}",
+            notes.rewrite(line, f"{name}: {spec['type']}",
+                          f"{name}: {{type: {spec['type']}, required: {str(not task).lower()}}}",
                           "AroMCP's short form; its inputs are required unless they say otherwise")
         _input_spec(name, spec, line, notes, task=task)
     return list(inputs)
@@ -89,7 +91,8 @@ def _input_spec(name: str, spec: CommentedMap, line: int, notes: Notes, *, task:
     if spec.get("type", "string") not in INPUT_TYPES:
         notes.refuse(line, f"input '{name}' has type {spec.get('type')!r}; use one of {', '.join(INPUT_TYPES)}")
     if "validation" in spec:
-        notes.rewrite(line_of(spec, "validation"), f"{name}.validation", "(removed)", "input validation rules are not checked here")
+        notes.rewrite(line_of(spec, "validation"), f"{name}.validation", "(removed)",
+                      "input validation rules are not checked here")
         delete_key(spec, "validation")
     if task:
         _task_input(name, spec, line, notes)
@@ -118,7 +121,7 @@ def _state(doc: CommentedMap, scope: Scope) -> None:
     for name in list(computed):
         spec = computed[name]
         line = line_of(computed, name)
-        if not isinstance(spec, dict):
+        if not isinstance(spec, CommentedMap):
             scope.notes.refuse(line, f"computed field '{name}' is a bare type; AroMCP computes nothing for it: "
                                      "give it `from` and `transform`, or move it to state")
             continue
@@ -147,7 +150,7 @@ def _computed(name: str, spec: CommentedMap, line: int, scope: Scope) -> None:
 def _task(tasks: CommentedMap, name: str, outer: Scope) -> None:
     task = tasks[name]
     line = line_of(tasks, name)
-    if not isinstance(task, dict):
+    if not isinstance(task, CommentedMap):
         outer.notes.refuse(line, f"sub-agent task '{name}' must be a mapping with steps")
         return
     for key, why in (("prompt_template", "the server's own sub-agent prompt is used here"),
