@@ -45,12 +45,22 @@ def translate_text(text: str, source: str) -> FileResult:
     return FileResult(source, notes, None if notes.refusals else translated)
 
 
-def translate_file(path: Path) -> FileResult:
-    """Translate a file; a file already valid in this project's language is kept as it is."""
+def translate_file(path: Path, *, assume_aromcp: bool = False) -> FileResult:
+    """Translate a file; a file already valid in this project's language is kept as it is.
+
+    A file can be valid in both languages and still mean different things (`value: stdout`
+    is the text "stdout" here, the command's output in AroMCP): such a file is still copied,
+    with a hint naming those places, unless `assume_aromcp` asks to translate it anyway."""
     text = path.read_text(encoding="utf-8")
-    if valid_here(path):
-        return FileResult(str(path), Notes(), text, already_ours=True)
-    return translate_text(text, str(path))
+    if assume_aromcp or not valid_here(path):
+        return translate_text(text, str(path))
+    kept = FileResult(str(path), Notes(), text, already_ours=True)
+    as_aromcp = translate_text(text, str(path))
+    kept.aromcp_hints = [r for r in as_aromcp.notes.rewrites if r.note.startswith(MAGIC_NOTES)]
+    return kept
+
+
+MAGIC_NOTES = ("AroMCP reads this name", "AroMCP's returncode", "the whole command result")
 
 
 __all__ = ["FileResult", "Notes", "Refusal", "Rewrite", "translate_file", "translate_text"]

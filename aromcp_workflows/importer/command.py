@@ -30,6 +30,9 @@ def register(commands: Any) -> None:
     parser.add_argument("--out", metavar="DIR", help="folder to write the translated files to")
     parser.add_argument("--check", action="store_true",
                         help="print what would change, write nothing (exit 1 if a part cannot be translated)")
+    parser.add_argument("--assume-aromcp", action="store_true",
+                        help="translate every input, even files that already validate here (a file valid in both "
+                             "languages can mean different things in each)")
     parser.set_defaults(handler=cmd_import)
 
 
@@ -68,7 +71,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     out_dir = Path(args.out) if args.out else None
     failed = 0
     for path in files:
-        result = translate_file(path)
+        result = translate_file(path, assume_aromcp=args.assume_aromcp)
         for line in result.lines():
             print(line)
         if not result.ok:

@@ -60,6 +60,7 @@ class FileResult:
     text: str | None
     already_ours: bool = False
     written_to: str | None = None
+    aromcp_hints: list[Rewrite] = field(default_factory=list)  # valid here, but AroMCP-looking
 
     @property
     def ok(self) -> bool:
@@ -72,6 +73,9 @@ class FileResult:
         out = [r.render(self.source) for r in sorted(self.notes.rewrites, key=lambda r: r.line)]
         if self.already_ours:
             out.append(f"{self.source}: already valid in this project's language; copied unchanged")
+        for hint in self.aromcp_hints:
+            out.append(f"{self.source}:{hint.line}: note: '{hint.old}' is plain text here; AroMCP reads it as "
+                       f"{hint.new}. If this is an AroMCP file, import it with --assume-aromcp")
         return out
 
 

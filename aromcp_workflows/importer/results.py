@@ -42,9 +42,10 @@ def collect_writes(step: CommentedMap, scope: Scope, kind: str) -> list[Write]:
         value = spec.get("value")
         if spec.get("_key"):
             scope.notes.rewrite(line, f"{spec['_key']}: {spec['path']}", f"state_update: {{path: {path}}}")
-        value = magic_value(value, kind, line, scope.notes)
+        value_line = line_of(spec, "value", line) if "value" in spec else line
+        value = magic_value(value, kind, value_line, scope.notes)
         if isinstance(value, str):
-            value = scope.text(value, line, "result value")
+            value = scope.text(value, value_line, "result value")
         writes.append((line, path, value, str(spec.get("operation", "set"))))
     return writes
 

@@ -34,7 +34,7 @@ def test_translates_a_folder_and_prints_each_rewrite(tmp_path: Path):
     source = ORIGINALS / "code-standards:enforce.yaml"
     assert f"{source}:85: then_steps → then" in lines
     assert f"{source}:135: type: while_loop → type: while" in lines
-    assert any(line.startswith(f"{source}:94: stdout → {{{{ result.stdout }}}}") for line in lines)
+    assert any(line.startswith(f"{source}:95: stdout → {{{{ result.stdout }}}}") for line in lines)
     for name in ("test:simple.yaml", "test:sub-agents.yaml"):
         assert (tmp_path / "out" / name).read_text() == (FIXTURES / name).read_text()
 
@@ -42,7 +42,7 @@ def test_translates_a_folder_and_prints_each_rewrite(tmp_path: Path):
 def test_check_prints_and_writes_nothing(tmp_path: Path):
     done = run(str(ORIGINALS / "test:simple.yaml"), "--check", "--out", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
-    assert f"{ORIGINALS / 'test:simple.yaml'}:35: stdout → {{{{ result.stdout }}}}" in done.stdout
+    assert f"{ORIGINALS / 'test:simple.yaml'}:36: stdout → {{{{ result.stdout }}}}" in done.stdout
     assert not (tmp_path / "out").exists()
 
 
@@ -106,3 +106,16 @@ def test_help_describes_the_command():
     assert "translate AroMCP workflow files" in done.stdout
     detail = run("--help")
     assert "--out DIR" in detail.stdout and "--check" in detail.stdout and "Exit 0" in detail.stdout
+
+
+def test_valid_in_both_languages_is_copied_with_a_hint_or_translated_on_request(tmp_path: Path):
+    both = tmp_path / "both.yaml"
+    both.write_text('name: both\ndescription: d\nversion: "1.0.0"\nsteps:\n  - id: run\n    type: shell_command\n'
+                    '    command: "echo hi"\n    state_update:\n      path: state.out\n      value: stdout\n')
+    copied = run(str(both), "--out", str(tmp_path / "a"))
+    assert copied.returncode == 0
+    assert f"{both}:10: note: 'stdout' is plain text here; AroMCP reads it as {{{{ result.stdout }}}}" in copied.stdout
+    assert (tmp_path / "a" / "both.yaml").read_bytes() == both.read_bytes()
+    translated = run(str(both), "--assume-aromcp", "--out", str(tmp_path / "b"))
+    assert translated.returncode == 0
+    assert "value: '{{ result.stdout }}'" in (tmp_path / "b" / "both.yaml").read_text()
