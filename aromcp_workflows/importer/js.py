@@ -153,17 +153,6 @@ def has_template(text: str) -> bool:
     return "{{" in text and "}}" in text
 
 
-def is_single_template(text: str) -> bool:
-    """True when the whole value (spaces aside) is exactly one `{{ ... }}`."""
-    stripped = text.strip()
-    if not (stripped.startswith("{{") and stripped.endswith("}}")):
-        return False
-    try:
-        return find_template_end(stripped, 2) == len(stripped) - 2
-    except LexError:
-        return False
-
-
 def add_raw_filter(expr: str) -> str:
     """`expr | raw` unless it already ends with the `raw` filter (keeps its spacing)."""
     body = expr.rstrip()
