@@ -45,9 +45,26 @@ def collect_writes(step: CommentedMap, scope: Scope, kind: str) -> list[Write]:
         value_line = line_of(spec, "value", line) if "value" in spec else line
         value = magic_value(value, kind, value_line, scope.notes)
         if isinstance(value, str):
-            value = scope.text(value, value_line, "result value")
+            value = _result_scope(scope, kind).text(value, value_line, "result value",
+                                                    "AroMCP's names for the result inside templates")
         writes.append((line, path, value, str(spec.get("operation", "set"))))
     return writes
+
+
+# The names AroMCP gives a step's result inside `{{ }}` of a state_update value.
+RESULT_NAMES = {
+    "shell": {"stdout": "result.stdout", "stderr": "result.stderr", "returncode": "result.exit_code",
+              "output": "result.output"},
+    "agent_shell": {"output": "result", "stdout": "result"},
+    "input": {"input": "result"},
+    "agent": {"response": "result"},
+    "mcp": {"response": "result"},
+}
+
+
+def _result_scope(scope: Scope, kind: str) -> Scope:
+    names = {k: v for k, v in RESULT_NAMES.get(kind, {}).items() if k not in scope.fields}
+    return scope.inner(extra=Renames(bare=names)) if names else scope
 
 
 def apply_result_writes(step: CommentedMap, writes: list[Write], scope: Scope) -> list[CommentedMap]:

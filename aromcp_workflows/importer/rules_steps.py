@@ -219,7 +219,8 @@ def _shell(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Comme
         step["command"] = raw_command(step["command"], scope, line_of(step, "command"))
     choices = ("fail", "continue", "retry") if step["type"] == "shell_command" else ("fail", "continue")
     _error_handling(step, scope, choices)
-    return apply_result_writes(step, collect_writes(step, scope, "shell"), scope)
+    kind = "shell" if step["type"] == "shell_command" else "agent_shell"
+    return apply_result_writes(step, collect_writes(step, scope, kind), scope)
 
 
 def _state_update(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:

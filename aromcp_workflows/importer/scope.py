@@ -141,7 +141,9 @@ def magic_value(value: Any, kind: str, line: int, notes: Notes) -> Any:
     target = None
     if kind == "shell" and word in SHELL_MAGIC:
         target = SHELL_MAGIC[word]
-    elif kind != "shell" and word.split(".", 1)[0] in ("result", "response"):
+    elif kind == "agent_shell" and word in ("stdout", "output", "result"):
+        target = "result"
+    elif kind not in ("shell", "agent_shell") and word.split(".", 1)[0] in ("result", "response"):
         target = "result" + word[len(word.split(".", 1)[0]):]
     if target is None:
         return value

@@ -23,6 +23,9 @@ CONSTRUCTS = {
     "stdout → {{ result.stdout }}": "corpus:results", "returncode → {{ result.exit_code }}": "corpus:results",
     "stderr → {{ result.stderr }}": "corpus:results", "result → {{ result }}": "corpus:results",
     "state_updates → state_update": "corpus:results",
+    "{{ output.toUpperCase() }} → {{ result.output.toUpperCase() }}": "corpus:results",
+    "{{ input }} → {{ result }}": "corpus:agents",
+    "{{ response.steps.length }} → {{ result.steps.length }}": "corpus:agents",
     "mode: string → mode: {type: string, required: true}": "corpus:branches",
     "level (required not given) → required: true": "corpus:branches",
     "this.files → {{ this.files }}": "corpus:tasks",
@@ -73,7 +76,7 @@ def test_results(tmp_path: Path):
     (project / "sub").mkdir(parents=True)
     outcome = import_and_run(CORPUS / "corpus:results.yaml", tmp_path, project=project)
     assert outcome.status == "completed", outcome.error
-    assert outcome.messages == ["out=hello err=oops code=3 dir=sub echoed=hello-3"]
+    assert outcome.messages == ["out=hello err=oops code=3 dir=sub echoed=hello-3 listing=ONE TWO"]
     state = outcome.final_state or {}
     assert state["code"] == 3 and state["whole"]["exit_code"] == 0
     assert [(e.step_id.split("#")[0], e.type) for e in outcome.transcript] == [("agent_echo", "agent_shell_command")]
