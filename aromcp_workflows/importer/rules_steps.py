@@ -170,6 +170,11 @@ def _while(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Comme
                             "one about to start, so loop.index is AroMCP's number")
     _condition(step, inner.inner(extra=Renames(member={("loop", "iteration"): "loop.index"})))
     step["body"] = translate_steps(step.get("body", []), inner, line_of(step, "body"))
+    if "on_max_iterations" not in step:
+        step["on_max_iterations"] = "continue"
+        scope.notes.rewrite(line_of(step, "max_iterations", line_of(step)), "(max_iterations reached)",
+                            "on_max_iterations: continue",
+                            "AroMCP ends the loop there and goes on; here reaching it would fail the workflow")
     return []
 
 
