@@ -69,6 +69,13 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(files, file=sys.stderr)
         return 2
     out_dir = Path(args.out) if args.out else None
+    if out_dir is not None and not args.check:
+        inputs = {f.resolve() for f in files}
+        clash = [f for f in files if (out_dir / f.name).resolve() in inputs]
+        if clash:
+            print(f"import: --out {out_dir} would overwrite the input {clash[0]}; write the translation to "
+                  "another folder (the original is kept)", file=sys.stderr)
+            return 2
     failed = 0
     for path in files:
         result = translate_file(path, assume_aromcp=args.assume_aromcp)

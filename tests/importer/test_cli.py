@@ -119,3 +119,11 @@ def test_valid_in_both_languages_is_copied_with_a_hint_or_translated_on_request(
     translated = run(str(both), "--assume-aromcp", "--out", str(tmp_path / "b"))
     assert translated.returncode == 0
     assert "value: '{{ result.stdout }}'" in (tmp_path / "b" / "both.yaml").read_text()
+
+
+def test_never_overwrites_an_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    source = tmp_path / "test:simple.yaml"
+    shutil.copy(ORIGINALS / "test:simple.yaml", source)
+    assert main(["import", str(tmp_path), "--out", str(tmp_path)]) == 2
+    assert "would overwrite the input" in capsys.readouterr().err
+    assert source.read_bytes() == (ORIGINALS / "test:simple.yaml").read_bytes()
