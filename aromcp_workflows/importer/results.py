@@ -76,7 +76,8 @@ def apply_result_writes(step: CommentedMap, writes: list[Write], scope: Scope) -
         return []
     step_id = str(step.get("id") or "step")
     keep = f"state.{step_id}_result"
-    step["state_update"] = new_map(path=keep, value="{{ result }}")
+    whole = _WHOLE_SHELL_RESULT if step.get("type") == "shell_command" else "{{ result }}"
+    step["state_update"] = new_map(path=keep, value=whole)
     renames = Renames(bare={"result": keep})
     updates = CommentedSeq()
     for line, path, value, operation in writes:
@@ -88,6 +89,11 @@ def apply_result_writes(step: CommentedMap, writes: list[Write], scope: Scope) -
     scope.notes.rewrite(writes[0][0], f"{len(writes)} result writes", f"state_update: {keep} + step {step_id}_store",
                         "a step keeps one result here; the copies are made by the next step")
     return [new_map(id=f"{step_id}_store", type="state_update", updates=updates)]
+
+
+# `{{ result }}` alone is a command's parsed output; the copies need every part of it.
+_WHOLE_SHELL_RESULT = ("{{ ({stdout: result.stdout, stderr: result.stderr, exit_code: result.exit_code, "
+                       "output: result.output}) }}")
 
 
 def _spec(write: Write) -> CommentedMap:

@@ -22,8 +22,11 @@ from aromcp_workflows.importer.js import (
 from aromcp_workflows.importer.report import Notes
 
 WRITABLE = ("raw", "state")
+# AroMCP's command result is {stdout, stderr, returncode, command}; `{{ result }}` alone is
+# the parsed output here, so the whole result is rebuilt with AroMCP's key names.
+SHELL_RESULT = "({stdout: result.stdout, stderr: result.stderr, returncode: result.exit_code})"
 SHELL_MAGIC = {"stdout": "result.stdout", "stderr": "result.stderr", "returncode": "result.exit_code",
-               "exit_code": "result.exit_code", "result": "result", "output": "result"}
+               "exit_code": "result.exit_code", "result": SHELL_RESULT, "output": "result.output"}
 LOOP_ITEM = {"loop_item": "item", "loop_index": "index"}
 
 
@@ -151,7 +154,9 @@ def magic_value(value: Any, kind: str, line: int, notes: Notes) -> Any:
     note = "AroMCP reads this name from the step's result"
     if word == "returncode":
         note = "AroMCP's returncode is exit_code here"
-    elif kind == "shell" and word in ("result", "output"):
-        note = "the whole command result: here {stdout, stderr, exit_code, output}, AroMCP's has returncode"
+    elif kind == "shell" and word == "result":
+        note = "AroMCP's whole command result, with its key names (here `{{ result }}` alone is the output)"
+    elif kind == "shell" and word == "output":
+        note = "the command's output (stdout, parsed by output_format)"
     notes.rewrite(line, value, new, note)
     return new

@@ -21,7 +21,8 @@ CONSTRUCTS = {
     "tool → method": "corpus:agents", "parameters → params": "corpus:agents",
     "user_message state_update → a state_update step after the message": "corpus:agents",
     "stdout → {{ result.stdout }}": "corpus:results", "returncode → {{ result.exit_code }}": "corpus:results",
-    "stderr → {{ result.stderr }}": "corpus:results", "result → {{ result }}": "corpus:results",
+    "stderr → {{ result.stderr }}": "corpus:results",
+    "result → {{ ({stdout: result.stdout, stderr: result.stderr, returncode: result.exit_code}) }}": "corpus:results",
     "state_updates → state_update": "corpus:results",
     "{{ output.toUpperCase() }} → {{ result.output.toUpperCase() }}": "corpus:results",
     "{{ input }} → {{ result }}": "corpus:agents",
@@ -78,7 +79,7 @@ def test_results(tmp_path: Path):
     assert outcome.status == "completed", outcome.error
     assert outcome.messages == ["out=hello err=oops code=3 dir=sub echoed=hello-3 listing=ONE TWO"]
     state = outcome.final_state or {}
-    assert state["code"] == 3 and state["whole"]["exit_code"] == 0
+    assert state["code"] == 3 and state["whole"]["returncode"] == 0 and state["whole"]["stderr"] == ""
     assert [(e.step_id.split("#")[0], e.type) for e in outcome.transcript] == [("agent_echo", "agent_shell_command")]
 
 
