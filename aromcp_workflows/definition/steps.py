@@ -1,4 +1,4 @@
-"""Pydantic models of every step type of the workflow language (DESIGN.md §3).
+"""Pydantic models of every step type of the workflow language (docs/language.md).
 
 Steps are a discriminated union on `type`, so a typo in a step type or in a key is a
 validation error with a position instead of a silently ignored field.  Accepted aliases
@@ -183,6 +183,9 @@ class WhileStep(StepBase):
     type: Literal["while"]
     condition: Template
     max_iterations: int = Field(default=100, ge=1, le=MAX_ITERATIONS_LIMIT)
+    on_max_iterations: Literal["fail", "continue"] = Field(
+        default="fail", description="what reaching max_iterations does: fail the workflow "
+        "(default) or end the loop and continue after it")
     body: list[Step]
 
 
