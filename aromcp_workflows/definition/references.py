@@ -91,7 +91,7 @@ def _reads(site: Site) -> list[tuple[str, str, frozenset[str]]]:
         template = parse_template(site.source)
     except ExpressionError:
         return []
-    out = []
+    out: list[tuple[str, str, frozenset[str]]] = []
     for part in template.expressions:
         label = part_label(part)
         for source in (part.source, *(f.arg for f in part.filters if f.arg is not None)):
