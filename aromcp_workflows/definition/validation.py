@@ -19,6 +19,7 @@ from typing import Any
 
 from aromcp_workflows.definition.build import describe
 from aromcp_workflows.definition.errors import Problem, closest_names, did_you_mean
+from aromcp_workflows.definition.graphs import cycles
 from aromcp_workflows.definition.js_names import computed_reads, js_free_names
 from aromcp_workflows.definition.js_syntax import syntax_problems
 from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle, _walk_steps
@@ -235,6 +236,10 @@ class _Checker:
             self.error(path, f"state path {state_path!r} uses the key {bad[0]!r}, which is "
                        "refused (it would reach JavaScript object internals); rename it")
             return
+        if re.search(r"\.\{\{\s*item\s*\}\}", state_path):
+            self.warn(path, f"state path {state_path!r} inserts {{{{ item }}}} as is: an item "
+                      "with a dot ('a.ts') makes nested keys (a → ts); write {{ item | path_to_key }} "
+                      "for one key (the seed design's raw.results.{{ item }} form)")
         tier = state_path.split(".", 1)[0].split("[", 1)[0]
         if tier in WRITABLE_TIERS and len(state_path) > len(tier) + 1:
             return
@@ -310,7 +315,7 @@ class _Checker:
                         else f"the {key} of {name!r} names a local {dep!r}, which counts as "
                         "reading that field: rename the local")
             graph[name] = deps
-        for cycle in _cycles(graph):
+        for cycle in cycles(graph):
             why = [reasons[edge] for edge in itertools.pairwise(cycle) if edge in reasons]
             hint = f" ({'; '.join(why)})" if why else ""
             self.error(("state_schema", "computed", cycle[0]),
@@ -366,33 +371,6 @@ class _Checker:
         elif isinstance(node, list):
             for index, value in enumerate(node):
                 self.check_templates((*path, index), value)
-
-
-def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
-    """Each distinct cycle once, as `[a, b, a]`."""
-    found: list[list[str]] = []
-    seen_sets: set[frozenset[str]] = set()
-    state: dict[str, int] = {}
-
-    def visit(node: str, stack: list[str]) -> None:
-        state[node] = 1
-        stack.append(node)
-        for dep in graph.get(node, []):
-            if state.get(dep) == 1:
-                cycle = stack[stack.index(dep):] + [dep]
-                key = frozenset(cycle)
-                if key not in seen_sets:
-                    seen_sets.add(key)
-                    found.append(cycle)
-            elif state.get(dep) is None:
-                visit(dep, stack)
-        stack.pop()
-        state[node] = 2
-
-    for node in graph:
-        if node not in state:
-            visit(node, [])
-    return found
 
 
 def _all_steps(definition: WorkflowDefinition) -> Iterator[tuple[tuple[Any, ...], Any]]:
