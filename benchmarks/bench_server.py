@@ -1,4 +1,4 @@
-"""Server budgets of DESIGN.md §7, each printed next to a reference measured in the same run.
+"""Server budgets (README, "Performance"), each printed next to a reference measured in the same run.
 
 Run: ``.venv/bin/python benchmarks/bench_server.py [--steps N] [--rounds R] [--dir DIR] [--only A,B,...]``
 
