@@ -1,13 +1,12 @@
 """The JavaScript checks of validation: V8 compiles every expression of a file in one
-crossing (never running them), results are cached, and `workflow_validate` over MCP
-reports the same problems with positions."""
+crossing (never running them) and caches the results.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from aromcp_workflows.definition import WorkflowLoader, check
-from aromcp_workflows.definition import js_syntax
+from aromcp_workflows.definition import WorkflowLoader, check, js_syntax
 
 FLOW = """\
 name: js-checks

@@ -58,10 +58,9 @@ def test_state_schema_features(tmp_path: Path) -> None:
 
 
 @pytest.mark.xfail(reason="include_workflow refuses the input 'files' that shared:check-standards does "
-                          "not declare ('unknown input files (declared: none)'); the seed passes inputs "
-                          "to a shared workflow that declares none, whose computed fields read raw "
-                          "fields not in default_state, and whose foreach reads the undefined "
-                          "inputs.files (valid_files is never set)", strict=True)
+                          "not declare ('unknown input files (declared: none)'): the seed passes inputs "
+                          "to a shared workflow that declares none; its computed fields then read raw "
+                          "fields not in default_state (Object.keys(undefined))", strict=True)
 def test_composition(tmp_path: Path) -> None:
     outcome = run(tmp_path, "04-composition-main.yaml")
     assert outcome.status == "completed", outcome.error

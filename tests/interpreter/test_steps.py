@@ -153,6 +153,7 @@ steps:
     type: while
     condition: "{{ true }}"
     max_iterations: 4
+    on_max_iterations: continue
     body:
       - type: state_update
         path: raw.n
