@@ -6,9 +6,8 @@ so.  But the seed design's workflows read state nobody declared (an agent may se
 precise about what it calls an error:
 
 - error: a scope variable used where it does not exist (`item` outside a loop, `result`
-  outside a `state_update.value`, `task` outside a sub-agent task), a task input read
-  bare (the seed's `{{ batch_id }}`) or as the seed's `context.x`, and a name close to
-  one that exists here (`conut` → `count`);
+  outside a `state_update.value`, `task` or `context` outside a sub-agent task), and a
+  name close to one that exists here (`conut` → `count`);
 - warning: any other name that nothing declares or writes — it may be set by an agent.
 """
 
@@ -29,6 +28,8 @@ WHERE_VARIABLE_EXISTS = {
     "index": "only inside a foreach or a sub-agent task",
     "loop": "only inside the body of a while or foreach",
     "task": "only inside a sub-agent task's steps (task.<input>, task.task_id)",
+    "context": "only inside a sub-agent task's steps (what the sub-agent was given: its inputs, "
+               "task_id, workflow_id, item, index)",
     "result": "only in the state_update.value of a step that produces a result",
     "error": "only in error_handling.on_failure, cleanup_on_error and error_state_update.value",
 }
@@ -116,14 +117,6 @@ def _judge(name: str, label: str, site: Site, known: set[str]) -> tuple[str, str
     if name in WHERE_VARIABLE_EXISTS:
         return (f"{label} reads {name!r}, which exists {WHERE_VARIABLE_EXISTS[name]}; "
                 f"here ({scope.where}) it is undefined", "error")
-    if scope.task is not None and name == "context":
-        inputs = ", ".join(f"task.{n}" for n in sorted(scope.task_inputs)) or "task.task_id"
-        return (f"{label} reads 'context', the seed design's name for a task's inputs; here "
-                f"they are read as task.<input> ({inputs})", "error")
-    if scope.task is not None and name in scope.task_inputs:
-        return (f"{label} reads {name!r}, an input of sub-agent task {scope.task!r}: write "
-                f"task.{name} (the seed design reads task inputs bare; here they are under "
-                "'task.')", "error")
     candidates = sorted(known | scope.variables | {"inputs", "workflow_id"})
     typo = difflib.get_close_matches(name, candidates, n=1, cutoff=TYPO_CUTOFF)
     if typo:

@@ -4,8 +4,8 @@ Validation asks two questions of each such place: does it parse (in V8, `js_synt
 and does it read names that exist where it runs (`references`)?  Both need the same
 walk, so it lives here: each `Site` is one template string, bare condition, transform or
 validate, with its data path (for the position) and the variables the interpreter adds
-at that place (`item`, `index` and `loop` in loops; `item`, `index`, `task` and the
-task's `default_state` in sub-agent tasks; `result` in a step's `state_update.value`;
+at that place (`item`, `index` and `loop` in loops; `item`, `index`, `task`, `context`,
+the task's inputs by name and its `default_state` in sub-agent tasks; `result` in a step's `state_update.value`;
 `error` in failure handlers and `error_state_update`).
 """
 
@@ -80,7 +80,9 @@ def _task(path: Path, name: str, task: dict[str, Any], base: Scope) -> Iterator[
         if isinstance(spec, dict) and "default" in spec:
             yield from _values((*path, "inputs", key, "default"), spec["default"], outer)
     yield from _values((*path, "default_state"), locals_, outer)
-    inner = outer.plus("task", *locals_, task=name, task_inputs=frozenset(inputs))
+    # the seed's forms: a task's inputs are names in its steps ({{ batch_id }}), and
+    # `context` is what the sub-agent was given
+    inner = outer.plus("task", "context", *locals_, *inputs, task=name, task_inputs=frozenset(inputs))
     yield from _steps((*path, "steps"), task.get("steps") or [], inner)
     cleanup = (task.get("error_handling") or {}).get("cleanup_on_error") or []
     yield from _steps((*path, "error_handling", "cleanup_on_error"), cleanup,

@@ -236,10 +236,6 @@ class _Checker:
             self.error(path, f"state path {state_path!r} uses the key {bad[0]!r}, which is "
                        "refused (it would reach JavaScript object internals); rename it")
             return
-        if re.search(r"\.\{\{\s*item\s*\}\}", state_path):
-            self.warn(path, f"state path {state_path!r} inserts {{{{ item }}}} as is: an item "
-                      "with a dot ('a.ts') makes nested keys (a → ts); write {{ item | path_to_key }} "
-                      "for one key (the seed design's raw.results.{{ item }} form)")
         tier = state_path.split(".", 1)[0].split("[", 1)[0]
         if tier in WRITABLE_TIERS and len(state_path) > len(tier) + 1:
             return
