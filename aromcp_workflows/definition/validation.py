@@ -339,7 +339,8 @@ class _Checker:
         for low_index, low in enumerate(order):
             for high in order[low_index + 1:]:
                 for name in sorted(tiers[low] & tiers[high]):
-                    where = ("state_schema", high, name) if high != "raw" or name in schema.raw else ("default_state", "raw", name)
+                    where = ("state_schema", high, name) if high != "raw" or name in schema.raw \
+                        else ("default_state", "raw", name)
                     self.warn(where, f"{high}.{name} hides {low}.{name} in the flattened view "
                               "({{ " + name + " }} reads the " + high + " value); rename one, "
                               f"or read {low}.{name} explicitly")
