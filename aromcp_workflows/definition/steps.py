@@ -8,14 +8,14 @@ here, once, so nothing downstream has to know about them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 OutputFormat = Literal["text", "lines", "json", "key_value"]
 UpdateOperation = Literal["set", "append", "increment", "merge", "delete"]
-Template = Union[str, bool]
+Template = str | bool
 
 MAX_ITERATIONS_LIMIT = 10_000
 MAX_PARALLEL_LIMIT = 100
@@ -274,7 +274,22 @@ class StateUpdateStep(StepBase):
 
 
 Step = Annotated[
-    ShellCommandStep | AgentShellCommandStep | StateUpdateStep | McpCallStep | UserMessageStep | UserInputStep | AgentPromptStep | ApplyHintsStep | ConditionalStep | WhileStep | ForeachStep | ParallelForeachStep | BreakStep | ContinueStep | IncludeWorkflowStep | ExitStep,
+    ShellCommandStep
+    | AgentShellCommandStep
+    | StateUpdateStep
+    | McpCallStep
+    | UserMessageStep
+    | UserInputStep
+    | AgentPromptStep
+    | ApplyHintsStep
+    | ConditionalStep
+    | WhileStep
+    | ForeachStep
+    | ParallelForeachStep
+    | BreakStep
+    | ContinueStep
+    | IncludeWorkflowStep
+    | ExitStep,
     Field(discriminator="type"),
 ]
 
