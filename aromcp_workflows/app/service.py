@@ -2,7 +2,7 @@
 
 `WorkflowService` knows workflows (definition/), runs (interpreter/), state (state/) and
 persistence (instances.py over store/), and nothing about MCP.  Each method returns a
-JSON-safe dict shaped as DESIGN.md §5 says, or raises `ServiceError` whose text tells the
+JSON-safe dict shaped as docs/language.md and the README's MCP interface say, or raises `ServiceError` whose text tells the
 caller what was wrong and what to do.  Every change is saved before the method returns.
 """
 
