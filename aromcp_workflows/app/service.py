@@ -2,7 +2,7 @@
 
 `WorkflowService` knows workflows (definition/), runs (interpreter/), state (state/) and
 persistence (instances.py over store/), and nothing about MCP.  Each method returns a
-JSON-safe dict shaped as DESIGN.md §5 says, or raises `ServiceError` whose text tells the
+JSON-safe dict shaped as docs/language.md and the README's MCP interface say, or raises `ServiceError` whose text tells the
 caller what was wrong and what to do.  Every change is saved before the method returns.
 """
 
@@ -189,6 +189,25 @@ class WorkflowService:
             return {"success": True, "final_state": run.states["main"].flattened()}
 
         return self._guard(lambda: self.instances.transact(workflow_id, finish))
+
+    def interrupt(self, workflow_id: str, reason: str = "") -> dict[str, Any]:
+        """Mark a running instance `interrupted`: the process running it was stopped (Ctrl-C
+        during `run`).  Nothing else changes; `reopen` (via workflow_resume) goes on."""
+        def mark(run: WorkflowRun) -> dict[str, Any]:
+            if run.status in ("running", "waiting"):
+                run.set_status("interrupted", reason or "the run was interrupted")
+            return {"workflow_id": workflow_id, "status": run.status}
+
+        return self._guard(lambda: self.instances.transact(workflow_id, mark))
+
+    def reopen(self, workflow_id: str) -> dict[str, Any]:
+        """An interrupted instance is running again (workflow_resume, `run --resume`)."""
+        def unmark(run: WorkflowRun) -> dict[str, Any]:
+            if run.status == "interrupted":
+                run.set_status("running")
+            return {"workflow_id": workflow_id, "status": run.status}
+
+        return self._guard(lambda: self.instances.transact(workflow_id, unmark))
 
     def status(self, workflow_id: str | None = None) -> dict[str, Any]:
         if workflow_id is None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aromcp_workflows import __version__
 
 if TYPE_CHECKING:  # the definition package is imported by the commands that use it, so
-    # `serve` starts as fast as a bare MCP server (DESIGN.md §7)
+    # `serve` starts as fast as a bare MCP server (README, "Performance")
     from aromcp_workflows.definition import CheckReport, Problem, WorkflowLoader
 
 Handler = Callable[[argparse.Namespace], int]
@@ -36,7 +36,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:
         from aromcp_workflows.definition import DefinitionError
+        from aromcp_workflows.store import StoreError
 
+        if isinstance(exc, StoreError):  # a store that cannot be opened or reached: one line
+            from aromcp_workflows.cli.store_cmd import store_error_exit
+
+            return store_error_exit(exc)
         if not isinstance(exc, DefinitionError):
             raise
         print(f"error: {exc}", file=sys.stderr)
@@ -79,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     from aromcp_workflows.cli.commands import register_commands
 
     register_commands(commands)
+    from aromcp_workflows.cli.store_cmd import register_store_commands
+
+    register_store_commands(commands)
     from aromcp_workflows.importer.command import register as register_import
 
     register_import(commands)

@@ -135,6 +135,14 @@ class ExpressionEngine:
             raise result
         return None if result is MISSING else result
 
+    def syntax_errors(self, sources: list[tuple[str, Literal["expr", "transform"]]]) -> list[str | None]:
+        """Compile (never run) each `(source, mode)` as evaluation would; per source its
+        syntax error or None.  One crossing for all of them (validation uses this)."""
+        if not sources:
+            return []
+        answer = self._rt.call("check", [], {"sources": [[s, m] for s, m in sources]}, [])
+        return [None if a is None else str(a) for a in answer]
+
     # -- building blocks used by the state store ----------------------------------------
     def function(self, source: str, params: Iterable[str],
                  mode: Literal["expr", "transform"]) -> FunctionDef:

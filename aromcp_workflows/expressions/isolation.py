@@ -43,7 +43,7 @@ class ProcessV8Runtime:
         self._proc: subprocess.Popen[bytes] | None = None
 
     # -- the runtime interface -----------------------------------------------------------
-    def call(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
+    def call(self, entry: Literal["run", "chain", "check"], defs: list[FunctionDef],
              meta: dict[str, Any], vals: list[Any]) -> Any:
         request = {"op": "call", "entry": entry, "meta": meta,
                    "defs": [[d.fn_id, list(d.params), d.source, d.mode] for d in defs]}

@@ -61,30 +61,42 @@
     }
   }
 
-  function def(id, params, src, mode) {
+  // Compile a source the way the engine runs it: an expression, else (transforms only)
+  // the expression without trailing semicolons, else a function body.  [fn, error].
+  function compile(params, src, mode) {
     const exprBody = (s) => '"use strict";\nreturn (' + s + '\n);';
-    let fn = null;
-    let err = null;
     try {
-      fn = new F(...params, exprBody(src));
+      return [new F(...params, exprBody(src)), null];
     } catch (e1) {
-      if (mode === 'expr') {
-        err = e1;
-      } else {
-        const stripped = src.replace(/[\s;]+$/, '');
+      if (mode === 'expr') return [null, e1];
+      const stripped = src.replace(/[\s;]+$/, '');
+      try {
+        if (stripped === src) throw e1;
+        return [new F(...params, exprBody(stripped)), null];
+      } catch (e2) {
         try {
-          if (stripped === src) throw e1;
-          fn = new F(...params, exprBody(stripped));
-        } catch (e2) {
-          try {
-            fn = new F(...params, '"use strict";\n{\n' + src + '\n}');
-          } catch (e3) {
-            err = e3;
-          }
+          return [new F(...params, '"use strict";\n{\n' + src + '\n}'), null];
+        } catch (e3) {
+          return [null, e3];
         }
       }
     }
-    fns.set(id, fn !== null ? fn : describe(err));
+  }
+
+  function def(id, params, src, mode) {
+    const made = compile(params, src, mode);
+    fns.set(id, made[0] !== null ? made[0] : describe(made[1]));
+  }
+
+  // Validation: compile each [source, mode] and report its syntax error (or null).
+  // Nothing is run and nothing is kept.
+  function check(meta) {
+    const out = [];
+    for (const item of meta.sources) {
+      const made = compile([], item[0], item[1]);
+      out.push(made[0] !== null ? null : describe(made[1]));
+    }
+    return stringify(out);
   }
 
   // A cell holds one value handed to user code.  The first taker gets the value itself;
@@ -344,7 +356,8 @@
     };
   }
   const api = Object.freeze({
-    def: guarded(def), run: guarded(run), chain: guarded(chain), progress: guarded(progressText),
+    def: guarded(def), run: guarded(run), chain: guarded(chain), check: guarded(check),
+    progress: guarded(progressText),
   });
   defineProperty(G, '__aro', { value: api, writable: false, enumerable: false, configurable: false });
   defineProperty(G, 'now', { value: now, writable: false, enumerable: false, configurable: false });

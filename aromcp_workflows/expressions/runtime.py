@@ -131,7 +131,7 @@ class V8Runtime:
         self.reset()
 
     # -- calls -------------------------------------------------------------------------
-    def call(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
+    def call(self, entry: Literal["run", "chain", "check"], defs: list[FunctionDef],
              meta: dict[str, Any], vals: list[Any]) -> Any:
         """One crossing: install missing functions, run `__aro.<entry>`, parse the JSON.
 
@@ -142,7 +142,7 @@ class V8Runtime:
         result: Any = json.loads(text)
         return result
 
-    def call_text(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
+    def call_text(self, entry: Literal["run", "chain", "check"], defs: list[FunctionDef],
                   meta: dict[str, Any], vals_json: str) -> str:
         """`call` with the values as JSON text in and the result as JSON text out, so a
         caller that only forwards them (the V8 child process) never decodes them."""
