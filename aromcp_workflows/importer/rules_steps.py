@@ -164,18 +164,45 @@ def _while(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Comme
     _rename_type(step, scope, "while")
     inner = scope.inner(loop="while", loop_var=None)
     condition = step.get("condition")
+    after: list[CommentedMap] = []
     if isinstance(condition, str) and "loop.iteration" in condition:
-        scope.notes.rewrite(line_of(step, "condition"), "loop.iteration (in a while condition)", "loop.index",
-                            "AroMCP's condition counts finished iterations from 0; here loop.iteration is the "
-                            "one about to start, so loop.index is AroMCP's number")
-    _condition(step, inner.inner(extra=Renames(member={("loop", "iteration"): "loop.index"})))
-    step["body"] = translate_steps(step.get("body", []), inner, line_of(step, "body"))
+        counted, after = _count_iterations(step, scope)
+        _condition(step, inner.inner(extra=Renames(member={("loop", "iteration"): counted})))
+    else:
+        _condition(step, inner)
+    body = translate_steps(step.get("body", []), inner, line_of(step, "body"))
+    if after:
+        body.insert(0, new_map(id=f"{_safe_id(step)}_count", type="state_update", path=after[0]["path"],
+                               operation="increment", value=1))
+    step["body"] = body
     if "on_max_iterations" not in step:
         step["on_max_iterations"] = "continue"
         scope.notes.rewrite(line_of(step, "max_iterations", line_of(step)), "(max_iterations reached)",
                             "on_max_iterations: continue",
                             "AroMCP ends the loop there and goes on; here reaching it would fail the workflow")
-    return []
+    return after
+
+
+def _safe_id(step: CommentedMap) -> str:
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in str(step.get("id") or "loop"))
+
+
+def _count_iterations(step: CommentedMap, scope: Scope) -> tuple[str, list[CommentedMap]]:
+    """AroMCP's `loop.iteration` in a while condition (finished iterations, from 0) as a
+    counter in state: incremented first thing in the body, set back to 0 after the loop.
+    Inside a sub-agent task the counter is kept per task."""
+    field = f"{_safe_id(step)}_iterations"
+    initial: Any
+    if scope.task_inputs is not None:
+        path, read, initial = f"state.{field}.{{{{ task.task_id }}}}", f"(this.{field}?.[task.task_id] ?? 0)", {}
+    else:
+        path, read, initial = f"state.{field}", f"(this.{field} ?? 0)", 0
+    scope.new_fields.setdefault(field, initial)
+    scope.notes.rewrite(line_of(step, "condition"), "loop.iteration (in a while condition)", read,
+                        f"AroMCP's condition counts finished iterations from 0; kept in state.{field}, "
+                        "counted at the start of each iteration and reset after the loop")
+    reset = new_map(id=f"{_safe_id(step)}_reset", type="state_update", path=path, value=0)
+    return read, [reset]
 
 
 def _foreach(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:

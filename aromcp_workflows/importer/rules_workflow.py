@@ -34,6 +34,20 @@ def translate_workflow(doc: Any, notes: Notes) -> None:
     if isinstance(tasks, CommentedMap):
         for name in list(tasks):
             _task(tasks, name, scope)
+    _add_fields(doc, scope.new_fields)
+
+
+def _add_fields(doc: CommentedMap, fields: dict[str, Any]) -> None:
+    """State fields the rules introduced (loop counters) get their initial value."""
+    if not fields:
+        return
+    if not isinstance(doc.get("default_state"), CommentedMap):
+        doc.insert(list(doc.keys()).index("steps"), "default_state", new_map())
+    initial = doc["default_state"]
+    if not isinstance(initial.get("state"), CommentedMap):
+        initial["state"] = new_map()
+    for name, value in fields.items():
+        initial["state"].setdefault(name, value)
 
 
 def _drop_top_level(doc: CommentedMap, notes: Notes) -> None:

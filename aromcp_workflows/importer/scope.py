@@ -41,6 +41,7 @@ class Scope:
     loop: str | None = None  # innermost loop kind: "foreach" | "while" | None
     loop_var: str | None = None
     extra: Renames | None = None  # renames for one value only (a while condition)
+    new_fields: dict[str, Any] = field(default_factory=dict)  # state fields rules add (shared)
 
     def inner(self, **changes: Any) -> Scope:
         return replace(self, **changes)
