@@ -8,8 +8,8 @@ in this folder (a ``.pth`` file, nothing is built); every later start finds it r
 only replaces itself with ``venv/bin/python -m aromcp_workflows serve``.
 
 Why a venv and not ``uvx``: the plugin must start on a machine that has Python 3.11+
-and pip but no uv. The venv is rebuilt when the dependency list, the Python version or
-the plugin's location changes (a plugin update lands in a new folder).
+and pip but no uv. The venv is rebuilt when the dependency list or the plugin's location
+changes (a plugin update lands in a new folder), or its interpreter is gone.
 
 stdout is the MCP channel: everything this script prints goes to stderr.
 Options: ``--prepare`` installs and exits (run it once by hand to avoid a slow first
@@ -63,9 +63,9 @@ def dependencies() -> list[str]:
 
 
 def fingerprint() -> dict[str, object]:
-    """What the venv was made for; any difference means it is made again."""
-    return {"dependencies": dependencies(), "python": list(sys.version_info[:3]),
-            "executable": sys.executable, "source": str(SOURCE)}
+    """What the venv was made for; any difference means it is made again. (Which `python3`
+    made it does not matter: the venv keeps its own interpreter, checked by `is_ready`.)"""
+    return {"dependencies": dependencies(), "source": str(SOURCE)}
 
 
 def venv_python(env_dir: Path) -> Path:
@@ -77,7 +77,7 @@ def is_ready(env_dir: Path) -> bool:
         recorded = json.loads((env_dir / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return recorded == fingerprint() and venv_python(env_dir).exists()
+    return recorded == fingerprint() and venv_python(env_dir).exists()  # a removed base Python breaks the link
 
 
 def site_packages(python: Path) -> Path:
