@@ -153,11 +153,12 @@ class ControlFlow:
     # -- frames -----------------------------------------------------------------------
     def exit_frame(self: WorkflowRun, thread: Thread, frame: Frame, ins: Exit) -> None:
         """`exit` ends the workflow (or the included child workflow it is in)."""
-        if ins.message:
-            thread.outbox.append(str(self.render(thread, frame, ins.message, f"step {ins.step_id}")))
-        if ins.status == "failed":
-            self.fail(thread, self.delivered_id(frame, ins.step_id), ins.message or "the workflow exited with status failed",
-                      handled=False)
+        message = str(self.render(thread, frame, ins.message, f"step {ins.step_id}")) if ins.message else None
+        if message:
+            thread.outbox.append(message)
+        if ins.status == "failed":  # the error is the rendered message, as the user saw it
+            self.fail(thread, self.delivered_id(frame, ins.step_id),
+                      message or "the workflow exited with status failed", handled=False)
             return
         frame.pc = len(self.programs(frame.workflow)[frame.program].instructions)
         frame.loops.clear()
