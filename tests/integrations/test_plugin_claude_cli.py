@@ -166,3 +166,13 @@ def test_claude_installs_the_plugin_and_connects(claude: Path, plugin_data: Path
     line = next((row for row in listed.stdout.splitlines() if row.startswith("plugin:aromcp-workflows:")), "")
     assert line.startswith("plugin:aromcp-workflows:workflows:"), listed.stdout + listed.stderr
     assert "✔ Connected" in line, listed.stdout + listed.stderr
+
+
+def test_a_missing_cli_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Locally a missing node/npm skips these tests; in CI it must not pass unnoticed."""
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true: this test must run"):
+        unavailable("node and npm are needed")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="node and npm are needed"):
+        unavailable("node and npm are needed")
