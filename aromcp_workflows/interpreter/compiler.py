@@ -92,7 +92,8 @@ class _Compiler:
         self.emit(LoopEnter(qid, qid, kind, None if is_while else step.items,
                             step.max_iterations if is_while else 0))
         top = self.emit(LoopNext(qid, qid, kind, step.condition if is_while else None,
-                                 max_iterations=step.max_iterations if is_while else 0))
+                                 max_iterations=step.max_iterations if is_while else 0,
+                                 on_max_iterations=step.on_max_iterations if is_while else "fail"))
         frame = _Loop(qid, top)
         self.steps(step.body if is_while else step.steps, f"{qid}.", [*loops, frame])
         self.emit(Jump(qid, top))
