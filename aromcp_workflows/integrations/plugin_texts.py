@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aromcp_workflows.integrations.prompts import PromptNotFoundError
-
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 PLUGIN_NAME = "aromcp-workflows"
@@ -33,6 +31,10 @@ PROJECT_NAMES: tuple[tuple[str, str], ...] = (
 )
 
 
+class PluginTextNotFoundError(FileNotFoundError):
+    """A plugin text is missing from both the installed package and the source tree."""
+
+
 def plugin_dirs() -> list[Path]:
     """Where the plugin texts are looked for, in order: package data, then the repo."""
     return [_PACKAGE_DIR / "_data" / "plugin", _PACKAGE_DIR.parent / "plugin"]
@@ -45,7 +47,7 @@ def plugin_text(relative: str) -> str:
         if path.is_file():
             return path.read_text(encoding="utf-8")
     searched = " and ".join(str(base / relative) for base in plugin_dirs())
-    raise PromptNotFoundError(
+    raise PluginTextNotFoundError(
         f"{relative} is missing (searched {searched}): the installation is incomplete; "
         "reinstall aromcp-workflows."
     )
