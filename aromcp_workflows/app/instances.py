@@ -26,10 +26,12 @@ from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import Journal, WorkflowRun
 from aromcp_workflows.store import (
+    STATUSES,
     Checkpoint,
     ConflictError,
     HistoryEvent,
     InstanceRecord,
+    InstanceStatus,
     InstanceSummary,
     NotFoundError,
     Store,
@@ -56,9 +58,10 @@ def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
     data = run.to_json()
     threads = data.pop("threads")
     current = [t["pending"]["step_id"] for t in threads.values() if t.get("pending")]
+    status: InstanceStatus = run.status if run.status in STATUSES else "running"  # type: ignore[assignment]
     return InstanceRecord(
         workflow_id=run.workflow_id, workflow=base.workflow, project_dir=base.project_dir,
-        status=run.status if run.status in ("running", "waiting", "completed", "failed", "cancelled") else "running",
+        status=status,
         definition=base.definition, inputs=run.inputs, state=data, threads=threads,
         current_steps=current, error=run.error, version=base.version, created_at=base.created_at,
         updated_at=base.updated_at,

@@ -169,6 +169,7 @@ class WorkflowService:
         if checkpoint_id is not None:
             self._guard(lambda: self.instances.roll_back(workflow_id, checkpoint_id))
         self.instances.forget(workflow_id)
+        self._guard(lambda: self.instances.transact(workflow_id, _retry_if_asked))
         last = self._guard(lambda: self.instances.last_checkpoint(workflow_id))
         status, state = self._guard(lambda: self.instances.read(
             workflow_id, lambda run, _: (run.status, run.states["main"].flattened())))
@@ -261,6 +262,12 @@ class WorkflowService:
             raise ServiceError(str(exc)) from None
         except StoreError as exc:
             raise ServiceError(f"workflow store error: {exc}") from None
+
+
+def _retry_if_asked(run: WorkflowRun) -> bool:
+    """The workflow's `on_resume.retry_failed_steps` (the seed's default: on) puts a failed
+    instance back at the step that failed."""
+    return run.bundle.main.definition.on_resume.retry_failed_steps and run.retry_failed()
 
 
 def _instance_status(run: WorkflowRun, record: Any) -> dict[str, Any]:

@@ -19,7 +19,8 @@ Effect = Outcome | Fail | None
 
 
 def jump_unless(ctx: Ctx, ins: JumpUnless) -> Effect:
-    if ctx.truthy(ins.condition, ins.step_id):
+    branches = ("then", "else") if ins.reason == "condition" else None  # a false `when` is a skip
+    if ctx.truthy(ins.condition, ins.step_id, branches):
         ctx.frame.pc += 1
         return None
     ctx.frame.pc = ins.target
@@ -62,7 +63,7 @@ def next_iteration(ctx: Ctx, ins: LoopNext) -> Effect:
         return None
     loop.iteration += 1  # the condition sees the iteration it would start
     loop.index = loop.iteration - 1
-    if not ctx.truthy(ins.condition, ins.step_id):
+    if not ctx.truthy(ins.condition, ins.step_id, ("iterate", "exit"), own_loop=True):
         loop.iteration -= 1
         return leave_loop(frame, ins.exit_target)
     if loop.iteration > ins.max_iterations:

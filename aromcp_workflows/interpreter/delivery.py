@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from aromcp_workflows.expressions import ExpressionError
+from aromcp_workflows.interpreter import tracking
 from aromcp_workflows.interpreter.agent_steps import (
     Accepted,
     accept_result,
@@ -23,6 +24,7 @@ from aromcp_workflows.interpreter.agent_steps import (
 from aromcp_workflows.interpreter.effects import Answer, Completion
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
+from aromcp_workflows.interpreter.path_templates import path_template, path_value
 from aromcp_workflows.interpreter.results import store_failure, store_result
 from aromcp_workflows.interpreter.thread import Pending
 
@@ -30,7 +32,7 @@ from aromcp_workflows.interpreter.thread import Pending
 def deliver(ctx: Ctx, step: Any, step_id: str) -> Answer:
     """Render an agent step (one engine call) and park it as the thread's pending step."""
     fields = templated_fields(step)
-    fields["_path"] = step.state_update.path if step.state_update else None
+    fields["_path"] = path_template(step.state_update.path) if step.state_update else None
     command = None
     if step.type == "agent_shell_command":
         rendered, command = ctx.render_command(fields, step.command, f"step {step_id}")
@@ -38,7 +40,7 @@ def deliver(ctx: Ctx, step: Any, step_id: str) -> Answer:
         rendered = ctx.render(fields, f"step {step_id}")
     atomic = atomic_step(step, step_id, rendered, command)
     thread = ctx.thread
-    thread.pending = Pending(step_id, "agent", atomic, thread.outbox, state_path=rendered["_path"])
+    thread.pending = Pending(step_id, "agent", atomic, thread.outbox, state_path=path_value(rendered["_path"]))
     thread.outbox = []
     ctx.record("step_delivered", step_id, {"type": atomic["type"]})
     return ctx.m.answer(thread, atomic)
@@ -85,6 +87,8 @@ def step_failed(ctx: Ctx, step: Any, pending: Pending, message: str, rejected: b
 
 
 def finish(ctx: Ctx, pending: Pending, status: str = "success") -> None:
+    if status == "success":
+        tracking.step_succeeded(ctx.m, ctx.thread, pending.step_id)
     ctx.thread.pending = None
     ctx.thread.remember_completed(pending.step_id)
     ctx.frame.pc += 1

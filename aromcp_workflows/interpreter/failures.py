@@ -11,12 +11,14 @@ into `error_collection.state_path` when asked.  Nothing is deleted: state and hi
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
+from aromcp_workflows.interpreter import tracking
 from aromcp_workflows.interpreter.effects import now_iso
 from aromcp_workflows.interpreter.machine import Machine
-from aromcp_workflows.interpreter.thread import Frame, Thread
+from aromcp_workflows.interpreter.thread import Frame, Thread, frame_json
 from aromcp_workflows.state import StateError, Update
 
 
@@ -31,14 +33,21 @@ class Fail:
 
 def fail(m: Machine, thread: Thread, failure: Fail) -> None:
     error = {"message": failure.message, "step_id": failure.step_id, "timestamp": now_iso()}
+    if thread.failing is None and thread.frames:  # where it failed, for on_resume: retry_failed_steps
+        thread.failed_at = copy.deepcopy([frame_json(f) for f in thread.frames])
+    tracking.step_failed(m, thread, error)
     thread.pending = None
     m.record("error", failure.step_id, None if thread.thread_id == "main" else thread.thread_id,
              {"message": failure.message})
     if thread.failing is not None or any(f.role in ("cleanup", "on_failure") for f in thread.frames):
         return terminate(m, thread, thread.failing or error)
     if thread.thread_id != "main":
+        if failure.handled and not _returns_errors(m, thread) and thread.frames:
+            thread.frames[-1].pc += 1  # return_on_error: false — the task goes on without the step
+            thread.outbox.append(f"Step {failure.step_id} failed and was skipped: {failure.message}")
+            return None
         return fail_task(m, thread, error)
-    collect_error(m, error)
+    collect_error(m, thread, error)
     handling = m.bundle.main.definition.error_handling
     if failure.handled and handling.on_error == "continue" and thread.frames:
         thread.frames[-1].pc += 1
@@ -56,6 +65,16 @@ def fail(m: Machine, thread: Thread, failure: Fail) -> None:
         thread.frames = [Frame(m.bundle.main.definition.name, "on_failure", "main", role="on_failure")]
         return None
     return terminate(m, thread, error)
+
+
+def _returns_errors(m: Machine, thread: Thread) -> bool:
+    """A task's `error_handling.return_on_error` (default true: a failed step ends the task
+    and its error goes back to the orchestrator's `on_sub_agent_error`)."""
+    base = thread.frames[0] if thread.frames else None
+    if base is None or not base.program.startswith("task:"):
+        return True
+    task = m.bundle.get(base.workflow).sub_agent_tasks.get(base.program[len("task:"):])
+    return task is None or task.error_handling.return_on_error
 
 
 def fail_task(m: Machine, thread: Thread, error: dict[str, Any]) -> None:
@@ -81,10 +100,14 @@ def terminate(m: Machine, thread: Thread, error: dict[str, Any]) -> None:
     m.thread_finished(thread)
 
 
-def collect_error(m: Machine, error: dict[str, Any]) -> None:
+def collect_error(m: Machine, thread: Thread, error: dict[str, Any]) -> None:
     collection = m.bundle.main.definition.error_handling.error_collection
     if collection is None or not collection.enabled or not collection.state_path:
         return
+    if collection.include_stack_traces:  # the workflow's own stack: which frames ran the step
+        error = {**error, "stack": [f"{f.workflow} {f.program} at instruction {f.pc}"
+                                    + (f" (loop iteration {f.loops[-1].iteration})" if f.loops else "")
+                                    for f in reversed(thread.frames)]}
     try:
         m.states["main"].apply([Update(path=collection.state_path, operation="append", value=error)],
                                trigger="error_collection")

@@ -10,13 +10,14 @@ and never the loop in `run.py`, so the interpreter has no import circle.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.expressions import ExpressionEngine, js_truthy
+from aromcp_workflows.expressions import MISSING, ExpressionEngine, js_truthy
 from aromcp_workflows.interpreter.agent_steps import public
 from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
 from aromcp_workflows.interpreter.effects import EVENT_KINDS, Answer, Checkpoint, Event, Journal, RunError, now_iso
@@ -68,6 +69,7 @@ class Machine:
         self.retries = 0
         self.journal = Journal()
         self._programs: dict[str, ProgramSet] = {}
+        self.tracked_fields: dict[str, frozenset[str]] = {}  # tracking.py: declared per definition
 
     # -- definitions and state ----------------------------------------------------------
     def programs(self, workflow: str) -> ProgramSet:
@@ -186,9 +188,11 @@ class Ctx:
         """The task id for history events (None on the main thread)."""
         return None if self.thread.thread_id == "main" else self.thread.thread_id
 
-    def delivered_id(self, qualified_id: str) -> str:
-        """Unique per delivery: `fix_loop.run_lint#2` in the loop's second iteration."""
-        suffix = ".".join(str(loop.iteration) for loop in self.frame.loops)
+    def delivered_id(self, qualified_id: str, outer_only: bool = False) -> str:
+        """Unique per delivery: `fix_loop.run_lint#2` in the loop's second iteration.
+        `outer_only` leaves out the innermost loop (a loop's own checks are named by the loop)."""
+        loops = self.frame.loops[:-1] if outer_only else self.frame.loops
+        suffix = ".".join(str(loop.iteration) for loop in loops)
         return f"{self.frame.id_prefix}{qualified_id}" + (f"#{suffix}" if suffix else "")
 
     def record(self, kind: str, step_id: str | None, data: dict[str, Any] | None = None) -> None:
@@ -217,16 +221,25 @@ class Ctx:
         rendered, quoted = self.m.engine.render_with_command(fields, command, self.scope(), origin)
         return rendered, quoted
 
-    def truthy(self, condition: Any, step_id: str) -> bool:
+    def truthy(self, condition: Any, step_id: str, branches: tuple[str, str] | None = None,
+               own_loop: bool = False) -> bool:
+        """A condition's JavaScript truthiness; with `branches` (taken, not taken) the check,
+        its value and the branch taken go to the history for `workflow_debug_info`."""
         origin = f"condition of step {step_id}"
         if isinstance(condition, str) and "{{" not in condition:
             value = self.m.engine.evaluate(condition, self.scope(), origin=origin)
         else:
             value = self.render(condition, origin)
-        return js_truthy(value)
+        truth = js_truthy(value)
+        if branches is not None:
+            data = {"condition": condition, "value": _shown(value), "branch": branches[0 if truth else 1]}
+            if own_loop:
+                data["iteration"] = self.frame.loops[-1].iteration
+            self.record("condition_checked", self.delivered_id(step_id, outer_only=own_loop), data)
+        return truth
 
     # -- state ----------------------------------------------------------------------------
-    def write(self, updates: list[tuple[str, str, Any]], trigger: str) -> None:
+    def write(self, updates: list[tuple[str, Any, Any]], trigger: str) -> None:
         """Apply updates atomically to the frame's state; a refusal fails the step."""
         store = self.m.states[self.frame.state_key]
         try:
@@ -237,6 +250,14 @@ class Ctx:
         self.m.collect_traces(store, trigger)
         self.record("state_changed", trigger.removeprefix("step "),
                     {"paths": result.changed_paths, "computed_changed": sorted(result.computed_changed)})
+
+
+def _shown(value: Any, limit: int = 200) -> Any:
+    """A condition's value as the history keeps it: JSON-safe, `undefined` as None, short."""
+    if value is MISSING:
+        return None
+    text = json.dumps(value, default=str)
+    return value if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
 
 
 def loop_variables(loop: LoopFrame) -> dict[str, Any]:

@@ -55,12 +55,17 @@ def create_group(ctx: Ctx, step: Any, step_id: str) -> dict[str, Any]:
 
 
 def task_context(ctx: Ctx, task: Any, task_id: str, item: Any, index: int) -> dict[str, Any]:
-    """`item`, `index` and `task` (inputs with defaults rendered over the item, `task_id`)."""
+    """What a task's steps can read: `item`, `index`, `task` (its inputs, defaults rendered
+    over the item, and `task_id`), each input by its bare name, and `context` — the seed
+    design's name for what the sub-agent was given (inputs, task_id, workflow_id, item)."""
     defaults = {name: spec.default for name, spec in task.inputs.items()}
     rendered = ctx.render({"inputs": defaults, "local": task.default_state}, f"inputs of task {task_id}",
                           {"item": item, "index": index})
+    inputs = rendered["inputs"] or {}
     context: dict[str, Any] = dict(rendered["local"] or {})
-    context.update(item=item, index=index, task={**(rendered["inputs"] or {}), "task_id": task_id})
+    context.update(inputs)  # the seed's `{{ batch_id }}`: a task's inputs are names in its steps
+    seen = {**inputs, "task_id": task_id, "workflow_id": ctx.m.workflow_id, "item": item, "index": index}
+    context.update(item=item, index=index, task={**inputs, "task_id": task_id}, context=seen)
     return context
 
 

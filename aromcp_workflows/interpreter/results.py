@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from aromcp_workflows.interpreter import tracking
 from aromcp_workflows.interpreter.machine import Ctx
+from aromcp_workflows.interpreter.path_templates import path_template, path_value
 
 
 def store_result(ctx: Ctx, step: Any, path: str | None, result: Any, output: Any, step_id: str) -> None:
@@ -27,7 +29,7 @@ def store_failure(ctx: Ctx, step: Any, step_id: str, message: str, output: Any =
     then apply `error_state_update`."""
     spec = getattr(step, "state_update", None)
     if spec is not None and (step.fallback_value is not None or result is not None or output is not None):
-        path = ctx.render(spec.path, f"step {step_id}")
+        path = path_value(ctx.render(path_template(spec.path), f"step {step_id}"))
         if step.fallback_value is not None:
             value = step.fallback_value
         elif spec.value is not None and result is not None:
@@ -38,8 +40,10 @@ def store_failure(ctx: Ctx, step: Any, step_id: str, message: str, output: Any =
     error_spec = getattr(step, "error_state_update", None)
     if error_spec is not None:
         error = {"message": message, "step_id": step_id}
-        rendered = ctx.render({"path": error_spec.path, "value": error_spec.value},
+        rendered = ctx.render({"path": path_template(error_spec.path), "value": error_spec.value},
                               f"error_state_update of step {step_id}", {"error": error})
+        rendered["path"] = path_value(rendered["path"])
         value = rendered["value"] if error_spec.value is not None else error
         ctx.write([(rendered["path"], error_spec.operation, value)], f"step {step_id}")
     ctx.record("step_error", step_id, {"message": message, "handled": "continue"})
+    tracking.step_failed(ctx.m, ctx.thread, {"message": message, "step_id": step_id, "handled": "continue"})

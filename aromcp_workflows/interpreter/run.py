@@ -19,7 +19,7 @@ from typing import Any
 
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
-from aromcp_workflows.interpreter import control, delivery, parallel, steps
+from aromcp_workflows.interpreter import control, delivery, parallel, steps, tracking
 from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Outcome, RunError, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.inputs import check_inputs
@@ -27,7 +27,7 @@ from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed, compu
 from aromcp_workflows.interpreter.output import ShellResult
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext, Run
 from aromcp_workflows.interpreter.shell_steps import shell_finished
-from aromcp_workflows.interpreter.thread import Thread
+from aromcp_workflows.interpreter.thread import Thread, frame_from_json
 from aromcp_workflows.state import StateStore, Update, UpdateResult
 
 MAX_INSTRUCTIONS_PER_ADVANCE = 200_000
@@ -183,6 +183,30 @@ class WorkflowRun(Machine):
             return self.states["main"]
         thread = self.thread(task_id)
         return self.states[thread.frames[-1].state_key if thread.frames else "main"]
+
+    def retry_failed(self) -> bool:
+        """`on_resume: retry_failed_steps`: a failed instance goes back to the step that failed
+        (its failed sub-agent tasks queued again); completed steps are not run again."""
+        main = self.threads["main"]
+        if self.status != "failed" or not main.failed_at:
+            return False
+        main.frames = [frame_from_json(f) for f in main.failed_at]
+        main.failing = main.error = main.failed_at = None
+        main.pending, main.status = None, "running"
+        frame = main.frames[-1]
+        ins = self.instruction(frame)
+        if isinstance(ins, Run) and ins.step.type == "parallel_foreach":  # failed tasks run again
+            group = self.groups.get(Ctx(self, main, frame).delivered_id(ins.step_id))
+            failed = [t for t in (group or {}).get("task_ids", []) if self.threads[t].status in ("failed", "cancelled")]
+            for task_id in failed:
+                parallel.reset_task(self, task_id, frame, ins.step)
+            if group is not None and failed:
+                group["queue"], group["stopped"] = failed, False
+        if self.bundle.main.definition.on_resume.reset_error_counts:
+            tracking.reset_counts(self, main)
+        self.record("workflow_retry", None, None, {"reason": "on_resume: retry_failed_steps"})
+        self.set_status("running")
+        return True
 
     def cancel(self, status: str = "cancelled") -> None:
         main = self.threads["main"]

@@ -15,6 +15,7 @@ from aromcp_workflows.interpreter.agent_steps import AGENT_TYPES
 from aromcp_workflows.interpreter.control import Effect
 from aromcp_workflows.interpreter.inputs import InputError, check_inputs
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
+from aromcp_workflows.interpreter.path_templates import path_template, path_value
 from aromcp_workflows.interpreter.program import Run
 from aromcp_workflows.interpreter.shell_steps import request_shell
 from aromcp_workflows.interpreter.thread import Frame
@@ -31,8 +32,9 @@ def run(ctx: Ctx, ins: Run) -> Effect:
 
 
 def state_update(ctx: Ctx, step: Any, step_id: str) -> Effect:
-    updates = ctx.render([u.model_dump() for u in step.as_updates()], f"step {step_id}")
-    ctx.write([(u["path"], u["operation"], u["value"]) for u in updates], f"step {step_id}")
+    updates = ctx.render([{**u.model_dump(), "path": path_template(u.path)} for u in step.as_updates()],
+                         f"step {step_id}")
+    ctx.write([(path_value(u["path"]), u["operation"], u["value"]) for u in updates], f"step {step_id}")
     ctx.frame.pc += 1
     return None
 
@@ -40,7 +42,9 @@ def state_update(ctx: Ctx, step: Any, step_id: str) -> Effect:
 def user_message(ctx: Ctx, step: Any, step_id: str) -> Effect:
     message = ctx.render(step.message, f"step {step_id}")
     ctx.thread.outbox.append("" if message is None else str(message))
-    ctx.record("message_shown", step_id, {"length": len(ctx.thread.outbox[-1])})
+    text = ctx.thread.outbox[-1]
+    shown = text[:500] + ("…" if len(text) > 500 else "")
+    ctx.record("message_shown", step_id, {"type": "user_message", "message": shown})
     ctx.frame.pc += 1
     return None
 
@@ -53,8 +57,10 @@ def include_workflow(ctx: Ctx, step: Any, step_id: str) -> Effect:
     """Run the child workflow inline in a new frame with its own state (only the inputs passed)."""
     m, frame = ctx.m, ctx.frame
     child = m.bundle.get(step.workflow)
-    rendered = ctx.render({"inputs": step.inputs, "path": step.state_update.path if step.state_update else None},
+    rendered = ctx.render({"inputs": step.inputs,
+                           "path": path_template(step.state_update.path) if step.state_update else None},
                           f"step {step_id}")
+    rendered["path"] = path_value(rendered["path"])
     try:
         inputs = check_inputs(child.name, child.inputs, rendered["inputs"] or {})
     except InputError as exc:

@@ -24,8 +24,8 @@ def test_the_handler_table_lists_every_instruction() -> None:
     from aromcp_workflows.interpreter import program
     from aromcp_workflows.interpreter.run import HANDLERS
 
-    instructions = {cls for cls in vars(program).values()
-                    if isinstance(cls, type) and issubclass(cls, program.Instruction) and cls is not program.Instruction}
+    instructions = {cls for cls in vars(program).values() if isinstance(cls, type)
+                    and issubclass(cls, program.Instruction) and cls is not program.Instruction}
     assert set(HANDLERS) == instructions
     text = DOC.read_text(encoding="utf-8")
     for cls in instructions:

@@ -281,7 +281,8 @@ steps:
     run, driver = start(workflow)
     answer = driver.next_step()
     assert answer.status == "failed"
-    assert answer.messages and answer.messages[0].startswith("Workflow failed: step boom failed: command exited with code 7")
+    assert answer.messages
+    assert answer.messages[0].startswith("Workflow failed: step boom failed: command exited with code 7")
     assert run.states["main"].flattened()["errors"][0]["step_id"] == "boom"
 
 

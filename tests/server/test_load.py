@@ -157,7 +157,7 @@ sub_agent_tasks:
     steps:
       - id: sh
         type: shell_command
-        command: "sleep 2; echo ran"
+        command: "touch started.flag; for i in $(seq 200); do [ -f release.flag ] && break; sleep 0.02; done; echo ran"
         state_update:
           path: raw.runs
           operation: append
@@ -195,10 +195,16 @@ async def test_two_sub_agents_pulling_one_task_while_its_shell_command_runs(tmp_
             return str(answer["step"]["id"])
 
         async def read_during_command() -> float:
-            await asyncio.sleep(0.3)
+            project = tmp_path / "project"
+            for _ in range(500):  # until the command is running (it says so with a file)
+                if (project / "started.flag").exists():
+                    break
+                await asyncio.sleep(0.01)
             began = time.perf_counter()
             await ok(client, "workflow_state_read", {"workflow_id": workflow_id})
-            return time.perf_counter() - began
+            elapsed = time.perf_counter() - began
+            (project / "release.flag").touch()  # now let the command finish
+            return elapsed
 
         first, second, read_time = await asyncio.gather(pull(), pull(), read_during_command())
         assert first == second == f"{task_id}.ask"
