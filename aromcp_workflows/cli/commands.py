@@ -23,8 +23,9 @@ def register_commands(commands: Any) -> None:
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
-    serve.add_argument("--store", metavar="PATH", help="SQLite store file (default: $AROMCP_WORKFLOWS_STORE "
-                                                       "or the user data directory)")
+    serve.add_argument("--store", metavar="PATH|URL",
+                       help="SQLite store file, or postgresql://USER@HOST:PORT/DB shared by replicas "
+                            "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
     serve.set_defaults(handler=cmd_serve)
 
     run = commands.add_parser(
@@ -34,22 +35,31 @@ def register_commands(commands: Any) -> None:
                     "(or asks on a terminal) and runs parallel tasks as concurrent sub-agents.",
         epilog="exit status: 0 the workflow completed; 1 it failed or was cancelled (an `exit` step with "
                "status: failed, a failing step), or the runner had to stop; 2 usage error, or the workflow "
-               "did not start (unknown workflow, invalid inputs).")
-    run.add_argument("workflow", help="workflow name or path to a .yaml file")
+               "did not start (unknown workflow, invalid inputs); 130 interrupted (Ctrl-C or SIGTERM: "
+               "go on with --resume ID).")
+    run.add_argument("workflow", nargs="?", help="workflow name or path to a .yaml file")
     run.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE",
                      help="a workflow input (repeatable); VALUE is text, converted to the "
                           "input's declared type (JSON for arrays and objects)")
+    run.add_argument("--resume", metavar="WORKFLOW_ID",
+                     help="go on with an interrupted (Ctrl-C) or checkpointed instance instead of starting one")
+    run.add_argument("--checkpoint", metavar="CHECKPOINT_ID", help="with --resume: roll back to this checkpoint first")
     run.add_argument("--answers", metavar="FILE", help="YAML answers keyed by step id or MCP method")
-    run.add_argument("--store", metavar="PATH", help="SQLite store file for the server")
+    run.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL for the server")
     run.add_argument("--json", action="store_true", help="print the final answer as JSON")
     run.add_argument("--quiet", "-q", action="store_true", help="print only messages and the result")
     run.set_defaults(handler=cmd_run)
 
     status = commands.add_parser("status", help="list this project's instances, or show one")
     status.add_argument("workflow_id", nargs="?")
-    status.add_argument("--store", metavar="PATH", help="SQLite store file")
+    status.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=cmd_status)
+
+    cancel = commands.add_parser("cancel", help="end an instance (status cancelled); it cannot be resumed")
+    cancel.add_argument("workflow_id")
+    cancel.add_argument("--store", metavar="PATH", help="SQLite store file")
+    cancel.set_defaults(handler=cmd_cancel)
 
     explain = commands.add_parser("explain", help="show what a workflow will do, without running it")
     explain.add_argument("workflow", help="workflow name or path to a .yaml file")
@@ -66,13 +76,13 @@ def register_commands(commands: Any) -> None:
     trace = commands.add_parser("trace", help="show an instance's computed-field recomputes")
     trace.add_argument("workflow_id")
     trace.add_argument("--field", help="only this computed field")
-    trace.add_argument("--store", metavar="PATH", help="SQLite store file")
+    trace.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
     trace.add_argument("--json", action="store_true", help="print JSON")
     trace.set_defaults(handler=cmd_trace)
 
     debug = commands.add_parser("debug", help="show an instance's steps, state size and transform timing")
     debug.add_argument("workflow_id")
-    debug.add_argument("--store", metavar="PATH", help="SQLite store file")
+    debug.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
     debug.add_argument("--json", action="store_true", help="print JSON")
     debug.set_defaults(handler=cmd_debug)
 
@@ -90,8 +100,12 @@ def _service(args: argparse.Namespace) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from aromcp_workflows.cli.store_cmd import check_shared_store
     from aromcp_workflows.server.mcp import serve
 
+    failed = check_shared_store(args.store)
+    if failed is not None:
+        return failed
     serve("http" if args.http else "stdio", args.host, args.port, args.project_dir, args.store)
     return 0
 
@@ -131,6 +145,25 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{progress['tasks_failed']} failed, {progress['tasks_running']} running")
     if data.get("error"):
         print(f"  error: {data['error']}")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """`workflow_complete(status="cancelled")` on this machine: for an instance no agent will finish."""
+    from aromcp_workflows.app.instances import ServiceError
+
+    service = _service(args)
+    try:
+        before = service.status(args.workflow_id)["status"]
+        service.complete(args.workflow_id, "cancelled")
+        after = service.status(args.workflow_id)["status"]
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if before == after:
+        print(f"{args.workflow_id} was already {after}; nothing changed")
+        return 0 if after == "cancelled" else 1
+    print(f"{args.workflow_id}: {before} -> {after}")
     return 0
 
 

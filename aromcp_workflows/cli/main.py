@@ -48,7 +48,12 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         return 130
     except Exception as exc:
         from aromcp_workflows.definition import DefinitionError
+        from aromcp_workflows.store import StoreError
 
+        if isinstance(exc, StoreError):  # a store that cannot be opened or reached: one line
+            from aromcp_workflows.cli.store_cmd import store_error_exit
+
+            return store_error_exit(exc)
         if not isinstance(exc, DefinitionError):
             raise
         print(f"error: {exc}", file=sys.stderr)
@@ -91,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     from aromcp_workflows.cli.commands import register_commands
 
     register_commands(commands)
+    from aromcp_workflows.cli.store_cmd import register_store_commands
+
+    register_store_commands(commands)
     return parser
 
 

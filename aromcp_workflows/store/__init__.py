@@ -1,8 +1,10 @@
 """Durable workflow instances: where they live and how to open the store.
 
-`open_store()` resolves the location (explicit path > ``AROMCP_WORKFLOWS_STORE`` >
-the platform's user data directory) and returns a lazily opened `SqliteStore`: no file
-is created or read until the first call that needs it, so server start-up stays fast.
+`open_store()` resolves the location (explicit value > ``AROMCP_WORKFLOWS_STORE`` >
+the platform's user data directory) and returns a lazily opened store: a
+``postgresql://`` URL selects `PostgresStore` (shared by server replicas), anything else
+is a path to a `SqliteStore` file (the embedded default).  No file is created and no
+connection made until the first call that needs it, so server start-up stays fast.
 Cheap checks that need no file (the path is a directory, its parent is a file) fail
 here, at once, with the path and what to do.
 """
@@ -26,6 +28,8 @@ from aromcp_workflows.store.base import (
     StoreOpenError,
     utc_now,
 )
+from aromcp_workflows.store.pg_connect import POOL_ENV_VAR, is_postgres_url, pool_size_from_env
+from aromcp_workflows.store.postgres import PostgresStore
 from aromcp_workflows.store.sqlite import SqliteStore
 
 ENV_VAR = "AROMCP_WORKFLOWS_STORE"
@@ -37,6 +41,7 @@ __all__ = [
     "APP_NAME",
     "ENV_VAR",
     "FILE_NAME",
+    "POOL_ENV_VAR",
     "STATUSES",
     "SYNC_ENV_VAR",
     "Checkpoint",
@@ -46,11 +51,13 @@ __all__ = [
     "InstanceStatus",
     "InstanceSummary",
     "NotFoundError",
+    "PostgresStore",
     "SqliteStore",
     "Store",
     "StoreError",
     "StoreOpenError",
     "default_store_path",
+    "is_postgres_url",
     "open_store",
     "resolve_store_path",
     "utc_now",
@@ -91,10 +98,17 @@ def open_store(
     crash, at the price of an fsync per save (0.4-3 ms on the machines measured, which
     alone breaks the 1 ms per-step budget; see docs/store-and-claude.md).
 
+    A ``postgresql://USER@HOST:PORT/DB`` URL (also ``?host=/socket/dir``), given or in
+    ``AROMCP_WORKFLOWS_STORE``, opens `PostgresStore` instead; `synchronous` does not apply
+    to it (PostgreSQL's own ``synchronous_commit`` does, see docs/deploy.md).
+
     Raises StoreOpenError now if the path obviously cannot hold a store; other problems
-    (permissions, a file that is not a database) surface on first use, or at once if the
-    caller calls ``.open()`` on the result.
+    (permissions, a file that is not a database, a refused connection) surface on first
+    use, or at once if the caller calls ``.open()`` on the result.
     """
+    chosen = str(path) if path is not None and str(path) != "" else os.environ.get(ENV_VAR, "")
+    if is_postgres_url(chosen):
+        return _open_postgres(chosen)
     resolved = resolve_store_path(path)
     source = "given path" if path else (ENV_VAR if os.environ.get(ENV_VAR) else "default")
     if resolved.is_dir():
@@ -117,3 +131,19 @@ def open_store(
             f"{SYNC_ENV_VAR}={sync!r} is not understood: use NORMAL (default) or FULL."
         )
     return SqliteStore(resolved, synchronous=sync)
+
+
+def _open_postgres(url: str) -> PostgresStore:
+    """A lazily connected `PostgresStore`; a URL libpq cannot parse fails here, in one line."""
+    from aromcp_workflows.store.pg_connect import StoreURLError, import_psycopg, one_line, redact
+
+    psycopg, _ = import_psycopg()
+    try:
+        psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise StoreURLError(
+            f"The workflow store URL {redact(url)} is not understood: {one_line(exc)}. Use "
+            "postgresql://USER@HOST:PORT/DB or postgresql://USER@/DB?host=/socket/dir "
+            f"(--store or {ENV_VAR})."
+        ) from exc
+    return PostgresStore(url, pool_size=pool_size_from_env())

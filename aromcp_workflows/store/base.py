@@ -1,7 +1,7 @@
 """The persistence contract: records, history events, checkpoints and the `Store` protocol.
 
 The service talks to storage only through this module, so SQLite (the embedded default)
-and a future PostgreSQL store are interchangeable and no SQL leaks upward. Records are
+and PostgreSQL (shared by server replicas) are interchangeable and no SQL leaks upward. Records are
 plain dataclasses holding JSON-safe data: the store never interprets `state`, `threads`
 or `definition`, it only keeps them safe and versioned.
 
@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
-STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled")
+# `interrupted`: the process running it was stopped (Ctrl-C during `run`); it resumes.
+InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled", "interrupted"]
+STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled", "interrupted")
 
 
 def utc_now() -> str:
@@ -237,6 +238,10 @@ class Store(Protocol):
 
     def open(self) -> None:
         """Open now (create file and schema) instead of on first use; StoreOpenError if not."""
+        ...
+
+    def migrate(self) -> tuple[int, int]:
+        """Open now, applying pending schema migrations; (version found, version now)."""
         ...
 
     def close(self) -> None:

@@ -43,7 +43,7 @@ from aromcp_workflows.store.base import (
     StoreOpenError,
     utc_now,
 )
-from aromcp_workflows.store.schema import migrate
+from aromcp_workflows.store.schema import SCHEMA_VERSION, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -65,6 +65,24 @@ def _dumps(value: Any, what: str) -> str:
         raise ValueError(f"cannot store {what}: it is not JSON-serializable ({exc})") from exc
 
 
+def _create_private(path: Path) -> None:
+    """Create a new store file readable by its owner only (0600), whatever the umask.
+
+    Instances hold workflow state (inputs, command output, answers), which is nobody
+    else's business on a shared machine.  SQLite gives the ``-wal`` and ``-shm`` files it
+    creates later the database file's own permissions, so they are 0600 too.  An
+    existing file is left as its owner set it.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)  # the umask may have removed bits, never added: this is exact
+    finally:
+        os.close(fd)
+
+
 class SqliteStore:
     """A `Store` in one SQLite file. Thread-safe; safe to share a file across processes."""
 
@@ -76,6 +94,7 @@ class SqliteStore:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self.migrated_from: int | None = None
 
     # -- connection ---------------------------------------------------------------
 
@@ -83,6 +102,11 @@ class SqliteStore:
         """Open (creating file and schema) now instead of on first use; StoreOpenError if not."""
         with self._lock:
             self._connection()
+
+    def migrate(self) -> tuple[int, int]:
+        """Apply pending migrations now; (version found, version now)."""
+        self.open()
+        return (self.migrated_from or 0, SCHEMA_VERSION)
 
     def _connection(self) -> sqlite3.Connection:
         """The live connection, opened on first use (and again in a forked child)."""
@@ -92,12 +116,19 @@ class SqliteStore:
         self._conn = None
         path = Path(self.path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise StoreOpenError(
                 f"Cannot create the directory for the workflow store {self.path}: "
                 f"{exc.strerror or exc}. Choose another location with --store or "
                 "AROMCP_WORKFLOWS_STORE."
+            ) from exc
+        try:
+            _create_private(path)
+        except OSError as exc:
+            raise StoreOpenError(
+                f"Cannot create the workflow store {self.path}: {exc.strerror or exc}. Choose a "
+                "writable location with --store or AROMCP_WORKFLOWS_STORE."
             ) from exc
         conn: sqlite3.Connection | None = None
         try:
@@ -111,7 +142,7 @@ class SqliteStore:
                 raise sqlite3.OperationalError(f"journal_mode WAL refused (got {mode})")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
-            migrate(conn, self.path)
+            self.migrated_from = migrate(conn, self.path)
         except StoreError:
             if conn is not None:
                 conn.close()

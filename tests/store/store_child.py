@@ -1,4 +1,6 @@
-"""A second process for the store tests (run as a script: `python store_child.py MODE PATH ...`).
+"""A second process for the store tests (run as a script: `python store_child.py MODE WHERE ...`).
+
+WHERE is a SQLite path or a postgresql:// URL, as --store takes it.
 
 Modes:
   conflict PATH ID      load ID, print "loaded", wait for a line on stdin, save with the
@@ -15,12 +17,12 @@ from __future__ import annotations
 import sys
 import time
 
-from aromcp_workflows.store import ConflictError, HistoryEvent, SqliteStore
+from aromcp_workflows.store import ConflictError, HistoryEvent, open_store
 
 
 def main(argv: list[str]) -> int:
     mode, path, workflow_id = argv[0], argv[1], argv[2]
-    store = SqliteStore(path)
+    store = open_store(path)
     if mode == "conflict":
         record = store.load(workflow_id)
         print("loaded", flush=True)

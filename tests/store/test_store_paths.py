@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,26 @@ def test_sync_mode_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     monkeypatch.setenv(SYNC_ENV_VAR, "sometimes")
     with pytest.raises(StoreOpenError, match=r"NORMAL .* or FULL"):
         open_store(tmp_path / "c.sqlite3")
+
+
+def test_new_store_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "w.sqlite3"
+    old = os.umask(0o000)  # the most permissive umask: nothing may depend on it
+    try:
+        store = SqliteStore(path)
+        store.create(InstanceRecord("wf-1", "demo", "/p"))  # a write: -wal and -shm exist now
+        files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+        assert all(f.exists() for f in files)
+        assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: 0o600 for f in files}
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700  # a directory the store created
+        store.close()
+    finally:
+        os.umask(old)
+
+
+def test_existing_store_file_keeps_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    SqliteStore(path).open()
+    path.chmod(0o640)  # the owner chose to share it with a group
+    SqliteStore(path).open()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640

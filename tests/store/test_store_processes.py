@@ -1,4 +1,5 @@
-"""Two real processes on one store file: conflicts, lost-update freedom, SIGKILL safety."""
+"""Two real processes on one store (SQLite file or PostgreSQL database): conflicts,
+lost-update freedom, SIGKILL safety."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from aromcp_workflows.store import ConflictError, HistoryEvent, InstanceRecord, SqliteStore
+from aromcp_workflows.store import ConflictError, HistoryEvent, InstanceRecord, Store, is_postgres_url, open_store
 
 CHILD = str(Path(__file__).with_name("store_child.py"))
 
@@ -24,18 +26,33 @@ def spawn(*args: str) -> subprocess.Popen[str]:
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> str:
-    return str(tmp_path / "shared.sqlite3")
+def path(location: str) -> str:
+    """A SQLite file or a PostgreSQL URL (the `location` fixture runs each test on both)."""
+    return location
 
 
-def seed(path: str) -> SqliteStore:
-    store = SqliteStore(path)
+@pytest.fixture
+def opened() -> Iterator[Callable[[str], Store]]:
+    """open_store, with every store closed after the test (a pool left to the GC warns)."""
+    stores: list[Store] = []
+
+    def open_(where: str) -> Store:
+        stores.append(open_store(where))
+        return stores[-1]
+
+    yield open_
+    for store in stores:
+        store.close()
+
+
+def seed(opened: Callable[[str], Store], path: str) -> Store:
+    store = opened(path)
     store.create(InstanceRecord("wf-1", "demo", "/p", state={"counter": 0}))
     return store
 
 
-def test_other_process_write_conflicts_here(path: str) -> None:
-    store = seed(path)
+def test_other_process_write_conflicts_here(path: str, opened: Callable[[str], Store]) -> None:
+    store = seed(opened, path)
     mine = store.load("wf-1")
     child = spawn("conflict", path, "wf-1")
     assert child.stdout.readline().strip() == "loaded"
@@ -50,8 +67,8 @@ def test_other_process_write_conflicts_here(path: str) -> None:
     assert store.load("wf-1").state["writer"] == "child"
 
 
-def test_write_here_conflicts_in_other_process(path: str) -> None:
-    store = seed(path)
+def test_write_here_conflicts_in_other_process(path: str, opened: Callable[[str], Store]) -> None:
+    store = seed(opened, path)
     child = spawn("conflict", path, "wf-1")
     assert child.stdout.readline().strip() == "loaded"  # B has loaded version 1
     mine = store.load("wf-1")
@@ -65,8 +82,8 @@ def test_write_here_conflicts_in_other_process(path: str) -> None:
     assert loaded.state["writer"] == "parent" and loaded.version == 2
 
 
-def test_two_processes_incrementing_lose_nothing(path: str) -> None:
-    store = seed(path)
+def test_two_processes_incrementing_lose_nothing(path: str, opened: Callable[[str], Store]) -> None:
+    store = seed(opened, path)
     store.close()
     children = [spawn("increment", path, "wf-1", "150") for _ in range(2)]
     for child in children:
@@ -81,13 +98,13 @@ def test_two_processes_incrementing_lose_nothing(path: str) -> None:
         assert out.startswith("done")
         retries += int(out.split()[1])
     assert retries > 0, "the two writers never collided: the test did not test conflicts"
-    loaded = SqliteStore(path).load("wf-1")
+    loaded = opened(path).load("wf-1")
     assert loaded.state["counter"] == 300 and loaded.version == 301
-    assert len(SqliteStore(path).history("wf-1")) == 300
+    assert len(opened(path).history("wf-1")) == 300
 
 
-def test_sigkill_mid_loop_keeps_every_committed_save(path: str) -> None:
-    store = seed(path)
+def test_sigkill_mid_loop_keeps_every_committed_save(path: str, opened: Callable[[str], Store]) -> None:
+    store = seed(opened, path)
     store.close()
     child = spawn("crash", path, "wf-1")
     reported = 0
@@ -99,10 +116,11 @@ def test_sigkill_mid_loop_keeps_every_committed_save(path: str) -> None:
     child.wait(30)
     assert child.returncode == -signal.SIGKILL
 
-    raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    raw.close()
-    reopened = SqliteStore(path)
+    if not is_postgres_url(path):
+        raw = sqlite3.connect(path)
+        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        raw.close()
+    reopened = opened(path)
     record = reopened.load("wf-1")
     assert record.version >= reported  # at most one more committed after the last print
     assert record.state["i"] == record.version - 1

@@ -1,4 +1,8 @@
-"""Store CRUD, history, checkpoints and in-process conflicts, against a real SQLite file."""
+"""Store CRUD, history, checkpoints and in-process conflicts, against real SQLite and PostgreSQL.
+
+The `store` fixture (conftest.py) runs each test once per store; tests about one engine's
+own machinery (WAL, pragmas, schema tables) say which engine in their name.
+"""
 
 from __future__ import annotations
 
@@ -15,14 +19,8 @@ from aromcp_workflows.store import (
     NotFoundError,
     SqliteStore,
     Store,
+    open_store,
 )
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = SqliteStore(tmp_path / "store.sqlite3")
-    yield s
-    s.close()
 
 
 def make(workflow_id: str = "wf-1", project_dir: str = "/proj/a", **kw) -> InstanceRecord:
@@ -39,11 +37,11 @@ def make(workflow_id: str = "wf-1", project_dir: str = "/proj/a", **kw) -> Insta
     )
 
 
-def test_satisfies_protocol(store: SqliteStore) -> None:
+def test_satisfies_protocol(store: Store) -> None:
     assert isinstance(store, Store)
 
 
-def test_constructing_touches_no_file(tmp_path: Path) -> None:
+def test_sqlite_constructing_touches_no_file(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "dir" / "store.sqlite3"
     s = SqliteStore(path)
     assert not (tmp_path / "deep").exists()
@@ -52,7 +50,7 @@ def test_constructing_touches_no_file(tmp_path: Path) -> None:
     s.close()
 
 
-def test_create_load_round_trip(store: SqliteStore) -> None:
+def test_create_load_round_trip(store: Store) -> None:
     record = make()
     assert store.create(record) == 1
     assert record.version == 1 and record.created_at and record.updated_at
@@ -62,14 +60,14 @@ def test_create_load_round_trip(store: SqliteStore) -> None:
     assert loaded.created_at.endswith("+00:00")
 
 
-def test_create_existing_id_conflicts(store: SqliteStore) -> None:
+def test_create_existing_id_conflicts(store: Store) -> None:
     store.create(make())
     with pytest.raises(ConflictError, match="already exists") as info:
         store.create(make())
     assert info.value.expected_version == 0 and info.value.found_version == 1
 
 
-def test_load_missing_names_id(store: SqliteStore) -> None:
+def test_load_missing_names_id(store: Store) -> None:
     with pytest.raises(NotFoundError) as info:
         store.load("nope-123")
     message = str(info.value)
@@ -78,7 +76,7 @@ def test_load_missing_names_id(store: SqliteStore) -> None:
     assert isinstance(info.value, KeyError)
 
 
-def test_save_increments_version_and_persists(store: SqliteStore) -> None:
+def test_save_increments_version_and_persists(store: Store) -> None:
     record = make()
     store.create(record)
     record.state["raw"]["files"].append("b.py")
@@ -95,7 +93,7 @@ def test_save_increments_version_and_persists(store: SqliteStore) -> None:
     assert loaded.updated_at >= loaded.created_at
 
 
-def test_stale_save_conflicts_and_writes_nothing(store: SqliteStore) -> None:
+def test_stale_save_conflicts_and_writes_nothing(store: Store) -> None:
     record = make()
     store.create(record)
     first, second = store.load("wf-1"), store.load("wf-1")
@@ -113,12 +111,12 @@ def test_stale_save_conflicts_and_writes_nothing(store: SqliteStore) -> None:
     assert second.version == 1  # unchanged on failure
 
 
-def test_save_missing_instance(store: SqliteStore) -> None:
+def test_save_missing_instance(store: Store) -> None:
     with pytest.raises(NotFoundError):
         store.save(make("ghost"), 1)
 
 
-def test_non_json_value_is_refused_with_field_name(store: SqliteStore) -> None:
+def test_non_json_value_is_refused_with_field_name(store: Store) -> None:
     record = make()
     record.state["bad"] = {1, 2}
     with pytest.raises(ValueError, match="state of 'wf-1'"):
@@ -127,12 +125,12 @@ def test_non_json_value_is_refused_with_field_name(store: SqliteStore) -> None:
         store.load("wf-1")
 
 
-def test_bad_workflow_id_refused(store: SqliteStore) -> None:
+def test_bad_workflow_id_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="whitespace"):
         store.create(make("has space"))
 
 
-def test_history_order_filters_and_limit(store: SqliteStore) -> None:
+def test_history_order_filters_and_limit(store: Store) -> None:
     record = make()
     store.create(record, [HistoryEvent("instance_created")])
     events = [
@@ -157,7 +155,7 @@ def test_history_order_filters_and_limit(store: SqliteStore) -> None:
     assert store.history("unknown") == []
 
 
-def test_history_is_per_instance(store: SqliteStore) -> None:
+def test_history_is_per_instance(store: Store) -> None:
     a, b = make("a"), make("b")
     store.create(a, [HistoryEvent("instance_created")])
     store.create(b, [HistoryEvent("instance_created")])
@@ -166,7 +164,7 @@ def test_history_is_per_instance(store: SqliteStore) -> None:
     assert [e.seq for e in store.history("b")] == [1]
 
 
-def test_event_for_other_instance_refused(store: SqliteStore) -> None:
+def test_event_for_other_instance_refused(store: Store) -> None:
     record = make()
     store.create(record)
     with pytest.raises(ValueError, match="names instance 'other'"):
@@ -174,7 +172,7 @@ def test_event_for_other_instance_refused(store: SqliteStore) -> None:
     assert store.load("wf-1").version == 1
 
 
-def test_list_instances_by_project_and_status(store: SqliteStore) -> None:
+def test_list_instances_by_project_and_status(store: Store) -> None:
     a, b, c = make("a", "/p1"), make("b", "/p2"), make("c", "/p1")
     for r in (a, b, c):
         store.create(r)
@@ -189,7 +187,7 @@ def test_list_instances_by_project_and_status(store: SqliteStore) -> None:
     assert not hasattr(summary, "state")
 
 
-def test_checkpoints_latest_and_by_id(store: SqliteStore) -> None:
+def test_checkpoints_latest_and_by_id(store: Store) -> None:
     record = make()
     store.create(record)
     assert store.get_checkpoint("wf-1") is None
@@ -209,31 +207,31 @@ def test_checkpoints_latest_and_by_id(store: SqliteStore) -> None:
     assert [e.data["checkpoint_id"] for e in marks] == ["cp-1", "cp-2"]
 
 
-def test_checkpoint_of_missing_instance(store: SqliteStore) -> None:
+def test_checkpoint_of_missing_instance(store: Store) -> None:
     with pytest.raises(NotFoundError):
         store.add_checkpoint("ghost", None, "", {})
 
 
-def test_checkpoint_ids_are_scoped_to_instance(store: SqliteStore) -> None:
+def test_checkpoint_ids_are_scoped_to_instance(store: Store) -> None:
     store.create(make("a"))
     store.create(make("b"))
     store.add_checkpoint("a", None, "", {"x": 1})
     assert store.get_checkpoint("b", "cp-1") is None
 
 
-def test_reopen_after_close_sees_everything(tmp_path: Path) -> None:
-    path = tmp_path / "s.sqlite3"
-    s1 = SqliteStore(path)
+def test_reopen_after_close_sees_everything(location: str) -> None:
+    s1 = open_store(location)
     s1.create(make(), [HistoryEvent("instance_created")])
     s1.close()
     s1.close()  # idempotent
-    s2 = SqliteStore(path)
+    s2 = open_store(location)
     assert s2.load("wf-1").version == 1
     assert len(s2.history("wf-1")) == 1
     s2.close()
 
 
-def test_wal_and_normal_sync_and_schema(tmp_path: Path, store: SqliteStore) -> None:
+def test_sqlite_wal_and_normal_sync_and_schema(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "store.sqlite3")
     store.open()
     conn = store._connection()
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -247,9 +245,10 @@ def test_wal_and_normal_sync_and_schema(tmp_path: Path, store: SqliteStore) -> N
     names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "instances_project_dir" in names
     raw.close()
+    store.close()
 
 
-def test_newer_schema_refused(tmp_path: Path) -> None:
+def test_sqlite_newer_schema_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite3"
     SqliteStore(path).open()
     raw = sqlite3.connect(path)
@@ -260,7 +259,7 @@ def test_newer_schema_refused(tmp_path: Path) -> None:
         SqliteStore(path).open()
 
 
-def test_concurrent_saves_20_threads_different_instances(store: SqliteStore) -> None:
+def test_concurrent_saves_20_threads_different_instances(store: Store) -> None:
     saves, errors = 25, []
 
     def work(n: int) -> None:
@@ -287,7 +286,7 @@ def test_concurrent_saves_20_threads_different_instances(store: SqliteStore) -> 
         assert [e.data.get("i") for e in history[1:]] == list(range(saves))
 
 
-def test_concurrent_increments_one_instance_lose_nothing(store: SqliteStore) -> None:
+def test_concurrent_increments_one_instance_lose_nothing(store: Store) -> None:
     store.create(make())
     conflicts = []
 
@@ -311,7 +310,7 @@ def test_concurrent_increments_one_instance_lose_nothing(store: SqliteStore) -> 
     assert loaded.state["counter"] == 160 and loaded.version == 161
 
 
-def test_unknown_status_refused(store: SqliteStore) -> None:
+def test_unknown_status_refused(store: Store) -> None:
     record = make()
     record.status = "done"  # type: ignore[assignment]
     with pytest.raises(ValueError, match="must be one of running, waiting"):
@@ -329,7 +328,7 @@ def test_errors_survive_pickling() -> None:
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
-def test_forked_child_reopens_instead_of_sharing_connection(store: SqliteStore) -> None:
+def test_forked_child_reopens_instead_of_sharing_connection(store: Store) -> None:
     import os
 
     record = make()
@@ -349,3 +348,44 @@ def test_forked_child_reopens_instead_of_sharing_connection(store: SqliteStore) 
     assert loaded.version == 2
     store.save(loaded, 2)
     assert store.load("wf-1").version == 3
+
+
+def test_checkpoints_racing_saves_keep_history_numbered(store: Store) -> None:
+    """Checkpoints and saves of one instance from many threads: seq stays 1..N, no gaps, no
+    duplicates, and every committed event is there exactly once."""
+    store.create(make(), [HistoryEvent("instance_created")])
+    errors: list[BaseException] = []
+
+    def saver(n: int) -> None:
+        try:
+            for i in range(15):
+                while True:
+                    record = store.load("wf-1")
+                    try:
+                        store.save(record, record.version, [HistoryEvent("state_changed", data={"w": n, "i": i}),
+                                                            HistoryEvent("step_completed")])
+                        break
+                    except ConflictError:
+                        continue
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def checkpointer() -> None:
+        try:
+            for i in range(10):
+                store.add_checkpoint("wf-1", None, f"r{i}", {"i": i})
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=saver, args=(n,)) for n in range(4)] + [threading.Thread(target=checkpointer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    history = store.history("wf-1")
+    assert [e.seq for e in history] == list(range(1, 1 + 1 + 4 * 15 * 2 + 10))
+    saves = sorted((e.data["w"], e.data["i"]) for e in history if e.kind == "state_changed")
+    assert saves == sorted((n, i) for n in range(4) for i in range(15))
+    assert [e.data["checkpoint_id"] for e in history if e.kind == "checkpoint"] == [f"cp-{i}" for i in range(1, 11)]
+    assert store.load("wf-1").version == 1 + 4 * 15
