@@ -20,9 +20,13 @@ _PRELUDE: str | None = None
 
 
 def _prelude() -> str:
+    """The prelude applied to its lockdown, as one source taking the call token."""
     global _PRELUDE
     if _PRELUDE is None:
-        _PRELUDE = resources.files(__package__).joinpath("prelude.js").read_text("utf-8")
+        files = resources.files(__package__)
+        prelude = files.joinpath("prelude.js").read_text("utf-8").strip()
+        lockdown = files.joinpath("lockdown.js").read_text("utf-8").strip()
+        _PRELUDE = f"(token) => ({prelude})(token, {lockdown})"
     return _PRELUDE
 
 
