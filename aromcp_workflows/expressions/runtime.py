@@ -12,11 +12,14 @@ import asyncio
 import json
 import secrets
 import threading
+import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
 
 _PRELUDE: str | None = None
+DRAIN_GRACE_S = 0.05  # promise jobs get the rest of the time limit, and at least this
 
 
 def _prelude() -> str:
@@ -54,6 +57,12 @@ class Interrupted(Exception):
         self.progress = progress
 
 
+class Preempted(BaseException):
+    """Raised in the V8 child when the parent takes its isolate back for a waiting call
+    (see isolation.py); V8 terminates the script and the call is run again later.  A
+    BaseException so that no `except Exception` on the way swallows it."""
+
+
 class RuntimeFailure(Exception):
     """An error in our own JavaScript plumbing (never user code): a bug to report."""
 
@@ -64,6 +73,19 @@ class FunctionDef:
     params: tuple[str, ...]
     source: str
     mode: Literal["expr", "transform"]
+
+
+# Words without which a source cannot start a promise job: async functions need the
+# `async` keyword (which cannot be spelled with escapes), `import()` its keyword, and the
+# global Promise is hidden (lockdown.js) unless a source names it.  Sources with none
+# of them skip the drain below, so ordinary transforms pay nothing for it.
+_DEFERRING_WORDS = ("async", "Promise", "import")
+
+
+@lru_cache(maxsize=8192)
+def may_defer(source: str) -> bool:
+    """True if `source` could leave promise jobs (microtasks) behind when it returns."""
+    return any(word in source for word in _DEFERRING_WORDS)
 
 
 @dataclass
@@ -81,6 +103,8 @@ class V8Runtime:
         self._installed: set[str] = set()
         self._calls_since_gc = 0
         self._token = secrets.token_hex(16)
+        self._abandoned: list[Any] = []
+        self.poisoned = False  # a context was abandoned with JavaScript still running
 
     # -- context lifecycle -------------------------------------------------------------
     def _create(self) -> Any:
@@ -165,11 +189,14 @@ class V8Runtime:
             source = "".join(pieces)
             self.stats.v8_calls += 1
             self.stats.compiles += len(new_ids)
+            deferring = any(may_defer(d.source) for d in defs)
+            started = time.monotonic()
             try:
                 text = mr.eval(source, timeout_sec=self.timeout_ms / 1000)
             except _exc.JSTimeoutException:
                 self.stats.timeouts += 1
                 self._installed.update(new_ids)  # defs run before user code
+                self._settle(mr, started, deferring)
                 raise Interrupted("timeout", self._progress(mr)) from None
             except _exc.JSOOMException:
                 self.stats.out_of_memory += 1
@@ -180,7 +207,12 @@ class V8Runtime:
                     self.stats.out_of_memory += 1
                     self.reset()
                     raise Interrupted("memory", None) from None
+                self._settle(mr, started, deferring)
                 raise RuntimeFailure(f"V8 call failed: {exc}") from exc
+            except BaseException:  # Preempted (see v8_child.py): V8 terminated the script
+                self._settle(mr, started, deferring)
+                raise
+            self._settle(mr, started, deferring)
             self._installed.update(new_ids)
             self._calls_since_gc += 1
             if self._calls_since_gc >= self.gc_every:
@@ -192,6 +224,53 @@ class V8Runtime:
         if not isinstance(text, str):
             raise RuntimeFailure(f"V8 returned {type(text).__name__}, expected JSON text")
         return text
+
+    def _settle(self, mr: Any, started: float, deferring: bool) -> None:
+        """Wait, inside the call's time limit, for the promise jobs the call left behind.
+
+        mini-racer runs promise jobs after an evaluation has answered, where its timeout
+        no longer applies: a job that loops would hold V8 forever and the next caller
+        would pay.  An evaluation queued behind them finishes only once they are done,
+        so one is run as a fence.  If the jobs outlast the limit, nothing can stop them
+        in this process: the context is abandoned (`poisoned`: the V8 child process then
+        exits) and the call is reported as the timeout it is.  A preemption request
+        arriving meanwhile is honoured once the jobs are done.
+        """
+        if not deferring or self._mr is not mr:
+            return
+        done = threading.Event()
+
+        def fence() -> None:
+            try:
+                mr.eval("0")
+            except Exception:
+                pass
+            finally:
+                done.set()
+
+        threading.Thread(target=fence, name="aromcp-v8-drain", daemon=True).start()
+        deadline = started + max(self.timeout_ms / 1000, 0.0) + DRAIN_GRACE_S
+        preempted: BaseException | None = None
+        while True:
+            try:
+                if done.wait(max(deadline - time.monotonic(), 0.0)):
+                    break
+            except Preempted as exc:
+                preempted = exc
+                continue
+            self.stats.timeouts += 1
+            self._abandon()
+            raise Interrupted("timeout", None)
+        if preempted is not None:
+            raise preempted
+
+    def _abandon(self) -> None:
+        """Give up a context that is still running JavaScript nobody can stop.  It is kept
+        referenced (closing it would wait for the loop) and never used again."""
+        self._abandoned.append(self._mr)
+        self._mr = None
+        self._installed = set()
+        self.poisoned = True
 
     def _progress(self, mr: Any) -> dict[str, Any] | None:
         self.stats.v8_calls += 1
