@@ -19,7 +19,7 @@ from .batch import Call, ChainItem, ChainOutcome, ValueTable
 from .errors import MISSING, ExpressionError
 from .isolation import ProcessV8Runtime
 from .lexer import LexError
-from .runtime import EngineStats, FunctionDef, V8Runtime
+from .runtime import EngineStats, FunctionDef, Runtime, V8Runtime
 from .template import (
     ExprPart,
     NeedsV8,
@@ -75,7 +75,7 @@ class ExpressionEngine:
         # "process": V8 in a pool of child processes, which a fatal V8 error cannot take
         # down with us and a runaway transform cannot hog; "thread": one V8 in this process
         # (a little faster, no protection from fatal errors, calls take turns).
-        self._rt: V8Runtime | ProcessV8Runtime
+        self._rt: Runtime
         if mode == "process":
             size = pool_size if pool_size is not None else _env_int("AROMCP_V8_POOL_SIZE", 3)
             self._rt = ProcessV8Runtime(timeout_ms=timeout, max_memory_mb=memory, pool_size=size)

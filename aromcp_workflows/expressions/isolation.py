@@ -36,7 +36,9 @@ WATCHDOG_SLACK_S = 10.0  # on top of twice the timeout: a child that hangs is ki
 
 
 class ChildDied(Exception):
-    """The V8 child process exited (`memory`) or stopped answering (`timeout`) in a call."""
+    """The V8 child process exited or stopped answering in a call.  Both happen when V8
+    meets an allocation it cannot survive or interrupt (`new Array(1e9).fill(0)`), so the
+    call is reported as stopped by the memory limit."""
 
     def __init__(self, kind: Literal["timeout", "memory"] = "memory") -> None:
         super().__init__(kind)
@@ -51,6 +53,10 @@ class _Child:
                                      close_fds=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.stats: dict[str, int] = {}
         weakref.finalize(self, _stop, self.proc)  # no child outlives its engine
+        assert self.proc.stdout is not None
+        if read_message(self.proc.stdout) is None:  # it has its SIGUSR1 handler from here on
+            _stop(self.proc)
+            raise RuntimeFailure("the V8 child process exited while starting; see the server's stderr")
 
     def exchange(self, request: dict[str, Any], body: bytes, watchdog_s: float) -> tuple[dict[str, Any], bytes]:
         proc = self.proc
@@ -58,7 +64,7 @@ class _Child:
         try:
             write_message(proc.stdin, request, body)
             if not select.select([proc.stdout], [], [], watchdog_s)[0]:
-                raise ChildDied("timeout")  # silent far past its own time limit
+                raise ChildDied  # silent far past its own limit: stuck in one huge allocation
             message = read_message(proc.stdout)
         except (OSError, ValueError):
             raise ChildDied from None
@@ -105,7 +111,8 @@ class ProcessV8Runtime:
         if answer is None:  # taken back for a waiting call: run again, never preempted again
             answer, result = self._attempt(request, body, retried=True)
         if answer is None or "interrupted" in answer:
-            kind = "memory" if answer is None else answer["interrupted"]
+            kind: Literal["timeout", "memory"] = "memory" if answer is None or \
+                answer["interrupted"] != "timeout" else "timeout"
             raise Interrupted(kind, None if answer is None else answer.get("progress"))
         if "failure" in answer:
             raise RuntimeFailure(answer["failure"])

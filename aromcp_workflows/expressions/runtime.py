@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 _PRELUDE: str | None = None
 DRAIN_GRACE_S = 0.05  # promise jobs get the rest of the time limit, and at least this
@@ -65,6 +65,19 @@ class Preempted(BaseException):
 
 class RuntimeFailure(Exception):
     """An error in our own JavaScript plumbing (never user code): a bug to report."""
+
+
+class Runtime(Protocol):
+    """What the batch drivers need of a V8 runtime, in-process or in child processes."""
+
+    timeout_ms: int
+    max_memory_mb: int
+    stats: EngineStats
+
+    def call(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
+             meta: dict[str, Any], vals: list[Any]) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ def _on_preempt(signum: int, frame: FrameType | None) -> None:
 def serve(timeout_ms: int, max_memory_mb: int, gc_every: int) -> None:
     runtime = V8Runtime(timeout_ms=timeout_ms, max_memory_mb=max_memory_mb, gc_every=gc_every)
     signal.signal(signal.SIGUSR1, _on_preempt)
+    write_message(sys.stdout.buffer, {"ready": True})  # SIGUSR1 no longer kills us
     while True:
         message = read_message(sys.stdin.buffer)
         if message is None:
