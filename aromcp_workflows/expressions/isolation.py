@@ -98,7 +98,7 @@ class ProcessV8Runtime:
         self.stats = EngineStats()
         self._base = EngineStats()  # counters of children that are gone
         self._alive: set[_Child] = set()
-        self._pool: Pool[_Child] = Pool(PoolHooks(self._spawn, _Child.preempt, _Child.kill, self._retire),
+        self._pool: Pool[_Child] = Pool(PoolHooks(self._spawn, self._preempt, _Child.kill, self._retire),
                                         size=max(pool_size, 1), quantum_s=quantum_ms / 1000)
 
     # -- the runtime interface -----------------------------------------------------------
@@ -161,6 +161,11 @@ class ProcessV8Runtime:
         with self.lock:
             self._alive.add(child)
         return child
+
+    def _preempt(self, child: _Child) -> None:
+        with self.lock:
+            self._base.preemptions += 1
+        child.preempt()
 
     def _retire(self, child: _Child) -> None:
         self._fold(child, lost=False)

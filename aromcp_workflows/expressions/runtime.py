@@ -19,7 +19,8 @@ from importlib import resources
 from typing import Any, Literal, Protocol
 
 _PRELUDE: str | None = None
-DRAIN_GRACE_S = 0.05  # promise jobs get the rest of the time limit, and at least this
+DRAIN_GRACE_S = 0.2  # promise jobs get the rest of the time limit, and at least this
+PREEMPT_SETTLE_S = 1.0  # a preempted script must be gone within this, or V8 is abandoned
 
 
 def _prelude() -> str:
@@ -43,6 +44,7 @@ class EngineStats:
     timeouts: int = 0
     out_of_memory: int = 0
     gc_requests: int = 0  # maintenance: not evaluation crossings
+    preemptions: int = 0  # calls taken back for a waiting call and run again (pool.py)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -223,7 +225,12 @@ class V8Runtime:
                 self._settle(mr, started, deferring)
                 raise RuntimeFailure(f"V8 call failed: {exc}") from exc
             except BaseException:  # Preempted (see v8_child.py): V8 terminated the script
-                self._settle(mr, started, deferring)
+                # Make sure V8 is idle before the next call comes: the signal may have
+                # landed before mini-racer could cancel the script.
+                try:
+                    self._settle(mr, started, True, PREEMPT_SETTLE_S)
+                except Interrupted:
+                    pass  # V8 abandoned (`poisoned`): the child exits after answering
                 raise
             self._settle(mr, started, deferring)
             self._installed.update(new_ids)
@@ -238,7 +245,7 @@ class V8Runtime:
             raise RuntimeFailure(f"V8 returned {type(text).__name__}, expected JSON text")
         return text
 
-    def _settle(self, mr: Any, started: float, deferring: bool) -> None:
+    def _settle(self, mr: Any, started: float, deferring: bool, budget_s: float | None = None) -> None:
         """Wait, inside the call's time limit, for the promise jobs the call left behind.
 
         mini-racer runs promise jobs after an evaluation has answered, where its timeout
@@ -262,7 +269,10 @@ class V8Runtime:
                 done.set()
 
         threading.Thread(target=fence, name="aromcp-v8-drain", daemon=True).start()
-        deadline = started + max(self.timeout_ms / 1000, 0.0) + DRAIN_GRACE_S
+        if budget_s is None:
+            deadline = max(started + self.timeout_ms / 1000, time.monotonic()) + DRAIN_GRACE_S
+        else:
+            deadline = time.monotonic() + budget_s
         preempted: BaseException | None = None
         while True:
             try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -81,3 +82,28 @@ def test_a_trivial_step_answers_while_ten_runaways_hit_their_limits(service_and_
     assert max(pool_sizes) <= 3  # the pool's default size: memory stays bounded
     # the engine is healthy afterwards and no V8 child is left running a loop
     assert service.test_transformation("input + 1", 1)["output"] == 2
+
+
+def test_a_preempted_transform_runs_again_and_returns_its_own_value() -> None:
+    from aromcp_workflows.expressions import ExpressionEngine
+
+    engine = ExpressionEngine(timeout_ms=LIMIT_MS, isolation="process", pool_size=2)
+    busy = "const t = Date.now(); while (Date.now() - t < 700) {} return input * 10"
+    results: dict[int, Any] = {}
+
+    def work(n: int) -> None:
+        results[n] = engine.test_transform(busy, n, origin=f"field {n}")
+
+    try:
+        engine.test_transform("1", None)
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert results == {0: 0, 1: 10, 2: 20, 3: 30}
+        assert engine.stats.preemptions >= 1  # two V8 processes, four calls: some were taken back
+        assert engine.stats.timeouts == 0
+        assert len(engine._rt.child_pids()) <= 2
+    finally:
+        engine.close()
