@@ -95,7 +95,6 @@ class ProcessV8Runtime:
         self.gc_every = gc_every
         self.pool_size = pool_size
         self.lock = threading.RLock()  # guards the counters
-        self.stats = EngineStats()
         self._base = EngineStats()  # counters of children that are gone
         self._alive: set[_Child] = set()
         self._pool: Pool[_Child] = Pool(PoolHooks(self._spawn, self._preempt, _Child.kill, self._retire),
@@ -135,7 +134,6 @@ class ProcessV8Runtime:
                 self._fold(child, lost=gone != "exit")
                 _stop(child.proc)
             preempted = self._pool.release(child, gone is None)
-        self._update_stats()
         if preempted and (answer.get("preempted") or gone not in (None, "exit")):
             return None, b""
         if answer.get("preempted"):  # a late signal hit an unrelated call: still a preemption
@@ -182,14 +180,18 @@ class ProcessV8Runtime:
                 self._base.out_of_memory += 1
             self._base.contexts_created += 1  # what V8 cached is gone: a new epoch
             self._alive.discard(child)
-        self._update_stats()
 
-    def _update_stats(self) -> None:
+    @property
+    def stats(self) -> EngineStats:
+        """Counters of every child, gone or alive, plus the pool's own (computed on read:
+        the call path only stores what each child last reported)."""
         with self.lock:
             children = list(self._alive)
-            for key in EngineStats().as_dict():
-                total = getattr(self._base, key) + sum(c.stats.get(key, 0) for c in children)
-                setattr(self.stats, key, total)
+            total = EngineStats(**self._base.as_dict())
+        for child in children:
+            for key, value in child.stats.items():
+                setattr(total, key, getattr(total, key) + value)
+        return total
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -72,6 +72,12 @@ class Pool(Generic[W]):
 
     def acquire(self, retried: bool) -> W:
         """A worker for one call (blocks while none may be had)."""
+        with self._cond:
+            if self._idle and not self._waiting and (not retried or self._busy_retried < max(self.size - 1, 1)):
+                ready = self._idle.pop()[0]  # the common case: nobody waits, a worker is idle
+                self._busy_retried += retried
+                self._running[id(ready)] = _Lease(ready, retried, time.monotonic())
+                return ready
         ticket = _Ticket(retried)
         with self._cond:
             self._waiting.append(ticket)
@@ -111,7 +117,8 @@ class Pool(Generic[W]):
             while len(self._idle) > 1 and now - self._idle[0][1] > self.retire_after_s:
                 retire.append(self._idle.pop(0)[0])
                 self._count -= 1
-            self._cond.notify_all()
+            if self._waiting:
+                self._cond.notify_all()
         for old in retire:
             self.hooks.close(old)
         return lease.preempted_at is not None

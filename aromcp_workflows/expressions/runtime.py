@@ -74,7 +74,9 @@ class Runtime(Protocol):
 
     timeout_ms: int
     max_memory_mb: int
-    stats: EngineStats
+
+    @property
+    def stats(self) -> EngineStats: ...
 
     def call(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
              meta: dict[str, Any], vals: list[Any]) -> Any: ...
@@ -189,8 +191,6 @@ class V8Runtime:
                   meta: dict[str, Any], vals_json: str) -> str:
         """`call` with the values as JSON text in and the result as JSON text out, so a
         caller that only forwards them (the V8 child process) never decodes them."""
-        from py_mini_racer import _exc
-
         with self.lock:
             mr = self._context()
             pieces = []
@@ -204,35 +204,7 @@ class V8Runtime:
             source = "".join(pieces)
             self.stats.v8_calls += 1
             self.stats.compiles += len(new_ids)
-            deferring = any(may_defer(d.source) for d in defs)
-            started = time.monotonic()
-            try:
-                text = mr.eval(source, timeout_sec=self.timeout_ms / 1000)
-            except _exc.JSTimeoutException:
-                self.stats.timeouts += 1
-                self._installed.update(new_ids)  # defs run before user code
-                self._settle(mr, started, deferring)
-                raise Interrupted("timeout", self._progress(mr)) from None
-            except _exc.JSOOMException:
-                self.stats.out_of_memory += 1
-                self.reset()
-                raise Interrupted("memory", None) from None
-            except _exc.MiniRacerBaseException as exc:
-                if _memory_exhausted(mr):
-                    self.stats.out_of_memory += 1
-                    self.reset()
-                    raise Interrupted("memory", None) from None
-                self._settle(mr, started, deferring)
-                raise RuntimeFailure(f"V8 call failed: {exc}") from exc
-            except BaseException:  # Preempted (see v8_child.py): V8 terminated the script
-                # Make sure V8 is idle before the next call comes: the signal may have
-                # landed before mini-racer could cancel the script.
-                try:
-                    self._settle(mr, started, True, PREEMPT_SETTLE_S)
-                except Interrupted:
-                    pass  # V8 abandoned (`poisoned`): the child exits after answering
-                raise
-            self._settle(mr, started, deferring)
+            text = self._eval(mr, source, new_ids, any(may_defer(d.source) for d in defs))
             self._installed.update(new_ids)
             self._calls_since_gc += 1
             if self._calls_since_gc >= self.gc_every:
@@ -243,6 +215,40 @@ class V8Runtime:
                 mr.low_memory_notification()
         if not isinstance(text, str):
             raise RuntimeFailure(f"V8 returned {type(text).__name__}, expected JSON text")
+        return text
+
+    def _eval(self, mr: Any, source: str, new_ids: list[str], deferring: bool) -> Any:
+        """Run one crossing's source within the limits, its promise jobs included."""
+        from py_mini_racer import _exc
+
+        started = time.monotonic()
+        try:
+            text = mr.eval(source, timeout_sec=self.timeout_ms / 1000)
+        except _exc.JSTimeoutException:
+            self.stats.timeouts += 1
+            self._installed.update(new_ids)  # defs run before user code
+            self._settle(mr, started, deferring)
+            raise Interrupted("timeout", self._progress(mr)) from None
+        except _exc.JSOOMException:
+            self.stats.out_of_memory += 1
+            self.reset()
+            raise Interrupted("memory", None) from None
+        except _exc.MiniRacerBaseException as exc:
+            if _memory_exhausted(mr):
+                self.stats.out_of_memory += 1
+                self.reset()
+                raise Interrupted("memory", None) from None
+            self._settle(mr, started, deferring)
+            raise RuntimeFailure(f"V8 call failed: {exc}") from exc
+        except BaseException:  # Preempted (see v8_child.py): V8 terminated the script
+            # Make sure V8 is idle before the next call comes: the signal may have
+            # landed before mini-racer could cancel the script.
+            try:
+                self._settle(mr, started, True, PREEMPT_SETTLE_S)
+            except Interrupted:
+                pass  # V8 abandoned (`poisoned`): the child exits after answering
+            raise
+        self._settle(mr, started, deferring)
         return text
 
     def _settle(self, mr: Any, started: float, deferring: bool, budget_s: float | None = None) -> None:
