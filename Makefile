@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,18 @@ run: $(STAMP)
 	$(BIN)/python examples/demo_project.py $(DEMO)
 	$(BIN)/aromcp-workflows --project-dir $(DEMO) run standards:fix --answers examples/answers/standards-fix.yaml
 
-## test: the whole test suite
-test: $(STAMP)
+## test: lint and types, then the whole test suite (what CI runs)
+test: lint
 	$(BIN)/python -m pytest
+
+## test-fast: the edit-loop tier — everything not marked slow (no server subprocesses), under a minute
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" -x -q
+
+## lint: ruff and mypy over the package and the tests
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 ## bench: the DESIGN.md §7 budgets (prints medians with same-run references)
 bench: $(STAMP)

@@ -1,29 +1,48 @@
-"""Live workflow instances: loaded once, locked one at a time, saved after every change.
+"""The instance layer: live instances, one transaction per change, the only place that commits.
 
-`InstanceRegistry` keeps a `LiveInstance` per workflow id: the `WorkflowRun`, its lock
-and the store version it was loaded at.  Every change made under the lock is saved with
-that version (compare-and-set), so a second server process writing the same instance is
-detected instead of overwritten.  The first use opens the store and the V8 engine, not
-the import: server start-up stays as fast as a bare MCP server.
+`InstanceRegistry.transact(workflow_id, change)` takes the instance's lock, applies
+`change` to the live run, performs the effects the run journalled (history events,
+checkpoints) and saves — all in one store write, compare-and-set on the version the run
+was loaded at.  Either all of it is stored or nothing is: when the save fails, the live
+copy is dropped, so memory never holds what disk does not.  A conflict (another server
+process wrote the instance first) is not the caller's problem: the instance is reloaded
+and `change` applied again, a bounded number of times with jitter.
+
+The first use opens the store and the V8 engine, not the import: server start-up stays as
+fast as a bare MCP server.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.definition.loader import WorkflowBundle
-from aromcp_workflows.interpreter import WorkflowRun
-from aromcp_workflows.store import ConflictError, HistoryEvent, InstanceRecord, Store, utc_now
+from aromcp_workflows.interpreter import Journal, WorkflowRun
+from aromcp_workflows.store import (
+    STATUSES,
+    Checkpoint,
+    ConflictError,
+    HistoryEvent,
+    InstanceRecord,
+    InstanceStatus,
+    InstanceSummary,
+    NotFoundError,
+    Store,
+    StoreError,
+    utc_now,
+)
 
+T = TypeVar("T")
 EngineFactory = Callable[[], Any]
-
-
-class ServiceError(Exception):
-    """A request the service refuses; the text says what was wrong and what to do."""
+CONFLICT_ATTEMPTS = 8  # reload-and-reapply rounds before a conflict is given up on
+CONFLICT_BACKOFF_S = 0.004  # jittered, doubling
 
 
 @dataclass
@@ -31,9 +50,7 @@ class LiveInstance:
     run: WorkflowRun
     record: InstanceRecord
     lock: threading.RLock = field(default_factory=threading.RLock)
-    broken: bool = False
     fingerprint: str = ""  # JSON of what was last saved, to skip saves that change nothing
-
 
 
 def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
@@ -41,18 +58,19 @@ def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
     data = run.to_json()
     threads = data.pop("threads")
     current = [t["pending"]["step_id"] for t in threads.values() if t.get("pending")]
+    status: InstanceStatus = run.status if run.status in STATUSES else "running"  # type: ignore[assignment]
     return InstanceRecord(
         workflow_id=run.workflow_id, workflow=base.workflow, project_dir=base.project_dir,
-        status=run.status if run.status in ("running", "waiting", "completed", "failed", "cancelled") else "running",
+        status=status,
         definition=base.definition, inputs=run.inputs, state=data, threads=threads,
         current_steps=current, error=run.error, version=base.version, created_at=base.created_at,
         updated_at=base.updated_at,
     )
 
 
-def events_of(run: WorkflowRun) -> list[HistoryEvent]:
-    return [HistoryEvent(kind=e["kind"], step_id=e["step_id"], task_id=e["task_id"], data=e["data"],
-                         timestamp=e["timestamp"]) for e in run.drain_events()]
+def history_events(journal: Journal) -> list[HistoryEvent]:
+    return [HistoryEvent(kind=e.kind, step_id=e.step_id, task_id=e.task_id, data=e.data, timestamp=e.timestamp)
+            for e in journal.events]
 
 
 def _encode(value: Any) -> str:
@@ -60,14 +78,24 @@ def _encode(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def _sub_agent_prompt() -> str | None:
+    try:
+        from aromcp_workflows.integrations.prompts import sub_agent_prompt
+
+        return sub_agent_prompt()
+    except Exception:  # a missing prompt file must not stop a workflow: the built-in text serves
+        return None
+
+
 class InstanceRegistry:
-    """Loads, caches, locks and saves instances for one server process."""
+    """Loads, caches, locks and commits instances for one server process."""
 
     def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory):
         self._store_factory = store_factory
         self._engine_factory = engine_factory
         self._store: Store | None = None
         self._engine: Any = None
+        self._prompt: str | None = None
         self._live: dict[str, LiveInstance] = {}
         self._guard = threading.Lock()
 
@@ -85,69 +113,145 @@ class InstanceRegistry:
             with self._guard:
                 if self._engine is None:
                     self._engine = self._engine_factory()
+                    self._prompt = _sub_agent_prompt()
         return self._engine
 
-    def create(self, run: WorkflowRun, bundle: WorkflowBundle) -> LiveInstance:
+    # -- creating and loading -----------------------------------------------------------------
+    def start(self, workflow_id: str, bundle: WorkflowBundle, project_dir: Any, inputs: dict[str, Any]) -> WorkflowRun:
+        """A new instance, committed before anyone can see it."""
+        run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self._prompt)
         base = InstanceRecord(workflow_id=run.workflow_id, workflow=bundle.main.name,
                               project_dir=str(run.project_dir), definition=bundle.snapshot(),
                               created_at=utc_now(), updated_at=utc_now())
         record = record_of(run, base)
-        record.version = self.store.create(record, events_of(run))
-        live = LiveInstance(run, record)
+        self._perform(record, run.take_journal(), lambda events: self.store.create(record, events))
         with self._guard:
-            self._live[run.workflow_id] = live
-        return live
+            self._live[run.workflow_id] = LiveInstance(run, record)
+        return run
 
-    def get(self, workflow_id: str) -> LiveInstance:
+    def _current(self, workflow_id: str) -> LiveInstance:
         """The live instance, reloaded when another server process saved a newer version."""
         with self._guard:
             live = self._live.get(workflow_id)
-        if live is not None and not live.broken:
+        if live is not None:
             with live.lock:
-                if self.store.version(workflow_id) == live.record.version:
+                if self._translate(lambda: self.store.version(workflow_id)) == live.record.version:
                     return live
-        return self.reload(workflow_id)
+        return self._reload(workflow_id)
 
-    def reload(self, workflow_id: str) -> LiveInstance:
-        """Read the instance from the store again (after a restart or a conflict)."""
-        record = self.store.load(workflow_id)
+    def _reload(self, workflow_id: str) -> LiveInstance:
+        record = self._translate(lambda: self.store.load(workflow_id))
         bundle = WorkflowBundle.from_snapshot(record.definition)
         run = WorkflowRun.from_json({**record.state, "threads": record.threads, "status": record.status,
-                                     "error": record.error}, bundle, self.engine)
+                                     "error": record.error}, bundle, self.engine, self._prompt)
         live = LiveInstance(run, record)
         with self._guard:
             self._live[workflow_id] = live
         return live
 
-    def commit(self, live: LiveInstance) -> None:
-        """Save the run (and its new history events) at the version it was loaded at.
-
-        Nothing is written when nothing changed (a step merely delivered again), so a
-        reader in another server process never turns into a writer's conflict."""
-        record = record_of(live.run, live.record)
-        events = events_of(live.run)
-        encoded = {"state": _encode(record.state), "threads": _encode(record.threads)}
-        fingerprint = f"{record.status}\x00{record.error}\x00{encoded['state']}\x00{encoded['threads']}"
-        if not events and fingerprint == live.fingerprint:
-            return
-        try:
-            record.version = self.store.save(record, live.record.version, events, encoded=encoded)
-        except ConflictError as exc:
-            live.broken = True
-            raise ServiceError(
-                f"Another server process (or a rollback) changed workflow {live.run.workflow_id} while this "
-                f"call was working on it (expected version {exc.expected_version}, found {exc.found_version}); "
-                "this call's change was not saved. Call workflow_get_next_step (or workflow_state_read) to see "
-                "where it stands now, then retry.") from None
-        live.record = record
-        live.fingerprint = fingerprint
-        reason, live.run.checkpoint_requested = live.run.checkpoint_requested, None
-        if reason:  # error_handling checkpoint_and_fail: keep the state as it was when it failed
-            self.store.add_checkpoint(record.workflow_id, None, reason, record.snapshot())
-
     def forget(self, workflow_id: str) -> None:
         with self._guard:
             self._live.pop(workflow_id, None)
 
-    def live_count(self) -> int:
-        return len(self._live)
+    # -- transactions --------------------------------------------------------------------------
+    def transact(self, workflow_id: str, change: Callable[[WorkflowRun], T]) -> T:
+        """Apply `change` and commit it, or change nothing; conflicts are retried inside."""
+        for attempt in range(CONFLICT_ATTEMPTS):
+            live = self._current(workflow_id)
+            with live.lock:
+                try:
+                    value = change(live.run)
+                    self._commit(live)
+                    return value
+                except ConflictError:
+                    self.forget(workflow_id)
+                except BaseException:
+                    self.forget(workflow_id)  # whatever `change` did in memory is dropped with it
+                    raise
+            time.sleep(random.uniform(0, CONFLICT_BACKOFF_S * (2 ** attempt)))
+        raise ServiceError(f"workflow {workflow_id} is being changed by other server processes so often that this "
+                           f"call could not be applied in {CONFLICT_ATTEMPTS} attempts; nothing was changed — "
+                           "retry the call")
+
+    def read(self, workflow_id: str, look: Callable[[WorkflowRun, InstanceRecord], T]) -> T:
+        """Look at an instance under its lock; nothing is written."""
+        live = self._current(workflow_id)
+        with live.lock:
+            return look(live.run, live.record)
+
+    def _commit(self, live: LiveInstance) -> None:
+        """Save the run, its journalled events and checkpoints at the version it was loaded at.
+
+        Nothing is written when nothing changed (a step merely delivered again), so a
+        reader in another server process never turns into a writer's conflict."""
+        record = record_of(live.run, live.record)
+        journal = live.run.take_journal()
+        encoded = {"state": _encode(record.state), "threads": _encode(record.threads)}
+        fingerprint = f"{record.status}\x00{record.error}\x00{encoded['state']}\x00{encoded['threads']}"
+        if not journal and fingerprint == live.fingerprint:
+            return
+        expected = live.record.version
+        self._perform(record, journal,
+                      lambda events: self.store.save(record, expected, events, encoded=encoded))
+        live.record, live.fingerprint = record, fingerprint
+
+    def _perform(self, record: InstanceRecord, journal: Journal, write: Callable[[list[HistoryEvent]], int]) -> None:
+        """The one place effects reach the store: the record with its events, then checkpoints."""
+        try:
+            record.version = write(history_events(journal))
+            for point in journal.checkpoints:
+                self.store.add_checkpoint(record.workflow_id, None, point.reason, record.snapshot())
+        except ConflictError:
+            raise
+        except StoreError as exc:
+            raise ServiceError(f"workflow {record.workflow_id}: the store could not save this change ({exc}); "
+                               "nothing of this call was kept — fix the store (disk space, permissions) and "
+                               "retry the call") from None
+
+    # -- the store, for the service ------------------------------------------------------------
+    def history(self, workflow_id: str, kinds: list[str] | None = None) -> list[HistoryEvent]:
+        return self._translate(lambda: self.store.history(workflow_id, kinds=kinds))
+
+    def add_checkpoint(self, workflow_id: str, step_id: str | None, reason: str) -> tuple[Checkpoint, str]:
+        """Keep the instance as committed now; returns the checkpoint and where it lives."""
+        live = self._current(workflow_id)
+        with live.lock:
+            point = self._translate(lambda: self.store.add_checkpoint(workflow_id, step_id, reason,
+                                                                      live.record.snapshot()))
+        return point, f"{self.store.path}#{workflow_id}/{point.checkpoint_id}"
+
+    def last_checkpoint(self, workflow_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        return self._translate(lambda: self.store.get_checkpoint(workflow_id, checkpoint_id))
+
+    def roll_back(self, workflow_id: str, checkpoint_id: str) -> None:
+        """Put the instance back as it was at a checkpoint (a commit like any other)."""
+        point = self.last_checkpoint(workflow_id, checkpoint_id)
+        if point is None:
+            raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}; "
+                               "workflow_resume without checkpoint_id resumes from where it stands")
+        live = self._current(workflow_id)
+        with live.lock:
+            snap = point.snapshot
+            record = InstanceRecord(**{**vars(live.record), "state": snap["state"], "threads": snap["threads"],
+                                       "status": snap["status"], "current_steps": snap.get("current_steps", []),
+                                       "error": snap.get("error")})
+            event = HistoryEvent(kind="rolled_back", data={"checkpoint_id": checkpoint_id})
+            self._translate(lambda: self.store.save(record, live.record.version, [event]))
+            self.forget(workflow_id)  # the next call loads the rolled-back instance
+
+    def exists(self, workflow_id: str) -> None:
+        self._translate(lambda: self.store.load(workflow_id))
+
+    def list_instances(self, project_dir: str) -> list[InstanceSummary]:
+        return self._translate(lambda: self.store.list_instances(project_dir=project_dir))
+
+    @staticmethod
+    def _translate(action: Callable[[], T]) -> T:
+        try:
+            return action()
+        except ConflictError as exc:
+            raise ServiceError(f"the instance changed while this call worked on it ({exc}); retry the call") from None
+        except NotFoundError:
+            raise
+        except StoreError as exc:
+            raise ServiceError(f"workflow store error: {exc}") from None

@@ -8,7 +8,6 @@ caller what was wrong and what to do.  Every change is saved before the method r
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -16,7 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app.instances import InstanceRegistry, LiveInstance, ServiceError
+from aromcp_workflows.app.driver import Driver
+from aromcp_workflows.app.errors import ServiceError
+from aromcp_workflows.app.instances import InstanceRegistry
+from aromcp_workflows.app.shell import ProgressCallback
 from aromcp_workflows.definition import (
     DefinitionError,
     WorkflowLoader,
@@ -25,10 +27,8 @@ from aromcp_workflows.definition import (
     load_valid_bundle,
 )
 from aromcp_workflows.interpreter import InputError, RunError, WorkflowRun
-from aromcp_workflows.interpreter.driver import Driver, Holder
-from aromcp_workflows.interpreter.shell import ProgressCallback
 from aromcp_workflows.state import StateError, Update
-from aromcp_workflows.store import HistoryEvent, NotFoundError, StoreError, open_store
+from aromcp_workflows.store import NotFoundError, StoreError, open_store
 
 __all__ = ["ServiceError", "WorkflowService"]
 
@@ -109,21 +109,18 @@ class WorkflowService:
     def start(self, workflow: str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
         bundle = self._guard(lambda: load_valid_bundle(workflow, self.loader))
         workflow_id = f"wf_{uuid.uuid4().hex[:12]}"
-        run = self._guard(lambda: WorkflowRun.start(workflow_id, bundle, self.instances.engine,
-                                                     self.project_dir, inputs or {}))
-        self.instances.create(run, bundle)
-        return {"workflow_id": workflow_id, "status": run.status, "state": self._flat(run, "main")}
+        run = self._guard(lambda: self.instances.start(workflow_id, bundle, self.project_dir, inputs or {}))
+        return {"workflow_id": workflow_id, "status": run.status, "state": run.states["main"].flattened()}
 
     def next_step(self, workflow_id: str, task_id: str | None = None,
                   sub_agent_context: dict[str, Any] | None = None,
                   progress: ProgressCallback | None = None) -> dict[str, Any]:
         task_id = task_id or (sub_agent_context or {}).get("task_id")
-        live = self._live(workflow_id)
-        answer = self._guard(lambda: self._driver(live).next_step(task_id, progress))
+        answer = self._guard(lambda: self._driver(workflow_id).next_step(task_id, progress))
         result = {"workflow_id": workflow_id, "status": answer.status, "step": answer.step,
                   "messages": answer.messages}
         if answer.error:
-            result["error"] = self._masker(live).mask_text(answer.error)
+            result["error"] = self._masker(workflow_id).mask_text(answer.error)
         return result
 
     def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
@@ -131,8 +128,8 @@ class WorkflowService:
                       progress: ProgressCallback | None = None) -> dict[str, Any]:
         if status not in ("success", "failed"):
             raise ServiceError(f"status must be 'success' or 'failed', not {status!r}")
-        live = self._live(workflow_id)
-        answer = self._guard(lambda: self._driver(live).complete(task_id, step_id, status, result, error, progress))
+        driver = self._driver(workflow_id)
+        answer = self._guard(lambda: driver.complete(task_id, step_id, status, result, error, progress))
         reply = {"success": answer.success, "status": answer.status, "messages": answer.messages,
                  "next_step": answer.next_step}
         if answer.error:
@@ -141,131 +138,85 @@ class WorkflowService:
 
     def state_read(self, workflow_id: str, paths: list[str] | None = None,
                    task_id: str | None = None) -> dict[str, Any]:
-        live = self._live(workflow_id)
-        with live.lock:
-            key = self._state_key(live, task_id)
-            store = live.run.states[key]
-            if paths:
-                return {"state": self._guard(lambda: store.read(paths))}
-            return {"state": store.flattened()}
+        def look(run: WorkflowRun, _record: Any) -> dict[str, Any]:
+            store = run.state_for(task_id)
+            return {"state": store.read(paths) if paths else store.flattened()}
+
+        return self._guard(lambda: self.instances.read(workflow_id, look))
 
     def state_update(self, workflow_id: str, updates: list[dict[str, Any]],
                      task_id: str | None = None) -> dict[str, Any]:
         if not updates:
             raise ServiceError("updates is empty: give at least one {path, value, operation?}")
-        live = self._live(workflow_id)
-        with live.lock:
-            key = self._state_key(live, task_id)
-            store = live.run.states[key]
-            batch = []
-            for index, item in enumerate(updates):
-                if "path" not in item:
-                    raise ServiceError(f"updates[{index}] has no `path` (e.g. raw.files)")
-                batch.append(Update(path=item["path"], operation=item.get("operation") or "set",
-                                    value=item.get("value")))
-            result = self._guard(lambda: store.apply(batch, trigger="workflow_state_update"))
-            live.run.collect_traces(store, "workflow_state_update")
-            live.run.record("state_changed", None, task_id, {"paths": result.changed_paths,
-                                                             "computed_changed": sorted(result.computed_changed),
-                                                             "by": "agent"})
-            self.instances.commit(live)
+        batch = []
+        for index, item in enumerate(updates):
+            if not isinstance(item, dict) or "path" not in item:
+                raise ServiceError(f"updates[{index}] has no `path` (e.g. raw.files)")
+            batch.append(Update(path=item["path"], operation=item.get("operation") or "set", value=item.get("value")))
+        result = self._guard(lambda: self.instances.transact(workflow_id, lambda run: run.agent_update(task_id, batch)))
         return {"success": True, "updated": result.changed_paths, "computed_changed": result.computed_changed}
 
     def state_dependencies(self, workflow_id: str, field: str) -> dict[str, Any]:
-        live = self._live(workflow_id)
-        with live.lock:
-            return self._guard(lambda: live.run.states["main"].dependencies(field))
+        return self._guard(lambda: self.instances.read(workflow_id,
+                                                       lambda run, _: run.states["main"].dependencies(field)))
 
     def checkpoint(self, workflow_id: str, reason: str = "", step_id: str | None = None) -> dict[str, Any]:
-        live = self._live(workflow_id)
-        with live.lock:
-            snapshot = live.record.snapshot()
-            point = self.instances.store.add_checkpoint(workflow_id, step_id, reason, snapshot)
-        return {"checkpoint_id": point.checkpoint_id,
-                "state_path": f"{self.instances.store.path}#{workflow_id}/{point.checkpoint_id}"}
+        point, where = self._guard(lambda: self.instances.add_checkpoint(workflow_id, step_id, reason))
+        return {"checkpoint_id": point.checkpoint_id, "state_path": where}
 
     def resume(self, workflow_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-        store = self.instances.store
-        self._guard(lambda: store.load(workflow_id))
+        self._guard(lambda: self.instances.exists(workflow_id))
         if checkpoint_id is not None:
-            self._roll_back(workflow_id, checkpoint_id)
+            self._guard(lambda: self.instances.roll_back(workflow_id, checkpoint_id))
         self.instances.forget(workflow_id)
-        live = self._live(workflow_id)
-        last = store.get_checkpoint(workflow_id)
-        with live.lock:
-            return {"workflow_id": workflow_id, "status": live.run.status, "state": self._flat(live.run, "main"),
-                    "last_checkpoint": None if last is None else {
-                        "checkpoint_id": last.checkpoint_id, "step_id": last.step_id, "reason": last.reason,
-                        "timestamp": last.created_at}}
-
-    def _roll_back(self, workflow_id: str, checkpoint_id: str) -> None:
-        store = self.instances.store
-        point = store.get_checkpoint(workflow_id, checkpoint_id)
-        if point is None:
-            raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}; "
-                               "workflow_resume without checkpoint_id resumes from where it stands")
-        live = self._live(workflow_id)
-        with live.lock:
-            snap = point.snapshot
-            record = dataclasses.replace(live.record, state=snap["state"], threads=snap["threads"],
-                                         status=snap["status"], current_steps=snap.get("current_steps", []),
-                                         error=snap.get("error"))
-            store.save(record, live.record.version, [HistoryEvent(kind="rolled_back",
-                                                                  data={"checkpoint_id": checkpoint_id})])
-            live.broken = True  # a call still holding this instance must not save over the rollback
+        self._guard(lambda: self.instances.transact(workflow_id, _retry_if_asked))
+        last = self._guard(lambda: self.instances.last_checkpoint(workflow_id))
+        status, state = self._guard(lambda: self.instances.read(
+            workflow_id, lambda run, _: (run.status, run.states["main"].flattened())))
+        return {"workflow_id": workflow_id, "status": status, "state": state,
+                "last_checkpoint": None if last is None else {
+                    "checkpoint_id": last.checkpoint_id, "step_id": last.step_id, "reason": last.reason,
+                    "timestamp": last.created_at}}
 
     def complete(self, workflow_id: str, status: str = "success") -> dict[str, Any]:
         mapping = {"success": "completed", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
         if status not in mapping:
             raise ServiceError(f"status must be one of success, failed, cancelled (got {status!r})")
-        live = self._live(workflow_id)
-        with live.lock:
-            run = live.run
-            if run.status not in ("completed", "failed", "cancelled"):
+
+        def finish(run: WorkflowRun) -> dict[str, Any]:
+            if not run.finished:
                 run.cancel(mapping[status])
-                self.instances.commit(live)
-            return {"success": True, "final_state": self._flat(run, "main")}
+            return {"success": True, "final_state": run.states["main"].flattened()}
+
+        return self._guard(lambda: self.instances.transact(workflow_id, finish))
 
     def status(self, workflow_id: str | None = None) -> dict[str, Any]:
         if workflow_id is None:
             now = datetime.now(UTC)
             rows = []
-            for item in self.instances.store.list_instances(project_dir=str(self.project_dir)):
+            for item in self._guard(lambda: self.instances.list_instances(str(self.project_dir))):
                 age = (now - datetime.fromisoformat(item.created_at)).total_seconds()
                 rows.append({"workflow_id": item.workflow_id, "workflow": item.workflow, "status": item.status,
                              "current_steps": item.current_steps, "age_seconds": round(age, 1),
                              "updated_at": item.updated_at, "error": item.error})
             return {"instances": rows}
-        live = self._live(workflow_id)
-        with live.lock:
-            run = live.run
-            tasks = [t for tid, t in run.threads.items() if tid != "main"]
-            progress = {"tasks_total": len(tasks),
-                        "tasks_completed": sum(t.status == "completed" for t in tasks),
-                        "tasks_failed": sum(t.status == "failed" for t in tasks),
-                        "tasks_running": sum(t.status == "running" for t in tasks)}
-            result = {"workflow_id": workflow_id, "workflow": live.record.workflow, "status": run.status,
-                      "current_steps": list(live.record.current_steps), "progress": progress}
-            if run.error:
-                result["error"] = self._masker(live).mask_text(run.error)
-            return result
+        return self._guard(lambda: self.instances.read(workflow_id, _instance_status))
 
     # -- seeing inside ----------------------------------------------------------------
     def trace_transformations(self, workflow_id: str, field: str | None = None,
                               include_timing: bool = False) -> dict[str, Any]:
         from aromcp_workflows.explain.inspect import transform_traces
 
-        live = self._live(workflow_id)
-        events = self.instances.store.history(workflow_id, kinds=["transform_trace"])
-        return {"traces": transform_traces(events, field, include_timing, self._masker(live))}
+        masker = self._masker(workflow_id)
+        events = self._guard(lambda: self.instances.history(workflow_id, kinds=["transform_trace"]))
+        return {"traces": transform_traces(events, field, include_timing, masker)}
 
     def debug_info(self, workflow_id: str) -> dict[str, Any]:
         from aromcp_workflows.explain.inspect import debug_info
 
-        live = self._live(workflow_id)
-        events = self.instances.store.history(workflow_id)
-        with live.lock:
-            return debug_info(live.run, events, self._masker(live))
+        masker = self._masker(workflow_id)
+        events = self._guard(lambda: self.instances.history(workflow_id))
+        return self._guard(lambda: self.instances.read(workflow_id, lambda run, _: debug_info(run, events, masker)))
 
     def test_transformation(self, transform: str, input: Any = None,
                             context: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -286,37 +237,16 @@ class WorkflowService:
         bundle = self._guard(lambda: load_valid_bundle(workflow, self.loader))
         return self._guard(lambda: explain_plan(bundle, inputs or {}, self.instances.engine))
 
-    def _masker(self, live: LiveInstance) -> Any:
-        from aromcp_workflows.masking import Masker, secret_values
-
-        with live.lock:
-            run = live.run
-            return Masker(secret_values(run.inputs, *(s.flattened() for s in run.states.values())))
+    def _masker(self, workflow_id: str) -> Any:
+        return self._guard(lambda: self.instances.read(workflow_id, lambda run, _: run.masker()))
 
     # -- helpers --------------------------------------------------------------------
-    def _live(self, workflow_id: str) -> LiveInstance:
-        return self._guard(lambda: self.instances.get(workflow_id))
+    def _driver(self, workflow_id: str) -> Driver:
+        """A driver whose every locked stretch is one transaction of the instance layer."""
+        def transact(change: Callable[[WorkflowRun], Any]) -> Any:
+            return self.instances.transact(workflow_id, change)
 
-    def _driver(self, live: LiveInstance) -> Driver:
-        """A driver that takes the instance afresh (reloaded if another server saved) at every
-        locked stretch, so a shell command's result is applied to the current instance."""
-        workflow_id = live.run.workflow_id
-        first = [live]
-
-        def provide() -> Holder:
-            current = first.pop() if first else self._live(workflow_id)
-            return Holder(current.run, current.lock, lambda: self.instances.commit(current))
-
-        return Driver(provider=provide)
-
-    def _state_key(self, live: LiveInstance, task_id: str | None) -> str:
-        if task_id is None:
-            return "main"
-        thread = self._guard(lambda: live.run.thread(task_id))
-        return thread.frames[-1].state_key if thread.frames else "main"
-
-    def _flat(self, run: WorkflowRun, key: str) -> dict[str, Any]:
-        return run.states[key].flattened()
+        return Driver(transact=transact)
 
     def _guard(self, action: Callable[[], Any]) -> Any:
         """Turn every expected failure into a `ServiceError` with an actionable message."""
@@ -332,3 +262,22 @@ class WorkflowService:
             raise ServiceError(str(exc)) from None
         except StoreError as exc:
             raise ServiceError(f"workflow store error: {exc}") from None
+
+
+def _retry_if_asked(run: WorkflowRun) -> bool:
+    """The workflow's `on_resume.retry_failed_steps` (the seed's default: on) puts a failed
+    instance back at the step that failed."""
+    return run.bundle.main.definition.on_resume.retry_failed_steps and run.retry_failed()
+
+
+def _instance_status(run: WorkflowRun, record: Any) -> dict[str, Any]:
+    tasks = [t for tid, t in run.threads.items() if tid != "main"]
+    progress = {"tasks_total": len(tasks),
+                "tasks_completed": sum(t.status == "completed" for t in tasks),
+                "tasks_failed": sum(t.status == "failed" for t in tasks),
+                "tasks_running": sum(t.status == "running" for t in tasks)}
+    result = {"workflow_id": run.workflow_id, "workflow": record.workflow, "status": run.status,
+              "current_steps": list(record.current_steps), "progress": progress}
+    if run.error:
+        result["error"] = run.masker().mask_text(run.error)
+    return result

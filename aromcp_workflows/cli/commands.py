@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from aromcp_workflows.app.instances import ServiceError
+    from aromcp_workflows.app.service import ServiceError
 
     service = _service(args)
     try:
@@ -178,7 +178,7 @@ def _pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpar
 
 def _call(action: Any) -> Any:
     """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
-    from aromcp_workflows.app.instances import ServiceError
+    from aromcp_workflows.app.service import ServiceError
     from aromcp_workflows.interpreter import InputError
 
     try:

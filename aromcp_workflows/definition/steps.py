@@ -183,6 +183,8 @@ class WhileStep(StepBase):
     type: Literal["while"]
     condition: Template
     max_iterations: int = Field(default=100, ge=1, le=MAX_ITERATIONS_LIMIT)
+    # reaching max_iterations with the condition still true fails the step, unless `continue`
+    on_max_iterations: Literal["fail", "continue"] = "fail"
     body: list[Step]
 
 

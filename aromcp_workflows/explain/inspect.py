@@ -83,7 +83,9 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
     """One entry per step run: started (delivered) and completed times, final status.
 
     Agent steps open at `step_delivered` and close at `step_completed`; shell commands at
-    `step_started`; a `when` guard that was false gives a `skipped` entry; a server-side
+    `step_started`; a `user_message` gives one entry with its text; every `conditional`
+    and `while` check gives one entry with the condition's value and the branch taken
+    (`then`/`else`, `iterate`/`exit`); a `when` guard that was false gives a `skipped` entry; a server-side
     step that only changed state (`state_update`) gives one entry at its `state_changed`;
     `step_error` and `error` mark the step `failed` with the message."""
     types = types or {}
@@ -113,6 +115,13 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
             entry.update(completed_at=event.timestamp, status=event.data.get("status", "success"))
             if "duration_ms" in event.data:
                 entry["duration_ms"] = event.data["duration_ms"]
+        elif event.kind == "message_shown":
+            add(key, {**base, "type": "user_message", "started_at": event.timestamp,
+                      "completed_at": event.timestamp, "status": "success", "message": event.data.get("message")})
+        elif event.kind == "condition_checked":
+            add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success",
+                      "condition": event.data.get("condition"), "value": event.data.get("value"),
+                      "branch": event.data.get("branch")})
         elif event.kind == "step_skipped":
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp,
                       "status": "skipped", "reason": f"when {event.data.get('when')} was false"})

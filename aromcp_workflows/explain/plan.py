@@ -25,7 +25,7 @@ from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.explain.estimate import Write, estimate
 from aromcp_workflows.interpreter.compiler import listing, programs_for
 from aromcp_workflows.interpreter.inputs import check_inputs
-from aromcp_workflows.interpreter.outcomes import computed_specs
+from aromcp_workflows.interpreter.machine import computed_specs
 from aromcp_workflows.state import StateStore
 
 _SERVER = frozenset({"shell_command", "state_update", "conditional", "while", "foreach", "break", "continue",

@@ -1,7 +1,7 @@
 """JavaScript expressions for workflows: V8 engine, `{{ }}` templates, free-name analysis.
 
 Public API: `ExpressionEngine`, `ExpressionError`, `MISSING` (JS undefined).  See
-docs/internals.md and docs/expressions-and-state.md.  Importing this package does not
+docs/architecture.md and docs/expressions-and-state.md.  Importing this package does not
 import mini-racer; V8 starts on first use.
 """
 

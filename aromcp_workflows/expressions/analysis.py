@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .lexer import Token, iter_tokens, tokenize
+from .lexer import Token, tokenize
 
 # Words that are never a reference to an outside value.  Contextual keywords (`of`,
 # `async`, `get`, `set`, `let`, ...) are included: treating them as parameters would break
@@ -199,8 +199,3 @@ def analyse(src: str) -> Reads:
         globals_used=frozenset(globals_used),
         bound=frozenset(bound),
     )
-
-
-def all_names(src: str) -> set[str]:
-    """Every identifier token in `src` (debugging aid and tests)."""
-    return {t.text for t in iter_tokens(tokenize(src)) if t.kind == "name"}

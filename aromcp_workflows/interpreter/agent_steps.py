@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 
-from aromcp_workflows.interpreter.shell import OutputFormatError, parse_output
+from aromcp_workflows.interpreter.output import OutputFormatError, parse_output
 
 AGENT_TYPES = frozenset({"agent_shell_command", "mcp_call", "user_input", "agent_prompt", "apply_hints"})
 
@@ -103,9 +103,9 @@ def accept_result(step: Any, result: Any) -> Accepted | Rejected:
     """Parse and validate an agent's reported result for `step`."""
     kind = step.type
     if kind == "agent_shell_command":
-        text = result.get("stdout", "") if isinstance(result, dict) else result
+        text = result["stdout"] if isinstance(result, dict) and "stdout" in result else result
         if not isinstance(text, str):
-            return Accepted(text)  # already structured (e.g. JSON the agent parsed itself)
+            return Accepted(text)  # already structured (e.g. an object the agent parsed itself)
         try:
             return Accepted(parse_output(text, step.output_format))
         except OutputFormatError as exc:

@@ -86,15 +86,18 @@ class _Compiler:
             self.patch(test, target=len(self.code))
 
     def loop(self, step: WhileStep | ForeachStep, qid: str, loops: list[_Loop]) -> None:
-        is_while = isinstance(step, WhileStep)
-        kind = "while" if is_while else "foreach"
         self.loops[qid] = qid
-        self.emit(LoopEnter(qid, qid, kind, None if is_while else step.items,
-                            step.max_iterations if is_while else 0))
-        top = self.emit(LoopNext(qid, qid, kind, step.condition if is_while else None,
-                                 max_iterations=step.max_iterations if is_while else 0))
+        if isinstance(step, WhileStep):
+            self.emit(LoopEnter(qid, qid, "while", None, step.max_iterations))
+            top = self.emit(LoopNext(qid, qid, "while", step.condition, max_iterations=step.max_iterations,
+                                     on_max_iterations=step.on_max_iterations))
+            body = step.body
+        else:
+            self.emit(LoopEnter(qid, qid, "foreach", step.items, 0))
+            top = self.emit(LoopNext(qid, qid, "foreach", None))
+            body = step.steps
         frame = _Loop(qid, top)
-        self.steps(step.body if is_while else step.steps, f"{qid}.", [*loops, frame])
+        self.steps(body, f"{qid}.", [*loops, frame])
         self.emit(Jump(qid, top))
         end = len(self.code)
         self.patch(top, exit_target=end)

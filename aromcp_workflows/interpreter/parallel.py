@@ -4,165 +4,180 @@ Items are evaluated once when the step starts; each becomes a task thread with i
 `task_id` and context.  The orchestrator receives batches of at most `max_parallel`
 tasks; completing a batch before its tasks are finished answers with a `wait` step.  The
 instruction's `pc` stays on the `parallel_foreach` until every batch is done, so a
-restart simply re-delivers whatever is still open.
+restart simply re-delivers whatever is still open.  Under `on_sub_agent_error: fail_all`
+the first failed task stops the fan-out at once: no further task is handed out, the
+others are cancelled, and the workflow fails.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from aromcp_workflows.interpreter.outcomes import Completion
-from aromcp_workflows.interpreter.steps_exec import StepFailed
+from aromcp_workflows.interpreter.effects import Answer, Completion
+from aromcp_workflows.interpreter.failures import Fail, fail
+from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed
 from aromcp_workflows.interpreter.thread import Frame, Pending, Thread
 
-if TYPE_CHECKING:
-    from aromcp_workflows.interpreter.run import WorkflowRun
-
 WAIT_RETRY_MS = 2000
-_DEFAULT_SUB_AGENT_PROMPT = (
-    "You are a workflow sub-agent for workflow {workflow_id}, task {task_id}. Call "
-    "workflow_get_next_step(workflow_id, task_id), do exactly what the step says, report it "
-    "with workflow_step_complete(workflow_id, step_id, result, task_id) and continue with the "
-    "next_step in that answer until it is null. Never decide control flow yourself."
-)
 
 
-def sub_agent_prompt_text(workflow_id: str) -> str:
-    try:
-        from aromcp_workflows.integrations.prompts import sub_agent_prompt
+def run_parallel(ctx: Ctx, step: Any, step_id: str) -> Answer | Fail | None:
+    group = ctx.m.groups.get(step_id)
+    if group is None:
+        group = create_group(ctx, step, step_id)
+    if group["queue"]:
+        return deliver_batch(ctx, group, step)
+    return finalize_group(ctx, step, group)
 
-        return sub_agent_prompt(workflow_id=workflow_id)
-    except Exception:
-        return _DEFAULT_SUB_AGENT_PROMPT.replace("{workflow_id}", workflow_id)
+
+def create_group(ctx: Ctx, step: Any, step_id: str) -> dict[str, Any]:
+    m, frame = ctx.m, ctx.frame
+    items = ctx.render(step.items, f"items of step {step_id}")
+    if isinstance(items, dict):
+        items = list(items.values())
+    if not isinstance(items, list):
+        raise StepFailed(f"parallel_foreach {step_id}: items must be a list, got {type(items).__name__}")
+    task = m.bundle.get(frame.workflow).sub_agent_tasks[step.sub_agent_task]
+    task_ids = []
+    for index, item in enumerate(items):
+        number = m.counters.get(step.sub_agent_task, 0)
+        m.counters[step.sub_agent_task] = number + 1
+        task_id = f"{step.sub_agent_task}_{number}"
+        m.threads[task_id] = Thread(
+            task_id, [Frame(frame.workflow, f"task:{step.sub_agent_task}", frame.state_key, f"{task_id}.")],
+            status="pending", context=task_context(ctx, task, task_id, item, index), group=step_id)
+        task_ids.append(task_id)
+    group = {"step_id": step_id, "task_ids": task_ids, "queue": list(task_ids), "round": 0,
+             "owner": ctx.thread.thread_id, "fail_all": step.on_sub_agent_error.strategy == "fail_all"}
+    m.groups[step_id] = group
+    ctx.record("tasks_created", step_id, {"task_ids": task_ids, "count": len(items)})
+    return group
 
 
-class ParallelSteps:
-    def run_parallel(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, step_id: str) -> Any:
-        group = self.groups.get(step_id)
-        if group is None:
-            group = self.create_group(thread, frame, step, step_id)
-        if group["queue"]:
-            return self.deliver_batch(thread, group, step)
-        return self.finalize_group(thread, frame, step, group)
+def task_context(ctx: Ctx, task: Any, task_id: str, item: Any, index: int) -> dict[str, Any]:
+    """What a task's steps can read: `item`, `index`, `task` (its inputs, defaults rendered
+    over the item, and `task_id`), each input by its bare name, and `context` — the seed
+    design's name for what the sub-agent was given (inputs, task_id, workflow_id, item)."""
+    defaults = {name: spec.default for name, spec in task.inputs.items()}
+    rendered = ctx.render({"inputs": defaults, "local": task.default_state}, f"inputs of task {task_id}",
+                          {"item": item, "index": index})
+    inputs = rendered["inputs"] or {}
+    context: dict[str, Any] = dict(rendered["local"] or {})
+    context.update(inputs)  # the seed's `{{ batch_id }}`: a task's inputs are names in its steps
+    seen = {**inputs, "task_id": task_id, "workflow_id": ctx.m.workflow_id, "item": item, "index": index}
+    context.update(item=item, index=index, task={**inputs, "task_id": task_id}, context=seen)
+    return context
 
-    def create_group(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, step_id: str) -> dict[str, Any]:
-        items = self.render(thread, frame, step.items, f"items of step {step_id}")
-        if isinstance(items, dict):
-            items = list(items.values())
-        if not isinstance(items, list):
-            raise StepFailed(f"parallel_foreach {step_id}: items must be a list, got {type(items).__name__}")
-        task = self.bundle.get(frame.workflow).sub_agent_tasks[step.sub_agent_task]
-        task_ids = []
-        for index, item in enumerate(items):
-            number = self.counters.get(step.sub_agent_task, 0)
-            self.counters[step.sub_agent_task] = number + 1
-            task_id = f"{step.sub_agent_task}_{number}"
-            context = self.task_context(thread, frame, task, task_id, item, index, step_id)
-            self.threads[task_id] = Thread(
-                task_id, [Frame(frame.workflow, f"task:{step.sub_agent_task}", frame.state_key, f"{task_id}.")],
-                status="pending", context=context, group=step_id)
-            task_ids.append(task_id)
-        group = {"step_id": step_id, "task_ids": task_ids, "queue": list(task_ids), "round": 0}
-        self.groups[step_id] = group
-        self.record("tasks_created", step_id, self.task_of(thread), {"task_ids": task_ids, "count": len(items)})
-        return group
 
-    def task_context(self: WorkflowRun, thread: Thread, frame: Frame, task: Any, task_id: str, item: Any,
-                     index: int, step_id: str) -> dict[str, Any]:
-        """`item`, `index` and `task` (inputs with defaults rendered over the item, `task_id`)."""
-        defaults = {name: spec.default for name, spec in task.inputs.items()}
-        extra = {"item": item, "index": index}
-        rendered = self.render(thread, frame, {"inputs": defaults, "local": task.default_state},
-                               f"inputs of task {task_id}", extra)
-        context: dict[str, Any] = dict(rendered["local"] or {})
-        context.update(item=item, index=index, task={**(rendered["inputs"] or {}), "task_id": task_id})
-        return context
+def deliver_batch(ctx: Ctx, group: dict[str, Any], step: Any) -> Answer:
+    thread = ctx.thread
+    batch, group["queue"] = group["queue"][: step.max_parallel], group["queue"][step.max_parallel:]
+    group["round"] += 1
+    step_id = group["step_id"] if group["round"] == 1 else f"{group['step_id']}.batch{group['round']}"
+    thread.pending = Pending(step_id, "parallel", messages=thread.outbox,
+                             data={"group": group["step_id"], "task_ids": batch})
+    thread.outbox = []
+    ctx.record("step_delivered", step_id, {"type": "parallel_tasks", "task_ids": batch})
+    return ctx.m.answer(thread, parallel_step(ctx))
 
-    def deliver_batch(self: WorkflowRun, thread: Thread, group: dict[str, Any], step: Any) -> Any:
-        batch, group["queue"] = group["queue"][: step.max_parallel], group["queue"][step.max_parallel:]
-        group["round"] += 1
-        step_id = group["step_id"] if group["round"] == 1 else f"{group['step_id']}.batch{group['round']}"
-        thread.pending = Pending(step_id, "parallel", messages=thread.outbox,
-                                 data={"group": group["step_id"], "task_ids": batch})
-        thread.outbox = []
-        self.record("step_delivered", step_id, self.task_of(thread), {"type": "parallel_tasks", "task_ids": batch})
-        return self.pending_answer(thread)
 
-    def parallel_step(self: WorkflowRun, thread: Thread) -> dict[str, Any]:
-        """The `parallel_tasks` step, listing only the tasks of the batch not yet finished."""
-        pending = thread.pending
-        assert pending is not None
-        frame = thread.frames[-1]
-        step = self.programs(frame.workflow)[frame.program].instructions[frame.pc].step
-        open_ids = [t for t in pending.data["task_ids"] if not self.threads[t].done]
-        tasks = [{"task_id": t, "status": self.threads[t].status,
-                  "context": self.public_context(self.threads[t])} for t in open_ids]
-        prompt = step.sub_agent_prompt_override or sub_agent_prompt_text(self.workflow_id)
-        if tasks:
-            text = (f"Start one sub-agent per task below, all at once, each with `sub_agent_prompt` "
-                    f"(its {{task_id}} replaced by the task's task_id) and workflow_id {self.workflow_id}. "
-                    "When all of them have finished, complete this step.")
-        else:
-            text = "Every task of this batch has finished; complete this step."
-        return {"id": pending.step_id, "type": "parallel_tasks", "instructions": text,
-                "definition": {"tasks": tasks, "sub_agent_prompt": prompt, "max_parallel": step.max_parallel}}
+def parallel_step(ctx: Ctx) -> dict[str, Any]:
+    """The `parallel_tasks` step, listing only the tasks of the batch not yet finished."""
+    m, pending = ctx.m, ctx.thread.pending
+    assert pending is not None
+    step = m.step_at(ctx.frame)
+    open_ids = [t for t in pending.data["task_ids"] if not m.threads[t].done]
+    tasks = [{"task_id": t, "status": m.threads[t].status, "context": public_context(m, m.threads[t])}
+             for t in open_ids]
+    prompt = m.sub_agent_prompt
+    if step.sub_agent_prompt_override:
+        prompt = str(ctx.render(step.sub_agent_prompt_override, f"sub_agent_prompt_override of {pending.step_id}"))
+    if tasks:
+        text = (f"Start one sub-agent per task below, all at once, each with `sub_agent_prompt` "
+                f"(its {{task_id}} replaced by the task's task_id) and workflow_id {m.workflow_id}. "
+                "When all of them have finished, complete this step.")
+    else:
+        text = "Every task of this batch has finished; complete this step."
+    return {"id": pending.step_id, "type": "parallel_tasks", "instructions": text,
+            "definition": {"tasks": tasks, "sub_agent_prompt": prompt, "max_parallel": step.max_parallel}}
 
-    def public_context(self: WorkflowRun, task: Thread) -> dict[str, Any]:
-        return {"workflow_id": self.workflow_id, "task_id": task.thread_id, "item": task.context.get("item"),
-                "index": task.context.get("index"), "inputs": {k: v for k, v in task.context.get("task", {}).items()
-                                                                 if k != "task_id"}}
 
-    def is_wait_of(self, pending: Pending, step_id: str) -> bool:
-        return pending.kind == "parallel" and step_id == f"{pending.step_id}.wait"
+def public_context(m: Machine, task: Thread) -> dict[str, Any]:
+    inputs = {k: v for k, v in task.context.get("task", {}).items() if k != "task_id"}
+    return {"workflow_id": m.workflow_id, "task_id": task.thread_id, "item": task.context.get("item"),
+            "index": task.context.get("index"), "inputs": inputs}
 
-    def complete_parallel(self: WorkflowRun, thread: Thread, pending: Pending) -> Completion:
-        frame = thread.frames[-1]
-        step = self.programs(frame.workflow)[frame.program].instructions[frame.pc].step
-        unfinished = [t for t in pending.data["task_ids"] if not self.threads[t].done]
-        if unfinished and step.wait_for_all:
-            wait = {"id": f"{pending.step_id}.wait", "type": "wait",
-                    "instructions": (f"{len(unfinished)} task(s) have not finished: {', '.join(unfinished)}. "
-                                     f"Wait for their sub-agents to finish, then complete step {pending.step_id} again."),
-                    "definition": {"reason": "sub-agent tasks still running", "task_ids": unfinished,
-                                   "retry_after_ms": WAIT_RETRY_MS}}
-            return Completion(False, f"tasks not finished yet: {', '.join(unfinished)}", wait, advance=False)
-        thread.pending = None
-        thread.remember_completed(pending.step_id)
-        thread.remember_completed(f"{pending.step_id}.wait")
-        self.record("step_completed", pending.step_id, self.task_of(thread), {"type": "parallel_tasks",
-                                                                               "status": "success"})
-        return Completion(True)
 
-    def finalize_group(self: WorkflowRun, thread: Thread, frame: Frame, step: Any, group: dict[str, Any]) -> Any:
-        policy = step.on_sub_agent_error
-        failed = [t for t in group["task_ids"] if self.threads[t].status == "failed"]
-        if failed and step.wait_for_all and policy.strategy == "retry_failed":
-            retry = [t for t in failed if self.threads[t].retries < policy.max_retries]
-            if retry:
-                for task_id in retry:
-                    self.reset_task(task_id, frame, step)
-                group["queue"] = retry
-                self.record("tasks_retried", group["step_id"], self.task_of(thread), {"task_ids": retry})
-                return self.deliver_batch(thread, group, step)
-        if failed and policy.collect_errors and policy.error_state_path:
-            errors = [{"task_id": t, "error": self.threads[t].error, "item": self.threads[t].context.get("item")}
-                      for t in failed]
-            self.write(thread, frame, [(policy.error_state_path, "append", e) for e in errors],
-                       f"step {group['step_id']}")
-        self.record("tasks_finished", group["step_id"], self.task_of(thread),
-                    {"failed": failed, "total": len(group["task_ids"])})
-        if failed and step.wait_for_all and policy.strategy != "continue":
-            detail = "; ".join(f"{t}: {self.threads[t].error}" for t in failed[:5])
-            raise StepFailed(f"parallel_foreach {group['step_id']}: {len(failed)} of {len(group['task_ids'])} "
-                             f"sub-agent tasks failed ({detail})")
-        frame.pc += 1
-        return None
+def is_wait_of(pending: Pending, step_id: str) -> bool:
+    return pending.kind == "parallel" and step_id == f"{pending.step_id}.wait"
 
-    def reset_task(self: WorkflowRun, task_id: str, frame: Frame, step: Any) -> None:
-        """Start a failed task again from its first step, in the frame that spawned it."""
-        old = self.threads[task_id]
-        retries = old.retries + 1  # new step ids: a late completion from the failed attempt is refused
-        self.threads[task_id] = Thread(
-            task_id, [Frame(frame.workflow, f"task:{step.sub_agent_task}", frame.state_key,
-                            f"{task_id}.retry{retries}.")],
-            status="pending", context=old.context, group=old.group, retries=retries)
+
+def complete_parallel(ctx: Ctx, pending: Pending) -> Completion:
+    m, thread = ctx.m, ctx.thread
+    step = m.step_at(ctx.frame)
+    unfinished = [t for t in pending.data["task_ids"] if not m.threads[t].done]
+    if unfinished and step.wait_for_all:
+        wait = {"id": f"{pending.step_id}.wait", "type": "wait",
+                "instructions": (f"{len(unfinished)} task(s) have not finished: {', '.join(unfinished)}. "
+                                 f"Wait for their sub-agents to finish, then complete step {pending.step_id} again."),
+                "definition": {"reason": "sub-agent tasks still running", "task_ids": unfinished,
+                               "retry_after_ms": WAIT_RETRY_MS}}
+        return Completion(False, f"tasks not finished yet: {', '.join(unfinished)}", wait, advance=False)
+    thread.pending = None
+    thread.remember_completed(pending.step_id)
+    thread.remember_completed(f"{pending.step_id}.wait")
+    ctx.record("step_completed", pending.step_id, {"type": "parallel_tasks", "status": "success"})
+    return Completion(True)
+
+
+def finalize_group(ctx: Ctx, step: Any, group: dict[str, Any]) -> Fail | Answer | None:
+    m = ctx.m
+    policy = step.on_sub_agent_error
+    failed = [t for t in group["task_ids"] if m.threads[t].status == "failed"]
+    if failed and step.wait_for_all and policy.strategy == "retry_failed":
+        retry = [t for t in failed if m.threads[t].retries < policy.max_retries]
+        if retry:
+            for task_id in retry:
+                reset_task(m, task_id, ctx.frame, step)
+            group["queue"] = retry
+            ctx.record("tasks_retried", group["step_id"], {"task_ids": retry})
+            return deliver_batch(ctx, group, step)
+    if failed and policy.collect_errors and policy.error_state_path:
+        errors = [{"task_id": t, "error": m.threads[t].error, "item": m.threads[t].context.get("item")}
+                  for t in failed]
+        ctx.write([(policy.error_state_path, "append", e) for e in errors], f"step {group['step_id']}")
+    ctx.record("tasks_finished", group["step_id"], {"failed": failed, "total": len(group["task_ids"])})
+    if failed and step.wait_for_all and policy.strategy != "continue":
+        detail = "; ".join(f"{t}: {m.threads[t].error}" for t in failed[:5])
+        return Fail(group["step_id"], f"parallel_foreach {group['step_id']}: {len(failed)} of "
+                                      f"{len(group['task_ids'])} sub-agent tasks failed ({detail})")
+    ctx.frame.pc += 1
+    return None
+
+
+def reset_task(m: Machine, task_id: str, frame: Frame, step: Any) -> None:
+    """Start a failed task again from its first step, in the frame that spawned it."""
+    old = m.threads[task_id]
+    retries = old.retries + 1  # new step ids: a late completion from the failed attempt is refused
+    m.threads[task_id] = Thread(
+        task_id, [Frame(frame.workflow, f"task:{step.sub_agent_task}", frame.state_key, f"{task_id}.retry{retries}.")],
+        status="pending", context=old.context, group=old.group, retries=retries)
+
+
+def task_failed(m: Machine, task: Thread) -> None:
+    """`fail_all`: the first failed task stops its fan-out now — nothing more is handed out,
+    the group's other tasks are cancelled, and the thread that started it fails."""
+    group = m.groups.get(task.group or "")
+    if group is None or not group.get("fail_all") or group.get("stopped"):
+        return
+    group["stopped"], group["queue"] = True, []
+    cancelled = [t for t in group["task_ids"] if not m.threads[t].done]
+    for task_id in cancelled:
+        other = m.threads[task_id]
+        other.status, other.pending, other.frames = "cancelled", None, []
+    owner = m.threads.get(group.get("owner", "main"))
+    m.record("tasks_stopped", group["step_id"], None, {"failed": task.thread_id, "cancelled": cancelled})
+    if owner is not None and not owner.done:
+        fail(m, owner, Fail(group["step_id"], f"parallel_foreach {group['step_id']}: task {task.thread_id} failed "
+                                              f"({task.error}); on_sub_agent_error is fail_all, so the remaining "
+                                              f"{len(cancelled)} task(s) were cancelled"))

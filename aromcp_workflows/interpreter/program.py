@@ -57,6 +57,7 @@ class LoopNext(Instruction):
     condition: Any = None
     exit_target: int = -1
     max_iterations: int = 0  # while loops: the limit tested at the top of every iteration
+    on_max_iterations: Literal["fail", "continue"] = "fail"
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ class Thread:
     completed_ids: list[str] = field(default_factory=list)
     group: str | None = None  # parallel group of a task thread
     retries: int = 0
+    failed_at: list[dict[str, Any]] | None = None  # frames when it failed (on_resume: retry_failed_steps)
 
     @property
     def done(self) -> bool:
@@ -78,15 +79,20 @@ class Thread:
         """JSON-ready dict; shares (does not copy) lists and values, because the caller
         serialises it at once and `dataclasses.asdict`'s deep copy was most of a step's cost."""
         data = dict(vars(self))
-        data["frames"] = [{**vars(frame), "loops": [vars(loop) for loop in frame.loops]} for frame in self.frames]
+        data["frames"] = [frame_json(frame) for frame in self.frames]
         data["pending"] = None if self.pending is None else dict(vars(self.pending))
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Thread:
-        frames = [
-            Frame(**{**f, "loops": [LoopFrame(**lf) for lf in f.get("loops", [])]})
-            for f in data["frames"]
-        ]
+        frames = [frame_from_json(f) for f in data["frames"]]
         pending = Pending(**data["pending"]) if data.get("pending") else None
         return cls(**{**data, "frames": frames, "pending": pending})
+
+
+def frame_json(frame: Frame) -> dict[str, Any]:
+    return {**vars(frame), "loops": [vars(loop) for loop in frame.loops]}
+
+
+def frame_from_json(data: dict[str, Any]) -> Frame:
+    return Frame(**{**data, "loops": [LoopFrame(**lf) for lf in data.get("loops", [])]})

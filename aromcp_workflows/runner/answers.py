@@ -133,7 +133,8 @@ def _case(key: str, index: int, item: Any) -> _Case:
 
 def _matches(case: _Case, step: dict[str, Any]) -> bool:
     definition = step.get("definition") or {}
-    params = definition.get("params") if isinstance(definition.get("params"), dict) else {}
+    given = definition.get("params")
+    params: dict[str, Any] = given if isinstance(given, dict) else {}
     for name, expected in case.when_params.items():
         if not _equal(params.get(name, _MISSING), expected):
             return False

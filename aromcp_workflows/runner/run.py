@@ -68,11 +68,10 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from aromcp_workflows.definition.resolver import project_root
-
     book = answers if isinstance(answers, AnswerBook) else (
         AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
-    project = project_root(project_dir)
+    # the same rule the server applies; the runner is a client and imports none of the server's layers
+    project = Path(project_dir or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
     store = Path(store).expanduser().resolve() if store else None  # the server runs in the project dir
     params = StdioServerParameters(command=sys.executable, args=server_command(project, store),
                                    env={**os.environ, **(env or {})}, cwd=str(project))

@@ -85,7 +85,7 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
                     log_level=log_level.upper())  # type: ignore[arg-type]  # also uvicorn's, in HTTP mode
 
     def call(method: str, *args: Any, **kwargs: Any) -> Any:
-        from aromcp_workflows.app.instances import ServiceError
+        from aromcp_workflows.app.service import ServiceError
 
         try:
             return getattr(holder.get(), method)(*args, **kwargs)
@@ -257,7 +257,7 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
     @mcp.resource("workflow://{name}", name="workflow", description="A workflow definition (YAML source)",
                   mime_type="application/yaml")
     def workflow_resource(name: str) -> str:
-        from aromcp_workflows.app.instances import ServiceError
+        from aromcp_workflows.app.service import ServiceError
 
         try:
             info = holder.get().get_info(name)

@@ -1,7 +1,7 @@
 """Reactive workflow state: tiers, updates, computed fields, dependency graph, traces.
 
 Public API: `StateStore`, `ComputedFieldSpec`, `Update`, `UpdateResult`, `StateError`
-(see docs/internals.md).  Knows nothing about steps or MCP.
+(see docs/architecture.md).  Knows nothing about steps or MCP.
 """
 
 from .computed import ComputedFieldSpec, ComputedGraph

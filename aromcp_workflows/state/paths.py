@@ -125,15 +125,15 @@ def update_in(root: dict[str, Any], segments: list[Segment], leaf: Callable[[Any
                                  f"(the list has {len(node)} items)", path=path)
             old = node[seg] if seg < len(node) else MISSING
             new = leaf(old) if last else walk(old, i + 1)
-            copy = list(node)
+            items = list(node)
             if new is DELETE:
-                if seg < len(copy):
-                    del copy[seg]
-            elif seg == len(copy):
-                copy.append(new)
+                if seg < len(items):
+                    del items[seg]
+            elif seg == len(items):
+                items.append(new)
             else:
-                copy[seg] = new
-            return copy
+                items[seg] = new
+            return items
         if node is MISSING or node is None:
             node = {}
         if not isinstance(node, dict):

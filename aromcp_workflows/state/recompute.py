@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -242,7 +241,3 @@ def _resolve(view: StateView, ref: Ref, graph: ComputedGraph) -> Any:
     if ref.kind == "tier":
         return view.tier(ref.root)
     return view.flattened(names)
-
-
-def full_view(view: StateView, graph: ComputedGraph) -> Mapping[str, Any]:
-    return view.flattened(set(graph.nodes))

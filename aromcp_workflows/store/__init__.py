@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 from aromcp_workflows.store.base import (
-    EVENT_KINDS,
     STATUSES,
     Checkpoint,
     ConflictError,
@@ -37,7 +36,6 @@ FILE_NAME = "workflows.sqlite3"
 __all__ = [
     "APP_NAME",
     "ENV_VAR",
-    "EVENT_KINDS",
     "FILE_NAME",
     "STATUSES",
     "SYNC_ENV_VAR",

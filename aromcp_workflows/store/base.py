@@ -20,19 +20,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled")
 
-# History kinds the service writes. The store accepts any non-empty kind, so adding a
-# kind never needs a schema change; these names are the shared vocabulary.
-EVENT_KINDS: tuple[str, ...] = (
-    "instance_created",
-    "step_delivered",
-    "step_completed",
-    "state_changed",
-    "transform_trace",
-    "checkpoint",
-    "status_changed",
-    "error",
-)
-
 
 def utc_now() -> str:
     """The store's timestamp format: ISO-8601, UTC, microseconds, explicit offset."""

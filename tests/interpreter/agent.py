@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.interpreter import Driver
+from aromcp_workflows.app.driver import Driver
 
 Answerer = Callable[[dict[str, Any]], Any]
 

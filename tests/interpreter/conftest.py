@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from aromcp_workflows.app.driver import Driver, new_lock
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver, load_valid_bundle
 from aromcp_workflows.expressions import ExpressionEngine
-from aromcp_workflows.interpreter import Driver, WorkflowRun
-from aromcp_workflows.interpreter.driver import new_lock
+from aromcp_workflows.interpreter import WorkflowRun
 
 _ids = itertools.count()
 

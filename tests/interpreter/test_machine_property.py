@@ -51,7 +51,8 @@ def _tree(children: Any) -> Any:
     body = st.lists(children, min_size=1, max_size=3)
     return st.one_of(
         st.builds(lambda c, t, e: ("if", c, t, e), conds, body, st.lists(children, max_size=2)),
-        st.builds(lambda c, m, b: ("while", c, m, b), conds, st.integers(1, 4), body),
+        st.builds(lambda c, m, b, p: ("while", c, m, b, p), conds, st.integers(1, 4), body,
+                  st.sampled_from(["fail", "continue"])),
         st.builds(lambda items, b: ("foreach", items, b), st.lists(st.integers(0, 5), max_size=3), body),
         st.builds(lambda c, s: ("when", c, s), conds, children),
         st.builds(lambda c: ("break_if", c), conds),
@@ -82,7 +83,7 @@ def to_steps(nodes: list[Any], in_loop: bool) -> list[dict[str, Any]]:
             out.append(step)
         elif kind == "while":
             out.append({"type": "while", "condition": node[1].js(), "max_iterations": node[2],
-                        "body": to_steps(node[3], True)})
+                        "on_max_iterations": node[4], "body": to_steps(node[3], True)})
         elif kind == "foreach":
             out.append({"type": "foreach", "items": node[1], "steps": [
                 {"type": "state_update", "path": "raw.log", "operation": "append", "value": "i{{ item }}"},
@@ -105,6 +106,10 @@ class _Break(Exception):
 
 class _Continue(Exception):
     pass
+
+
+class _LoopLimit(Exception):
+    """A while loop reached max_iterations with its condition still true (on_max_iterations: fail)."""
 
 
 class Reference:
@@ -137,7 +142,11 @@ class Reference:
             self.run(step["then"] if self.cond(step["condition"]) else step.get("else", []))
         elif kind == "while":
             iterations = 0
-            while iterations < step["max_iterations"] and self.cond(step["condition"]):
+            while self.cond(step["condition"]):
+                if iterations >= step["max_iterations"]:
+                    if step["on_max_iterations"] == "continue":
+                        break
+                    raise _LoopLimit
                 iterations += 1
                 try:
                     self.run(step["body"])
@@ -174,7 +183,11 @@ def test_machine_matches_reference(start, tree):
     if not steps:
         steps = [{"type": "state_update", "path": "raw.counter", "value": 0}]
     reference = Reference()
-    reference.run(steps)
+    expected = "completed"
+    try:
+        reference.run(steps)
+    except _LoopLimit:
+        expected = "failed"
 
     workflow = {"name": "prop", "default_state": {"raw": {"counter": 0, "log": []}}, "steps": steps}
     run, driver = start(json.dumps(workflow, indent=1) + "\n")
@@ -185,7 +198,7 @@ def test_machine_matches_reference(start, tree):
         return step["definition"]["method"]
 
     final = ScriptedAgent(driver, answerer=answerer).run()
-    assert final.status == "completed", final.error
+    assert final.status == expected, final.error
     assert seen == reference.agent_steps
     state = run.states["main"].flattened()
     assert state["counter"] == reference.counter

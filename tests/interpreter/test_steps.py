@@ -96,9 +96,8 @@ def test_shell_failure_retry_then_fallback(start):
     answer = driver.next_step()
     assert answer.status == "completed"
     assert answer.messages == ['after: "gave-up"']
-    attempts = [e for e in run.events if e["kind"] == "step_completed"] + [
-        e for e in run.drain_events() if e["kind"] == "step_completed"]
-    assert len({e["data"]["attempt"] for e in attempts}) == 3  # first try + 2 retries
+    attempts = [e for e in driver.events if e.kind == "step_completed"]
+    assert len({e.data["attempt"] for e in attempts}) == 3  # first try + 2 retries
 
 
 def test_shell_retry_exhausted_without_fallback_fails(start):
@@ -162,10 +161,19 @@ steps:
     message: "n={{ n }}"
 """
     run, driver = start(workflow)
-    answer = driver.next_step()
+    answer = driver.next_step()  # the cap is a failure that says what to change
+    assert answer.status == "failed"
+    assert "while loop forever reached max_iterations (4) with its condition still true" in answer.error
+    assert "on_max_iterations: continue" in answer.error
+    assert run.states["main"].flattened()["n"] == 4
+    limits = [e for e in driver.events if e.kind == "loop_limit"]
+    assert limits and limits[0].data["policy"] == "fail"
+
+    run, driver = start(workflow.replace("max_iterations: 4", "max_iterations: 4\n    on_max_iterations: continue"))
+    answer = driver.next_step()  # the author asked to go on after the cap
+    assert answer.status == "completed"
     assert answer.messages == ["n=4"]
-    limits = [e for e in run.events if e["kind"] == "loop_limit"]
-    assert limits and "stopped after 4 iterations" in limits[0]["data"]["reason"]
+    assert [e.data["policy"] for e in driver.events if e.kind == "loop_limit"] == ["continue"]
 
 
 def test_step_ids_distinguish_loop_iterations(start):
@@ -273,7 +281,8 @@ steps:
     run, driver = start(workflow)
     answer = driver.next_step()
     assert answer.status == "failed"
-    assert answer.messages and answer.messages[0].startswith("Workflow failed: step boom failed: command exited with code 7")
+    assert answer.messages
+    assert answer.messages[0].startswith("Workflow failed: step boom failed: command exited with code 7")
     assert run.states["main"].flattened()["errors"][0]["step_id"] == "boom"
 
 
@@ -362,9 +371,14 @@ def test_parallel_batches_and_error_strategies(start, strategy, status, message)
 
 def test_parallel_fail_all_fails_the_workflow(start):
     run, driver = start(PARALLEL.format(strategy="fail_all"))
-    final = ScriptedAgent(driver, answerer=_flaky_answerer({1})).run()
+    agent = ScriptedAgent(driver, answerer=_flaky_answerer({1}))
+    final = agent.run()
     assert final.status == "failed"
-    assert "1 of 3 sub-agent tasks failed" in final.error and "work_0" in final.error
+    assert "task work_0 failed" in final.error and "on_sub_agent_error is fail_all" in final.error
+    # the first failure stops the fan-out at once: the second batch is never handed out
+    assert run.threads["work_2"].status == "cancelled"
+    assert not [s for s in agent.transcript.steps if s[0] == "work_2"]
+    assert [e.data["failed"] for e in driver.events if e.kind == "tasks_stopped"] == ["work_0"]
 
 
 def test_completing_parallel_step_early_answers_wait(start):

@@ -92,11 +92,11 @@ async def test_two_server_processes_never_lose_each_others_writes(dirs):
             assert final["state"]["raw.hits"] == ["A", "B", "A2"], "no write lost, none applied twice"
 
 
-def test_conflict_between_check_and_save_is_reported(tmp_path):
+def test_conflict_between_check_and_save_is_retried_inside(tmp_path):
     """Two services (as two processes) on one store: a write that raced past the freshness
-    check is refused with an actionable error and nothing is overwritten."""
-    from aromcp_workflows.app.instances import ServiceError
+    check is applied again to the current instance — nothing overwritten, nothing refused."""
     from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.state import Update
 
     project = tmp_path / "p"
     (project / ".aromcp" / "workflows").mkdir(parents=True)
@@ -105,13 +105,18 @@ def test_conflict_between_check_and_save_is_reported(tmp_path):
     one = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
     two = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
     workflow_id = one.start("c")["workflow_id"]
-    live = two.instances.get(workflow_id)  # two holds version 1
-    one.state_update(workflow_id, [{"path": "raw.hits", "operation": "append", "value": "A"}])
-    live.run.states["main"].apply([__import__("aromcp_workflows.state", fromlist=["Update"]).Update(
-        path="raw.hits", operation="append", value="B")], trigger="race")
-    with pytest.raises(ServiceError, match="Another server process"):
-        two.instances.commit(live)  # the stale write is refused, not applied
-    assert two.state_read(workflow_id, ["raw.hits"])["state"]["raw.hits"] == ["A"]
+    attempts = []
+
+    def change(run):
+        attempts.append(run.states["main"].flattened()["hits"])
+        if len(attempts) == 1:  # the other process writes between two's check and its save
+            one.state_update(workflow_id, [{"path": "raw.hits", "operation": "append", "value": "A"}])
+        return run.agent_update(None, [Update(path="raw.hits", operation="append", value="B")])
+
+    two.instances.transact(workflow_id, change)
+    assert attempts == [[], ["A"]]  # applied once to the stale copy (refused), then to the current one
+    assert two.state_read(workflow_id, ["raw.hits"])["state"]["raw.hits"] == ["A", "B"]
+    assert one.state_read(workflow_id, ["raw.hits"])["state"]["raw.hits"] == ["A", "B"]
 
 
 async def test_two_processes_completing_the_same_step(dirs):
@@ -124,11 +129,9 @@ async def test_two_processes_completing_the_same_step(dirs):
         assert seen["said"] == ""
         await ok(one, "workflow_step_complete", {"workflow_id": workflow_id, "step_id": step["id"],
                                                  "result": "from one"})
-        result = await two.call_tool("workflow_step_complete", {"workflow_id": workflow_id,
-                                                                 "step_id": step["id"], "result": "from two"})
-        if result.is_error:  # detected: the other process moved on
-            text = "\n".join(getattr(c, "text", "") for c in result.content)
-            assert "Another server process" in text, text
+        late = await ok(two, "workflow_step_complete", {"workflow_id": workflow_id, "step_id": step["id"],
+                                                        "result": "from two"})
+        assert late["success"] is True  # the other process moved on: a second completion is harmless
         again = await ok(two, "workflow_step_complete", {"workflow_id": workflow_id, "step_id": step["id"],
                                                          "result": "from two"})
         assert again["success"] is True  # completing twice is harmless
@@ -154,7 +157,7 @@ sub_agent_tasks:
     steps:
       - id: sh
         type: shell_command
-        command: "sleep 2; echo ran"
+        command: "touch started.flag; for i in $(seq 200); do [ -f release.flag ] && break; sleep 0.02; done; echo ran"
         state_update:
           path: raw.runs
           operation: append
@@ -192,10 +195,16 @@ async def test_two_sub_agents_pulling_one_task_while_its_shell_command_runs(tmp_
             return str(answer["step"]["id"])
 
         async def read_during_command() -> float:
-            await asyncio.sleep(0.3)
+            project = tmp_path / "project"
+            for _ in range(500):  # until the command is running (it says so with a file)
+                if (project / "started.flag").exists():
+                    break
+                await asyncio.sleep(0.01)
             began = time.perf_counter()
             await ok(client, "workflow_state_read", {"workflow_id": workflow_id})
-            return time.perf_counter() - began
+            elapsed = time.perf_counter() - began
+            (project / "release.flag").touch()  # now let the command finish
+            return elapsed
 
         first, second, read_time = await asyncio.gather(pull(), pull(), read_during_command())
         assert first == second == f"{task_id}.ask"
@@ -225,53 +234,25 @@ async def test_reads_in_another_server_see_committed_changes(tmp_path):
         assert seen["state"] == {"raw.n": 5}
 
 
-async def test_two_processes_racing_writes_every_answer_tells_the_truth(dirs):
-    """200 concurrent appends split over two server processes: some race past the freshness
-    check and are refused (isError naming the other writer); every append answered with
-    success is in the list exactly once, and no refused one is."""
+async def test_two_processes_racing_writes_no_conflict_reaches_a_client(dirs):
+    """200 concurrent appends split over two server processes: writes that race past the
+    freshness check are applied again inside the server; every append succeeds and lands
+    exactly once."""
     project, store, home = dirs
     async with Client(stdio(project, store, home), mode="legacy") as one, \
             Client(stdio(project, store, home), mode="legacy") as two:
         workflow_id = (await ok(one, "workflow_start", {"workflow": "messages"}))["workflow_id"]
         await ok(two, "workflow_state_read", {"workflow_id": workflow_id})
-        accepted: list[str] = []
-        refused: list[str] = []
-        for round_ in range(3):  # until the race was hit at least once (it is, in practice, every round)
-            async def append(client: Any, value: str) -> None:
-                result = await client.call_tool("workflow_state_update", {"workflow_id": workflow_id, "updates": [
-                    {"path": "raw.hits", "operation": "append", "value": value}]})
-                if result.is_error:
-                    text = "\n".join(getattr(c, "text", "") for c in result.content)
-                    assert "Another server process" in text and workflow_id in text, text
-                    refused.append(value)
-                else:
-                    accepted.append(value)
 
-            await asyncio.gather(*(append(one if n % 2 else two, f"r{round_}v{n}") for n in range(200)))
-            if refused:
-                break
+        async def append(client: Any, value: str) -> None:
+            await ok(client, "workflow_state_update", {"workflow_id": workflow_id, "updates": [
+                {"path": "raw.hits", "operation": "append", "value": value}]})
+
+        values = [f"v{n}" for n in range(200)]
+        await asyncio.gather(*(append(one if n % 2 else two, value) for n, value in enumerate(values)))
         final = (await ok(one, "workflow_state_read", {"workflow_id": workflow_id, "paths": ["raw.hits"]}))["state"]
-        hits = final["raw.hits"]
-        print(f"racing writes: {len(accepted)} accepted, {len(refused)} refused as conflicts")
-        assert refused, "no write raced past the freshness check: the conflict path was not exercised"
-        assert sorted(hits) == sorted(accepted), "an accepted write was lost or a refused one applied"
-        assert len(set(hits)) == len(hits)
+        assert sorted(final["raw.hits"]) == sorted(values)
         again = (await ok(two, "workflow_state_read", {"workflow_id": workflow_id, "paths": ["raw.hits"]}))["state"]
-        assert again["raw.hits"] == hits, "both processes read the same committed list"
+        assert again["raw.hits"] == final["raw.hits"], "both processes read the same committed list"
 
 
-def test_conflict_message_speaks_in_tools(tmp_path):
-    from aromcp_workflows.app.instances import ServiceError
-    from aromcp_workflows.app.service import WorkflowService
-    from aromcp_workflows.state import Update
-
-    project = make_project(tmp_path / "p")
-    one = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
-    two = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
-    workflow_id = one.start("messages")["workflow_id"]
-    live = two.instances.get(workflow_id)
-    one.state_update(workflow_id, [{"path": "raw.n", "value": 1}])
-    live.run.states["main"].apply([Update(path="raw.n", operation="set", value=2)], trigger="race")
-    with pytest.raises(ServiceError) as caught:
-        two.instances.commit(live)
-    assert "load()" not in str(caught.value)

@@ -10,7 +10,6 @@ from srv_helpers import make_project
 
 
 def test_a_call_holding_the_instance_during_a_rollback_cannot_undo_it(tmp_path: Path) -> None:
-    from aromcp_workflows.app.instances import ServiceError
     from aromcp_workflows.app.service import WorkflowService
     from aromcp_workflows.state import Update
 
@@ -20,18 +19,20 @@ def test_a_call_holding_the_instance_during_a_rollback_cannot_undo_it(tmp_path: 
     service.next_step(workflow_id)
     checkpoint = service.checkpoint(workflow_id, "before")["checkpoint_id"]
     service.state_update(workflow_id, [{"path": "raw.n", "value": 1}])
-    held = service.instances.get(workflow_id)  # a concurrent tool call got the live instance ...
-    service.resume(workflow_id, checkpoint)  # ... and the orchestrator rolls back meanwhile
-    assert service.state_read(workflow_id, ["raw.n"])["state"] == {"raw.n": 0}
-    with held.lock:  # the concurrent call goes on with what it holds
-        held.run.states["main"].apply([Update(path="raw.hits", operation="append", value="late")], trigger="race")
-        try:
-            service.instances.commit(held)
-        except ServiceError:
-            pass  # refused: the caller is told to retry on the reloaded instance
+    seen = []
+
+    def concurrent_call(run):  # a tool call that got the live instance before the rollback ...
+        seen.append(run.states["main"].flattened()["n"])
+        if len(seen) == 1:
+            service.resume(workflow_id, checkpoint)  # ... while the orchestrator rolls back
+        return run.agent_update(None, [Update(path="raw.hits", operation="append", value="late")])
+
+    service.instances.transact(workflow_id, concurrent_call)
+    assert seen == [1, 0], "the call was applied again to the rolled-back instance"
     service.instances.forget(workflow_id)
-    state = service.state_read(workflow_id, ["raw.n"])["state"]
-    assert state == {"raw.n": 0}, "the rollback was undone by a call that started before it"
+    state = service.state_read(workflow_id, ["raw.n", "raw.hits"])["state"]
+    assert state["raw.n"] == 0, "the rollback was undone by a call that started before it"
+    assert state["raw.hits"].count("late") == 1
 
 
 async def command_started(project: Path) -> None:

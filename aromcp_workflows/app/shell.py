@@ -1,45 +1,28 @@
-"""Running `shell_command` steps on the server, and parsing command output.
+"""Running `shell_command` steps on the server: one of the effects the instance layer performs.
 
 Commands run with `bash -c` in the project root (or `working_dir`), with a timeout that
 kills the whole process group, and with stdout/stderr capped so a chatty command cannot
-exhaust memory or flood the agent.  Output parsing (`text|lines|json|key_value`) is shared
-with `agent_shell_command`, whose output the agent reports.
+exhaust memory or flood the agent.  A command that cannot be started at all (an argument
+list too long for the kernel, a NUL byte, a missing shell) is a failed `ShellResult` with
+`spawn_error` set — never an exception — so the step's `on_error` decides what happens.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from aromcp_workflows.interpreter.output import ShellResult
 
 OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 ProgressCallback = Callable[[float, str], None]
-
-
-@dataclass
-class ShellResult:
-    stdout: str
-    stderr: str
-    exit_code: int
-    duration_ms: float
-    timed_out: bool = False
-    truncated: bool = False
-
-    def as_result(self, output: Any) -> dict[str, Any]:
-        return {"stdout": self.stdout, "stderr": self.stderr, "exit_code": self.exit_code,
-                "output": output}
-
-
-class OutputFormatError(ValueError):
-    """Output that does not parse as the step's `output_format` says it should."""
 
 
 def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
@@ -49,11 +32,15 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
         return ShellResult("", f"working directory does not exist: {cwd}", 127, 0.0)
     timeout = (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
     started = time.monotonic()
-    process = subprocess.Popen(
-        ["bash", "-c", command], cwd=cwd, env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    try:
+        process = subprocess.Popen(
+            ["bash", "-c", command], cwd=cwd, env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except (OSError, ValueError) as exc:  # E2BIG, ENOENT, "embedded null byte", ...
+        reason = _spawn_reason(exc, command, env)
+        return ShellResult("", reason, 127, (time.monotonic() - started) * 1000, spawn_error=reason)
     out, err = _Capture(process.stdout), _Capture(process.stderr)
     timed_out = _wait(process, timeout, started, progress)
     out.join()
@@ -63,6 +50,17 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
         stderr += f"\n[killed: the command ran longer than its timeout of {timeout_ms or DEFAULT_TIMEOUT_MS} ms]"
     return ShellResult(out.text(), stderr, process.returncode if not timed_out else 124,
                        (time.monotonic() - started) * 1000, timed_out, out.truncated or err.truncated)
+
+
+def _spawn_reason(exc: BaseException, command: str, env: dict[str, str] | None) -> str:
+    """Why a command could not be started, in words an author can act on."""
+    if isinstance(exc, ValueError) and "null" in str(exc):
+        return "the command or its environment contains a NUL byte, which no program can receive"
+    if isinstance(exc, OSError) and exc.errno == 7:  # E2BIG
+        size = len(command.encode("utf-8", "replace")) + sum(len(k) + len(v) for k, v in (env or {}).items())
+        return (f"the command is too long for the operating system ({size} bytes with its environment): "
+                "pass large values through a file instead of the command line")
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _wait(process: subprocess.Popen[bytes], timeout: float, started: float,
@@ -122,39 +120,3 @@ class _Capture:
         return text
 
 
-def parse_output(text: str, output_format: str) -> Any:
-    """Parse command output as the step declares; `OutputFormatError` says why it failed."""
-    if output_format == "lines":
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        return [line.rstrip("\r") for line in lines]
-    if output_format == "json":
-        try:
-            return json.loads(text) if text.strip() else None
-        except json.JSONDecodeError as exc:
-            raise OutputFormatError(f"output is not valid JSON ({exc.msg} at line {exc.lineno} "
-                                    f"column {exc.colno})") from None
-    if output_format == "key_value":
-        pairs: dict[str, str] = {}
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            key, sep, value = _split_pair(line)
-            if not sep:
-                raise OutputFormatError(f"output line {line!r} is not 'key=value' or 'key: value'")
-            pairs[key.strip()] = value.strip()
-        return pairs
-    return text[:-1] if text.endswith("\n") else text
-
-
-def _split_pair(line: str) -> tuple[str, str, str]:
-    equals, colon = line.find("="), line.find(":")
-    if equals >= 0 and (colon < 0 or equals < colon):
-        return line.partition("=")
-    return line.partition(":")
-
-
-def stderr_tail(text: str, limit: int = 400) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "…" + text[-limit:]

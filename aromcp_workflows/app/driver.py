@@ -1,0 +1,189 @@
+"""Driving a run: perform the effects it returns, each locked stretch one transaction.
+
+The interpreter answers every call with an effect value; this module performs them.
+`Answer` goes back to the caller.  `ShellRequest` runs the command with no lock held,
+then hands the result back in a new transaction.  `Busy` (another call of this process
+is running the thread's command) waits on that command's completion event — no thread
+polls; a command whose runner is gone is released so that it runs again.
+
+A `Transact` function runs one change under the instance's lock and commits it (or
+changes nothing); the service passes the instance layer's, in-process tests a plain
+lock-and-save.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from aromcp_workflows.app.shell import ProgressCallback, run_shell
+from aromcp_workflows.interpreter import Answer, Busy, Completion, ShellRequest, ShellResult, WorkflowRun
+from aromcp_workflows.interpreter.effects import Event
+
+T = TypeVar("T")
+Transact = Callable[[Callable[[WorkflowRun], T]], T]
+ShellRunner = Callable[[ShellRequest, ProgressCallback | None], ShellResult]
+OTHER_PROCESS_POLL_S = (0.05, 0.5)  # backoff while a command runs in another server process
+BUSY_WAIT_S = 5.0  # how long one wait on a running command lasts before it is looked at again
+
+
+def default_shell_runner(request: ShellRequest, progress: ProgressCallback | None) -> ShellResult:
+    return run_shell(request.command, request.cwd, env=request.env, timeout_ms=request.timeout_ms,
+                     progress=progress)
+
+
+class InFlight:
+    """The shell commands this process is running now, each with an event set when it ends."""
+
+    def __init__(self) -> None:
+        self._events: dict[tuple[str, str, str], threading.Event] = {}
+        self._guard = threading.Lock()
+
+    def start(self, key: tuple[str, str, str]) -> None:
+        with self._guard:
+            self._events[key] = threading.Event()
+
+    def end(self, key: tuple[str, str, str]) -> None:
+        with self._guard:
+            event = self._events.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def event(self, key: tuple[str, str, str]) -> threading.Event | None:
+        with self._guard:
+            return self._events.get(key)
+
+
+IN_FLIGHT = InFlight()
+
+
+@dataclass
+class StepCompleteAnswer:
+    success: bool
+    status: str
+    messages: list[str]
+    next_step: dict[str, Any] | None
+    error: str | None = None
+
+
+def fixed_transact(run: WorkflowRun, lock: AbstractContextManager[Any] | None = None,
+                   commit: Callable[[WorkflowRun], None] | None = None,
+                   performed: list[Event] | None = None) -> Transact[Any]:
+    """A transaction over one run held in memory (in-process tests, the explain planner):
+    its journalled events are "performed" by appending them to `performed`."""
+    held_lock = lock if lock is not None else nullcontext()
+
+    def transact(change: Callable[[WorkflowRun], T]) -> T:
+        with held_lock:
+            value = change(run)
+            journal = run.take_journal()
+            if performed is not None:
+                performed.extend(journal.events)
+            if commit is not None:
+                commit(run)
+            return value
+
+    return transact
+
+
+class Driver:
+    """Runs a thread's advance/shell loop as a series of transactions."""
+
+    def __init__(self, run: WorkflowRun | None = None, lock: AbstractContextManager[Any] | None = None,
+                 commit: Callable[[WorkflowRun], None] | None = None,
+                 shell_runner: ShellRunner = default_shell_runner, transact: Transact[Any] | None = None,
+                 in_flight: InFlight = IN_FLIGHT):
+        self.events: list[Event] = []  # with a fixed run: the history it would have written
+        if transact is None:
+            if run is None:
+                raise ValueError("Driver needs a run or a transact function")
+            transact = fixed_transact(run, lock, commit, self.events)
+        self.transact = transact
+        self.shell_runner = shell_runner
+        self.in_flight = in_flight
+
+    def next_step(self, thread_id: str | None = None, progress: ProgressCallback | None = None) -> Answer:
+        return self._settle(self.transact(lambda run: self._claim(run, run.advance(thread_id))), thread_id, progress)
+
+    def complete(self, thread_id: str | None, step_id: str, status: str = "success", result: Any = None,
+                 error: str | None = None, progress: ProgressCallback | None = None) -> StepCompleteAnswer:
+        def change(run: WorkflowRun) -> tuple[Completion, Any, str]:
+            completion = run.complete(thread_id, step_id, status, result, error)
+            outcome = self._claim(run, run.advance(thread_id)) if completion.advance else None
+            return completion, outcome, run.status_for(run.thread(thread_id))
+
+        completion, outcome, thread_status = self.transact(change)
+        if not completion.advance:
+            return StepCompleteAnswer(False, thread_status, [], completion.step, completion.error)
+        answer = self._settle(outcome, thread_id, progress)
+        return StepCompleteAnswer(completion.success, answer.status, answer.messages, answer.step,
+                                  completion.error or answer.error)
+
+    # -- performing effects ------------------------------------------------------------------
+    def _claim(self, run: WorkflowRun, outcome: Any) -> Any:
+        """Inside the transaction: a command about to run is registered as in flight here,
+        so a concurrent call waits for it instead of thinking it orphaned."""
+        if isinstance(outcome, ShellRequest):
+            self.in_flight.start((run.workflow_id, outcome.thread_id, outcome.step_id))
+            return run.workflow_id, outcome
+        if isinstance(outcome, Busy):
+            return run.workflow_id, outcome
+        return outcome
+
+    def _settle(self, outcome: Any, thread_id: str | None, progress: ProgressCallback | None) -> Answer:
+        waits = 0
+        while not isinstance(outcome, Answer):
+            workflow_id, effect = outcome
+            if isinstance(effect, ShellRequest):
+                outcome = self._run_shell(workflow_id, effect, progress)
+            elif isinstance(effect, Busy):
+                waits += 1
+                outcome = self._wait(workflow_id, effect, thread_id, waits)
+            else:
+                raise TypeError(f"unexpected effect {effect!r}")
+        return outcome
+
+    def _run_shell(self, workflow_id: str, request: ShellRequest, progress: ProgressCallback | None) -> Any:
+        key = (workflow_id, request.thread_id, request.step_id)
+        try:
+            if request.delay_ms:
+                time.sleep(request.delay_ms / 1000)
+            result = self.shell_runner(request, progress)
+            return self.transact(lambda run: self._claim(run, run.finish_shell(request, result)))
+        finally:
+            self.in_flight.end(key)
+
+    def _wait(self, workflow_id: str, busy: Busy, thread_id: str | None, waits: int) -> Any:
+        """Wait for the command another call is running; release it when nobody runs it."""
+        key = (workflow_id, busy.thread_id, busy.step_id)
+        event = self.in_flight.event(key)
+        if event is not None:
+            event.wait(BUSY_WAIT_S)
+        elif busy.owner_pid != os.getpid() and process_alive(busy.owner_pid):
+            low, high = OTHER_PROCESS_POLL_S
+            time.sleep(min(high, low * waits))
+        else:  # the process that started it is gone, or this process is not running it: run it again
+            self.transact(lambda run: run.release_shell(busy.thread_id, busy.step_id))
+        return self.transact(lambda run: self._claim(run, run.advance(thread_id)))
+
+
+def process_alive(pid: Any) -> bool:
+    """Whether the server process that started a shell command is still running."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def new_lock() -> threading.RLock:
+    return threading.RLock()

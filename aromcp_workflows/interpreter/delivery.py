@@ -1,0 +1,96 @@
+"""Agent-side steps on the machine: delivering one, and taking the agent's result for it.
+
+A step is rendered (all its templates in one engine call) into an atomic step and parked
+as the thread's pending step; the `Answer` that hands it out is the effect.  When the
+agent completes it, its result is parsed and validated (`agent_steps.accept_result`),
+stored, and the thread moves on — or the step is re-issued with the problem stated, or
+its `on_error` applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aromcp_workflows.expressions import ExpressionError
+from aromcp_workflows.interpreter import tracking
+from aromcp_workflows.interpreter.agent_steps import (
+    Accepted,
+    accept_result,
+    atomic_step,
+    public,
+    reissued,
+    templated_fields,
+)
+from aromcp_workflows.interpreter.effects import Answer, Completion
+from aromcp_workflows.interpreter.failures import Fail, fail
+from aromcp_workflows.interpreter.machine import Ctx, StepFailed
+from aromcp_workflows.interpreter.path_templates import path_template, path_value
+from aromcp_workflows.interpreter.results import store_failure, store_result
+from aromcp_workflows.interpreter.thread import Pending
+
+
+def deliver(ctx: Ctx, step: Any, step_id: str) -> Answer:
+    """Render an agent step (one engine call) and park it as the thread's pending step."""
+    fields = templated_fields(step)
+    fields["_path"] = path_template(step.state_update.path) if step.state_update else None
+    command = None
+    if step.type == "agent_shell_command":
+        rendered, command = ctx.render_command(fields, step.command, f"step {step_id}")
+    else:
+        rendered = ctx.render(fields, f"step {step_id}")
+    atomic = atomic_step(step, step_id, rendered, command)
+    thread = ctx.thread
+    thread.pending = Pending(step_id, "agent", atomic, thread.outbox, state_path=path_value(rendered["_path"]))
+    thread.outbox = []
+    ctx.record("step_delivered", step_id, {"type": atomic["type"]})
+    return ctx.m.answer(thread, atomic)
+
+
+def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | None) -> Completion:
+    """The agent's result for its pending step: accepted, re-issued, or the step failed."""
+    step = ctx.m.step_at(ctx.frame)
+    if status != "success":
+        return step_failed(ctx, step, pending, error or f"the agent reported status {status!r}")
+    verdict = accept_result(step, result)
+    if not isinstance(verdict, Accepted):
+        pending.attempts += 1
+        limit = getattr(step, "max_attempts", 1)
+        ctx.record("step_rejected", pending.step_id, {"problem": verdict.problem, "attempt": pending.attempts})
+        if pending.attempts >= limit:
+            return step_failed(ctx, step, pending, f"no valid answer after {limit} attempts: {verdict.problem}",
+                               rejected=True)
+        pending.step = reissued(pending.step or {}, verdict.problem, pending.attempts, limit)
+        return Completion(False, verdict.problem, public(pending.step), advance=False)
+    try:
+        store_result(ctx, step, pending.state_path, verdict.value, verdict.value, pending.step_id)
+    except (StepFailed, ExpressionError) as exc:  # e.g. a `value` template that throws: the step failed
+        return step_failed(ctx, step, pending, f"could not store the result: {exc}")
+    finish(ctx, pending)
+    return Completion(True)
+
+
+def step_failed(ctx: Ctx, step: Any, pending: Pending, message: str, rejected: bool = False) -> Completion:
+    """The step failed (reported failed, or no valid answer in `max_attempts`): apply its
+    `on_error`. The completion is unsuccessful when the agent's last answer was rejected."""
+    ctx.thread.pending = None
+    outcome = Completion(not rejected, message if rejected else None)
+    if getattr(step, "on_error", "fail") == "continue":
+        try:
+            store_failure(ctx, step, pending.step_id, message)
+        except (StepFailed, ExpressionError) as exc:
+            fail(ctx.m, ctx.thread, Fail(pending.step_id, str(exc)))
+            return outcome
+        finish(ctx, pending, "failed")
+        return outcome
+    fail(ctx.m, ctx.thread, Fail(pending.step_id, f"step {pending.step_id} failed: {message}"))
+    return outcome
+
+
+def finish(ctx: Ctx, pending: Pending, status: str = "success") -> None:
+    if status == "success":
+        tracking.step_succeeded(ctx.m, ctx.thread, pending.step_id)
+    ctx.thread.pending = None
+    ctx.thread.remember_completed(pending.step_id)
+    ctx.frame.pc += 1
+    ctx.record("step_completed", pending.step_id, {"type": (pending.step or {}).get("type"), "status": status,
+                                                    "attempts": pending.attempts + 1})

@@ -1,0 +1,107 @@
+"""`shell_command`: what to run (a `ShellRequest` effect) and what its result does.
+
+The machine never spawns a process: it renders the command, parks the thread on a
+pending shell step and returns the request.  The instance layer runs it outside the lock
+and hands the result back to `shell_finished`, which stores the output or applies the
+step's `on_error` (retry, continue, fail).  A command that could not even be started
+comes back as a failed result like any other, so `on_error` applies to it too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from aromcp_workflows.expressions import ExpressionError
+from aromcp_workflows.interpreter import tracking
+from aromcp_workflows.interpreter.effects import Outcome, ShellRequest
+from aromcp_workflows.interpreter.failures import Fail
+from aromcp_workflows.interpreter.machine import Ctx, StepFailed
+from aromcp_workflows.interpreter.output import OutputFormatError, ShellResult, parse_output, stderr_tail
+from aromcp_workflows.interpreter.path_templates import path_template, path_value
+from aromcp_workflows.interpreter.results import store_failure, store_result
+from aromcp_workflows.interpreter.thread import Pending
+
+
+def request_shell(ctx: Ctx, step: Any, step_id: str, attempt: int) -> ShellRequest:
+    other, command = ctx.render_command(
+        {"cwd": step.working_dir, "env": step.env,
+         "path": path_template(step.state_update.path) if step.state_update else None},
+        step.command, f"step {step_id}")
+    project_dir = ctx.m.project_dir
+    cwd = project_dir / other["cwd"] if other["cwd"] else project_dir
+    ctx.thread.pending = Pending(step_id, "shell", data={"attempt": attempt, "path": path_value(other["path"]),
+                                                         "command": command, "owner_pid": os.getpid()})
+    ctx.record("step_started", step_id, {"type": "shell_command", "command": command, "attempt": attempt})
+    delay = step.retry_delay if attempt > 0 else 0
+    env = {k: str(v) for k, v in (other["env"] or {}).items()}
+    return ShellRequest(ctx.thread.thread_id, step_id, command, cwd, env, step.timeout, delay)
+
+
+def shell_finished(ctx: Ctx, request: ShellRequest, result: ShellResult) -> Outcome | Fail | None:
+    """Store a finished command's output, or apply its `on_error` (retry, continue, fail)."""
+    thread, frame = ctx.thread, ctx.frame
+    pending = thread.pending
+    step = ctx.m.step_at(frame)
+    attempt = pending.data["attempt"] if pending is not None else 0
+    thread.pending = None
+    problem, output = _problem(result, step.output_format)
+    if problem is None:
+        try:
+            output = parse_output(result.stdout, step.output_format)
+        except OutputFormatError as exc:
+            problem = f"command output is not {step.output_format}: {exc}"
+    ctx.record("step_completed", request.step_id,
+               {"type": "shell_command", "exit_code": result.exit_code, "duration_ms": round(result.duration_ms, 1),
+                "attempt": attempt, "status": "failed" if problem else "success",
+                "stdout_tail": result.stdout[-500:], "stderr_tail": result.stderr[-500:]})
+    path = pending.data["path"] if pending is not None else None
+    if problem is None:
+        try:
+            seen = output if _bare_result(step) else result.as_result(output)
+            store_result(ctx, step, path, seen, output, request.step_id)
+        except (StepFailed, ExpressionError) as exc:  # e.g. a `value` template that throws
+            return _store_failed(ctx, step, request.step_id, f"could not store the result: {exc}")
+    elif step.on_error == "retry" and attempt < step.retry_count:
+        tracking.step_retried(ctx.m, ctx.thread, request.step_id, attempt + 1)
+        return request_shell(ctx, step, request.step_id, attempt + 1)
+    elif step.on_error == "continue" or (step.on_error == "retry" and step.fallback_value is not None):
+        store_failure(ctx, step, request.step_id, problem, output, result.as_result(output))
+    else:
+        return Fail(request.step_id, f"step {request.step_id} failed: {problem}")
+    if problem is None:
+        tracking.step_succeeded(ctx.m, thread, request.step_id)
+    thread.remember_completed(request.step_id)
+    frame.pc += 1
+    return None
+
+
+def _bare_result(step: Any) -> bool:
+    """`value: "{{ result }}"` on a shell step means its output, as the seed design writes it
+    (`result.stdout`, `result.exit_code` and `result.output` stay available)."""
+    value = step.state_update.value if step.state_update is not None else None
+    return isinstance(value, str) and re.fullmatch(r"\{\{\s*result\s*\}\}", value.strip()) is not None
+
+
+def _store_failed(ctx: Ctx, step: Any, step_id: str, problem: str) -> Fail | None:
+    """The command ran but its result could not be stored: the step's `on_error` decides."""
+    if step.on_error == "continue" or (step.on_error == "retry" and step.fallback_value is not None):
+        store_failure(ctx, step, step_id, problem)
+        ctx.thread.remember_completed(step_id)
+        ctx.frame.pc += 1
+        return None
+    return Fail(step_id, f"step {step_id} failed: {problem}")
+
+
+def _problem(result: ShellResult, output_format: str) -> tuple[str | None, Any]:
+    if result.spawn_error:
+        return f"command could not be started: {result.spawn_error}", None
+    if result.exit_code != 0:
+        output = None
+        try:
+            output = parse_output(result.stdout, output_format)
+        except OutputFormatError:
+            pass
+        return f"command exited with code {result.exit_code}: {stderr_tail(result.stderr) or '(no stderr)'}", output
+    return None, None
