@@ -33,6 +33,7 @@ from .pool import Pool, PoolHooks
 from .runtime import EngineStats, FunctionDef, Interrupted, RuntimeFailure
 
 WATCHDOG_SLACK_S = 10.0  # on top of twice the timeout: a child that hangs is killed
+MAX_ATTEMPTS = 3  # a call is preempted once; a stray late signal may cost one more run
 
 
 class ChildDied(Exception):
@@ -88,6 +89,8 @@ class _Child:
 
 
 class ProcessV8Runtime:
+    """The V8 runtime interface over a pool of child processes (see the module docstring)."""
+
     def __init__(self, timeout_ms: int = 1000, max_memory_mb: int = 256, gc_every: int = 1000,
                  pool_size: int = 3, quantum_ms: int = 250) -> None:
         self.timeout_ms = timeout_ms
@@ -106,13 +109,16 @@ class ProcessV8Runtime:
         request = {"op": "call", "entry": entry, "meta": meta,
                    "defs": [[d.fn_id, list(d.params), d.source, d.mode] for d in defs]}
         body = json.dumps(vals, separators=(",", ":")).encode()
-        answer, result = self._attempt(request, body, retried=False)
-        if answer is None:  # taken back for a waiting call: run again, never preempted again
-            answer, result = self._attempt(request, body, retried=True)
-        if answer is None or "interrupted" in answer:
-            kind: Literal["timeout", "memory"] = "memory" if answer is None or \
-                answer["interrupted"] != "timeout" else "timeout"
-            raise Interrupted(kind, None if answer is None else answer.get("progress"))
+        for attempt in range(MAX_ATTEMPTS):
+            # Preempted (None): run again, never preempted again (a late signal aside).
+            answer, result = self._attempt(request, body, retried=attempt > 0)
+            if answer is not None:
+                break
+        else:
+            raise Interrupted("timeout", None)
+        if "interrupted" in answer:
+            kind: Literal["timeout", "memory"] = "timeout" if answer["interrupted"] == "timeout" else "memory"
+            raise Interrupted(kind, answer.get("progress"))
         if "failure" in answer:
             raise RuntimeFailure(answer["failure"])
         return json.loads(result)
@@ -129,6 +135,9 @@ class ProcessV8Runtime:
         except ChildDied as died:
             gone = died.kind
             answer, result = {"interrupted": died.kind, "progress": None}, b""
+        except BaseException:
+            gone = "memory"  # interrupted mid-exchange: the child's pipe is out of step
+            raise
         finally:
             if gone is not None:
                 self._fold(child, lost=gone != "exit")
