@@ -122,7 +122,8 @@ def test_over_mcp_a_patch_in_one_call_is_invisible_to_the_next_and_to_an_instanc
             assert attack["success"] is True, attack
             started = await ok(client, "workflow_start", {"workflow": "iterates_secret",
                                                           "inputs": {"api_token": "tok-" + SECRET[0]}})
-            await ok(client, "workflow_get_next_step", {"workflow_id": started["workflow_id"]})
+            step = await ok(client, "workflow_get_next_step", {"workflow_id": started["workflow_id"]})
+            assert "3,6,5,5#1" in str(step), step  # the instance computed undisturbed
             check = await ok(client, "workflow_test_transformation", {"transform": CHECK, "input": SECRET})
             assert check["success"] is True and check["output"]["found"] == [], check
             back = await ok(client, "workflow_test_transformation", {"transform": READ_BACK})
