@@ -33,8 +33,18 @@ BUSY_WAIT_S = 5.0  # how long one wait on a running command lasts before it is l
 
 
 def default_shell_runner(request: ShellRequest, progress: ProgressCallback | None) -> ShellResult:
+    named = None if progress is None else _named(progress, request.step_id)
     return run_shell(request.command, request.cwd, env=request.env, timeout_ms=request.timeout_ms,
-                     progress=progress)
+                     progress=named)
+
+
+def _named(progress: ProgressCallback, step_id: str) -> ProgressCallback:
+    """Progress reports that say which step is running (a client may run several)."""
+    def report(elapsed: float, _message: str) -> None:
+        seconds = f"{elapsed:.1f}" if elapsed < 10 else f"{elapsed:.0f}"
+        progress(elapsed, f"step {step_id}: command running for {seconds} s")
+
+    return report
 
 
 class InFlight:

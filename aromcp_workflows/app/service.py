@@ -190,6 +190,25 @@ class WorkflowService:
 
         return self._guard(lambda: self.instances.transact(workflow_id, finish))
 
+    def interrupt(self, workflow_id: str, reason: str = "") -> dict[str, Any]:
+        """Mark a running instance `interrupted`: the process running it was stopped (Ctrl-C
+        during `run`).  Nothing else changes; `reopen` (via workflow_resume) goes on."""
+        def mark(run: WorkflowRun) -> dict[str, Any]:
+            if run.status in ("running", "waiting"):
+                run.set_status("interrupted", reason or "the run was interrupted")
+            return {"workflow_id": workflow_id, "status": run.status}
+
+        return self._guard(lambda: self.instances.transact(workflow_id, mark))
+
+    def reopen(self, workflow_id: str) -> dict[str, Any]:
+        """An interrupted instance is running again (workflow_resume, `run --resume`)."""
+        def unmark(run: WorkflowRun) -> dict[str, Any]:
+            if run.status == "interrupted":
+                run.set_status("running")
+            return {"workflow_id": workflow_id, "status": run.status}
+
+        return self._guard(lambda: self.instances.transact(workflow_id, unmark))
+
     def status(self, workflow_id: str | None = None) -> dict[str, Any]:
         if workflow_id is None:
             now = datetime.now(UTC)

@@ -9,6 +9,7 @@ list too long for the kernel, a NUL byte, a missing shell) is a failed `ShellRes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -23,6 +24,52 @@ from aromcp_workflows.interpreter.output import ShellResult
 OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 ProgressCallback = Callable[[float, str], None]
+PROGRESS_INTERVAL_ENV = "AROMCP_PROGRESS_INTERVAL"  # seconds between progress reports (default 1)
+
+_running: set[int] = set()  # process groups of the commands running now
+_running_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+class ShellInterrupted(RuntimeError):
+    """The process is shutting down: the command was stopped and its result must not be used."""
+
+
+def progress_interval() -> float:
+    """Seconds between progress reports of a running command; read at each command."""
+    try:
+        return max(0.05, float(os.environ.get(PROGRESS_INTERVAL_ENV, "1")))
+    except ValueError:
+        return 1.0
+
+
+def stop_all_commands(grace_s: float = 1.0) -> int:
+    """Stop every running command's whole process group and refuse new ones (shutdown).
+
+    SIGTERM first, SIGKILL for what is left after `grace_s`.  The threads waiting on
+    those commands raise `ShellInterrupted`, so no half-run command's result is stored:
+    the step stays started, and runs again when the instance is resumed."""
+    _stopping.set()
+    with _running_lock:
+        groups = list(_running)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signum)
+        deadline = time.monotonic() + grace_s
+        while signum == signal.SIGTERM and time.monotonic() < deadline and any(_alive(g) for g in groups):
+            time.sleep(0.02)
+    return len(groups)
+
+
+def _alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
@@ -32,6 +79,8 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
         return ShellResult("", f"working directory does not exist: {cwd}", 127, 0.0)
     timeout = (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
     started = time.monotonic()
+    if _stopping.is_set():
+        raise ShellInterrupted("the server is shutting down; the command was not started")
     try:
         process = subprocess.Popen(
             ["bash", "-c", command], cwd=cwd, env={**os.environ, **(env or {})},
@@ -41,10 +90,19 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
     except (OSError, ValueError) as exc:  # E2BIG, ENOENT, "embedded null byte", ...
         reason = _spawn_reason(exc, command, env)
         return ShellResult("", reason, 127, (time.monotonic() - started) * 1000, spawn_error=reason)
-    out, err = _Capture(process.stdout), _Capture(process.stderr)
-    timed_out = _wait(process, timeout, started, progress)
-    out.join()
-    err.join()
+    with _running_lock:
+        _running.add(process.pid)
+    try:
+        out, err = _Capture(process.stdout), _Capture(process.stderr)
+        timed_out = _wait(process, timeout, started, progress)
+        out.join()
+        err.join()
+    finally:
+        with _running_lock:
+            _running.discard(process.pid)
+    if _stopping.is_set():
+        raise ShellInterrupted(f"the server is shutting down; the command was stopped after "
+                               f"{time.monotonic() - started:.1f} s and will run again on resume")
     stderr = err.text()
     if timed_out:
         stderr += f"\n[killed: the command ran longer than its timeout of {timeout_ms or DEFAULT_TIMEOUT_MS} ms]"
@@ -65,10 +123,11 @@ def _spawn_reason(exc: BaseException, command: str, env: dict[str, str] | None) 
 
 def _wait(process: subprocess.Popen[bytes], timeout: float, started: float,
           progress: ProgressCallback | None) -> bool:
-    """Wait for the process, reporting progress every few seconds; kill it on timeout."""
+    """Wait for the process, reporting progress every `progress_interval()`; kill it on timeout."""
+    interval = progress_interval()
     while True:
         try:
-            process.wait(timeout=min(5.0, max(0.01, timeout - (time.monotonic() - started))))
+            process.wait(timeout=min(interval, max(0.01, timeout - (time.monotonic() - started))))
             return False
         except subprocess.TimeoutExpired:
             elapsed = time.monotonic() - started
@@ -118,5 +177,3 @@ class _Capture:
         if self.dropped:
             text += f"\n[output truncated: {self.dropped} more bytes not kept (cap {OUTPUT_CAP} bytes)]"
         return text
-
-

@@ -32,9 +32,12 @@ def register_commands(commands: Any) -> None:
         description="Start the server as a subprocess and drive a workflow over real MCP stdio: prints "
                     "user messages, runs agent shell commands locally, answers prompts from --answers "
                     "(or asks on a terminal) and runs parallel tasks as concurrent sub-agents.")
-    run.add_argument("workflow", help="workflow name or path to a .yaml file")
+    run.add_argument("workflow", nargs="?", help="workflow name or path to a .yaml file")
     run.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE",
                      help="a workflow input (repeatable); VALUE may be JSON")
+    run.add_argument("--resume", metavar="WORKFLOW_ID",
+                     help="go on with an interrupted (Ctrl-C) or checkpointed instance instead of starting one")
+    run.add_argument("--checkpoint", metavar="CHECKPOINT_ID", help="with --resume: roll back to this checkpoint first")
     run.add_argument("--answers", metavar="FILE", help="YAML answers keyed by step id or MCP method")
     run.add_argument("--store", metavar="PATH", help="SQLite store file for the server")
     run.add_argument("--json", action="store_true", help="print the final answer as JSON")
@@ -46,6 +49,11 @@ def register_commands(commands: Any) -> None:
     status.add_argument("--store", metavar="PATH", help="SQLite store file")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=cmd_status)
+
+    cancel = commands.add_parser("cancel", help="end an instance (status cancelled); it cannot be resumed")
+    cancel.add_argument("workflow_id")
+    cancel.add_argument("--store", metavar="PATH", help="SQLite store file")
+    cancel.set_defaults(handler=cmd_cancel)
 
     explain = commands.add_parser("explain", help="show what a workflow will do, without running it")
     explain.add_argument("workflow", help="workflow name or path to a .yaml file")
@@ -126,6 +134,25 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{progress['tasks_failed']} failed, {progress['tasks_running']} running")
     if data.get("error"):
         print(f"  error: {data['error']}")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """`workflow_complete(status="cancelled")` on this machine: for an instance no agent will finish."""
+    from aromcp_workflows.app.instances import ServiceError
+
+    service = _service(args)
+    try:
+        before = service.status(args.workflow_id)["status"]
+        service.complete(args.workflow_id, "cancelled")
+        after = service.status(args.workflow_id)["status"]
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if before == after:
+        print(f"{args.workflow_id} was already {after}; nothing changed")
+        return 0 if after == "cancelled" else 1
+    print(f"{args.workflow_id}: {before} -> {after}")
     return 0
 
 

@@ -30,6 +30,8 @@ def templated_fields(step: Any) -> dict[str, Any]:
         fields: dict[str, Any] = {"prompt": step.prompt}
         if step.choices is not None:
             fields["choices"] = step.choices
+        if step.default is not None:
+            fields["default"] = step.default
         return fields
     if step.type == "agent_prompt":
         return {"prompt": step.prompt, "context": step.context}
@@ -57,6 +59,8 @@ def atomic_step(step: Any, step_id: str, rendered: dict[str, Any], command: str 
         definition = {"prompt": rendered["prompt"]}
         if "choices" in rendered:
             definition["choices"] = rendered["choices"]
+        if "default" in rendered:
+            definition["default"] = rendered["default"]
         if step.validation is not None:
             definition["validation"] = step.validation.model_dump(exclude_none=True)
         text = "Ask the user the question in `prompt`"

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ class HeadlessAgent:
         self.outcome: RunOutcome | None = None
         self.workflow_id = ""
         self.sub_agents: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self.tasks_done = 0
         self.ask_lock = asyncio.Lock()
 
     # -- protocol -----------------------------------------------------------------
@@ -61,7 +63,7 @@ class HeadlessAgent:
         self.outcome.loop_calls += int(loop)
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
-            self.printer.detail(f"  ... {message or f'working ({done:.0f})'} ({who})")
+            self.printer.progress(who, done, total, message)
 
         result = await self.client.call_tool(tool, args, progress_callback=progress)
         if result.is_error:
@@ -89,6 +91,31 @@ class HeadlessAgent:
         self.workflow_id = outcome.workflow_id = started["workflow_id"]
         outcome.status = started.get("status", "running")
         self.printer.detail(f"run {workflow}: workflow_id {self.workflow_id} (project {self.project_dir})")
+        return await self.drive()
+
+    async def resume(self, workflow_id: str, checkpoint_id: str | None = None) -> RunOutcome:
+        """Go on with an instance stopped earlier (interrupted, or rolled back to a checkpoint)."""
+        self.outcome = outcome = RunOutcome(workflow="", workflow_id=workflow_id, status="not_started")
+        args = {"workflow_id": workflow_id} | ({"checkpoint_id": checkpoint_id} if checkpoint_id else {})
+        try:
+            resumed = await self.call("workflow_resume", args)
+            outcome.workflow = str((await self.call("workflow_status", {"workflow_id": workflow_id},
+                                                    loop=False)).get("workflow", ""))
+        except Abort as exc:
+            outcome.error = str(exc)
+            return outcome
+        self.workflow_id = workflow_id
+        outcome.status = resumed.get("status", "running")
+        self.printer.detail(f"resume {outcome.workflow}: workflow_id {workflow_id} ({outcome.status})")
+        if outcome.status in ("completed", "failed", "cancelled"):
+            await self.read_final_state()
+            return outcome
+        return await self.drive()
+
+    async def drive(self) -> RunOutcome:
+        """From the current step to the end (the loop of `run` and `resume`)."""
+        assert self.outcome is not None
+        outcome = self.outcome
         try:
             first = await self.call("workflow_get_next_step", {"workflow_id": self.workflow_id})
             self.show(first.get("messages", []))
@@ -208,6 +235,8 @@ class HeadlessAgent:
         last = await self.loop(task_id, first.get("step"), first)
         status = last.get("status", "?")
         self.printer.detail(f"  {task_id}: task {status}" + (f": {last['error']}" if last.get("error") else ""))
+        self.tasks_done += 1
+        self.printer.progress("main", self.tasks_done, len(self.sub_agents), "sub-agent tasks finished")
         return last
 
     async def cancel_sub_agents(self) -> None:
@@ -269,7 +298,7 @@ class HeadlessAgent:
             self.printer.write("answer >" if step["type"] == "user_input" else
                                "result (JSON or text; `!error TEXT` reports the step as failed) >")
             try:
-                line = await asyncio.to_thread(input)
+                line = await _read_line()
             except EOFError:
                 raise Abort(f"no answer for step {step['id']}: standard input closed") from None
         if line.startswith("!error"):
@@ -300,3 +329,29 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+async def _read_line() -> str:
+    """A line of standard input, read on a daemon thread: a run stopped (Ctrl-C) while it
+    waits for an answer exits at once instead of waiting for Enter."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(line: str | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(line or "")
+
+    def read() -> None:
+        try:
+            line = input()
+        except BaseException as exc:  # EOFError (stdin closed) included
+            loop.call_soon_threadsafe(settle, None, exc)
+            return
+        loop.call_soon_threadsafe(settle, line, None)
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+    return await future

@@ -34,7 +34,7 @@ class RunOutcome:
 
     workflow: str
     workflow_id: str | None
-    status: str  # completed | failed | cancelled | aborted (runner stopped) | not_started
+    status: str  # completed | failed | cancelled | aborted (runner stopped) | interrupted (Ctrl-C) | not_started
     error: str | None = None
     messages: list[str] = field(default_factory=list)
     final_state: dict[str, Any] | None = None
@@ -53,6 +53,8 @@ class RunOutcome:
     def exit_code(self) -> int:
         if self.status == "completed":
             return 0
+        if self.status == "interrupted":
+            return 130  # as a shell reports a command stopped by SIGINT
         return 2 if self.status == "not_started" else 1
 
     def to_json(self) -> dict[str, Any]:
@@ -104,15 +106,43 @@ def result_summary(status: str, result: Any, error: str | None) -> str:
 
 
 class Printer:
-    """Writes the transcript (unless quiet) and messages (always) to one stream."""
+    """Writes the transcript (unless quiet) and messages (always) to one stream.
+
+    Progress of long server-side steps: on a terminal one status line rewritten in place
+    (`\\r`), cleared before anything else is printed; otherwise a line at most every
+    `PROGRESS_EVERY_S` seconds of the step (the server reports about every second)."""
+
+    PROGRESS_EVERY_S = 5.0
 
     def __init__(self, stream: TextIO | None, quiet: bool = False):
         self.stream = stream
         self.quiet = quiet
+        self.live = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self._status_line = False
+        self._last_progress: dict[str, float] = {}
 
     def write(self, text: str = "") -> None:
         if self.stream is not None:
+            if self._status_line:
+                self.stream.write("\r\x1b[K")
+                self._status_line = False
             print(text, file=self.stream, flush=True)
+
+    def progress(self, who: str, done: float, total: float | None, message: str | None) -> None:
+        """A progress notification of the server (or a task count) for `who`."""
+        if self.quiet or self.stream is None:
+            return
+        text = f"  ... {message or f'working ({done:.0f})'}" + (f" [{done:.0f}/{total:.0f}]" if total else "")
+        text += f" ({who})"
+        if self.live:
+            self.stream.write("\r\x1b[K" + text[:WIDTH])
+            self.stream.flush()
+            self._status_line = True
+            return
+        last = self._last_progress.get(who)
+        if last is None or done < last or done - last >= self.PROGRESS_EVERY_S:
+            self._last_progress[who] = done
+            self.write(text)
 
     def detail(self, text: str) -> None:
         if not self.quiet:

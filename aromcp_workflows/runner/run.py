@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -58,9 +60,14 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
                        project_dir: str | Path | None = None, store: str | Path | None = None,
                        output: TextIO | None = None, *, quiet: bool = False, interactive: bool = False,
                        env: dict[str, str] | None = None, complete_parallel_early: bool = False,
-                       seed_style: bool = False) -> RunOutcome:
+                       seed_style: bool = False, resume: str | None = None, checkpoint: str | None = None,
+                       stop: Stop | None = None) -> RunOutcome:
     """Run `workflow` to its end through a fresh server subprocess; print to `output`.
 
+    With `resume` (a workflow id), go on with that instance instead (rolled back to
+    `checkpoint` first, if given).  When `stop` was triggered (Ctrl-C, SIGTERM) while the
+    run was cancelled, the server is stopped with its shell commands, the instance is
+    marked `interrupted` and the outcome says how to resume.
     `complete_parallel_early` completes each parallel_tasks step before its sub-agents
     finish (the server must answer with a `wait` step); `seed_style` calls
     workflow_get_next_step after every step_complete instead of using its answer, and
@@ -83,8 +90,13 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 agent = HeadlessAgent(client, book, project, printer, interactive, complete_parallel_early,
                                       seed_style)
-                finished = await agent.run(workflow, inputs or {})
+                finished = await (agent.resume(resume, checkpoint) if resume else agent.run(workflow, inputs or {}))
             outcome = finished
+        except asyncio.CancelledError:
+            if stop is None or stop.signum is None or agent is None or not agent.workflow_id:
+                raise
+            stop.absorb()
+            outcome = await _interrupted(agent, stop.signum, project, store, env)
         except Exception as exc:
             if finished is not None:  # the run was over: a failure while closing the session changes nothing
                 outcome = finished
@@ -97,6 +109,60 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
                 outcome.error = (f"lost the connection to the server: {_describe(exc)}"
                                  + (f"\nserver stderr (last lines):\n{tail}" if tail else ""))
     printer.final(outcome)
+    return outcome
+
+
+class Stop:
+    """Turns SIGINT/SIGTERM into cancelling the run (once); a second signal leaves at once."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._task: asyncio.Task[Any] | None = None
+
+    def install(self) -> None:
+        self._task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows: Ctrl-C stays KeyboardInterrupt
+                loop.add_signal_handler(signum, self._on_signal, signum)
+
+    def _on_signal(self, signum: int) -> None:
+        if self.signum is not None:
+            os._exit(130)  # asked twice: do not wait for the clean-up
+        self.signum = signum
+        print(f"\n{signal.Signals(signum).name}: stopping the run and its shell commands "
+              "(again to quit at once)...", file=sys.stderr, flush=True)
+        if self._task is not None:
+            self._task.cancel()
+
+    def absorb(self) -> None:
+        """The cancellation was ours and is handled: let the clean-up await again."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+
+
+async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: Path | None,
+                       env: dict[str, str] | None) -> RunOutcome:
+    """The server has stopped (with its commands): mark the instance interrupted in its store."""
+    from aromcp_workflows.app.instances import ServiceError
+    from aromcp_workflows.app.service import WorkflowService
+
+    outcome = agent.outcome or RunOutcome(workflow="", workflow_id=agent.workflow_id, status="running")
+    outcome.status = "interrupted"
+    name = signal.Signals(signum).name
+    store_path = store or (env or {}).get("AROMCP_WORKFLOWS_STORE") or None
+    service = WorkflowService(project_dir=project, store_path=store_path)
+    try:
+        where = service.status(agent.workflow_id).get("current_steps") or []
+        service.interrupt(agent.workflow_id, f"interrupted by {name}" + (f" during {', '.join(where)}" if where
+                                                                         else ""))
+    except ServiceError as exc:
+        outcome.error = f"interrupted by {name}; the instance could not be marked interrupted: {exc}"
+        return outcome
+    again = "aromcp-workflows" + (f" --project-dir {project}" if project != Path.cwd() else "")
+    again += f" run --resume {agent.workflow_id}" + (f" --store {store}" if store else "")
+    outcome.error = f"interrupted by {name}; resume with: {again}"
     return outcome
 
 
@@ -123,10 +189,32 @@ def run_from_cli(args: argparse.Namespace) -> int:
     except (UsageError, AnswersFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    resume = getattr(args, "resume", None)
+    if (args.workflow is None) == (resume is None):
+        print("error: name a workflow to run, or --resume WORKFLOW_ID to go on with an instance "
+              "(`aromcp-workflows status` lists them)", file=sys.stderr)
+        return 2
     stream = sys.stderr if args.json else sys.stdout
-    outcome = asyncio.run(run_workflow(
-        _workflow_arg(args.workflow), inputs, answers, getattr(args, "project_dir", None),
-        getattr(args, "store", None), stream, quiet=bool(args.quiet), interactive=sys.stdin.isatty()))
+
+    async def main() -> RunOutcome:
+        stop = Stop()
+        stop.install()
+        try:
+            return await run_workflow(
+                _workflow_arg(args.workflow or ""), inputs, answers, getattr(args, "project_dir", None),
+                getattr(args, "store", None), stream, quiet=bool(args.quiet), interactive=sys.stdin.isatty(),
+                resume=resume, checkpoint=getattr(args, "checkpoint", None), stop=stop)
+        except asyncio.CancelledError:
+            if stop.signum is None:
+                raise
+            stop.absorb()  # stopped before an instance existed: nothing to mark or resume
+            outcome = RunOutcome(workflow=args.workflow or "", workflow_id=resume, status="interrupted",
+                                 error=f"interrupted by {signal.Signals(stop.signum).name} before the run began "
+                                       "(`aromcp-workflows status` lists any instance it left)")
+            Printer(stream, bool(args.quiet)).final(outcome)
+            return outcome
+
+    outcome = asyncio.run(main())
     if args.json:
         print(json.dumps(outcome.to_json(), indent=2, ensure_ascii=False, default=str))
     return outcome.exit_code

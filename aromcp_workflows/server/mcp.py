@@ -19,8 +19,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
+from mcp_types import InputRequiredResult
 
 from aromcp_workflows import __version__
+from aromcp_workflows.server.elicit import Reply, UserInputGate
 from aromcp_workflows.server.models import (
     CheckpointResult,
     CompleteResult,
@@ -50,7 +52,9 @@ RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_h
 INSTRUCTIONS = (
     "Runs YAML workflows one atomic step at a time. Loop: workflow_start, then perform each "
     "step and report it with workflow_step_complete (its answer carries next_step and messages; "
-    "show every message to the user) until next_step is null. Sub-agents pass their task_id."
+    "show every message to the user) until next_step is null. Sub-agents pass their task_id. "
+    "If this client shows forms, the server asks user_input questions itself; `user_answers` in a "
+    "result lists what the user answered there."
 )
 
 
@@ -86,11 +90,15 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
 
     def call(method: str, *args: Any, **kwargs: Any) -> Any:
         from aromcp_workflows.app.service import ServiceError
+        from aromcp_workflows.app.shell import ShellInterrupted
 
         try:
             return getattr(holder.get(), method)(*args, **kwargs)
         except ServiceError as exc:
             raise ToolError(str(exc)) from None
+        except ShellInterrupted as exc:
+            raise ToolError(f"{exc}. Resume the instance (workflow_resume, then workflow_get_next_step) "
+                            "once a server is running again.") from None
         except Exception as exc:
             log.exception("internal error in %s", method)
             raise ToolError(f"internal error in {method}: {type(exc).__name__}: {exc}. The instance was "
@@ -119,17 +127,40 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
     @mcp.tool(annotations=RUNS)
     def workflow_get_next_step(workflow_id: str, task_id: str | None = None,
                                sub_agent_context: dict[str, Any] | None = None,
-                               ctx: Context | None = None) -> NextStepResult:
+                               ctx: Context | None = None) -> NextStepResult | InputRequiredResult:
         """The next atomic step (null when done) and messages to show the user."""
-        return NextStepResult(**call("next_step", workflow_id, task_id, sub_agent_context, _progress(ctx)))
+        task = task_id or (sub_agent_context or {}).get("task_id")
+        gate = UserInputGate.for_call(ctx, call, workflow_id, task, _progress(ctx))
+        if gate is None:
+            return NextStepResult(**call("next_step", workflow_id, task_id, sub_agent_context, _progress(ctx)))
+        settled = gate.settle(gate.resume() if gate.resuming else gate.next_step())
+        if isinstance(settled, InputRequiredResult):
+            return settled
+        return NextStepResult(workflow_id=workflow_id, status=settled.status, step=settled.step,
+                              messages=settled.messages, **_extras(settled.error, gate))
 
     @mcp.tool(annotations=RUNS)
     def workflow_step_complete(workflow_id: str, step_id: str, status: Literal["success", "failed"] = "success",
                                result: Any = None, error: str | None = None, task_id: str | None = None,
-                               ctx: Context | None = None) -> StepCompleteResult:
+                               ctx: Context | None = None) -> StepCompleteResult | InputRequiredResult:
         """Report a step's result; the answer carries next_step and messages."""
-        return StepCompleteResult(**call("step_complete", workflow_id, step_id, status, result, error, task_id,
-                                         _progress(ctx)))
+        gate = UserInputGate.for_call(ctx, call, workflow_id, task_id, _progress(ctx))
+        if gate is None:
+            return StepCompleteResult(**call("step_complete", workflow_id, step_id, status, result, error, task_id,
+                                             _progress(ctx)))
+        if gate.resuming:  # a later round: the agent's own result was recorded in the first one
+            reply = gate.resume()
+        else:
+            data = call("step_complete", workflow_id, step_id, status, result, error, task_id, _progress(ctx))
+            gate.state.head = {"success": data["success"], "error": data.get("error")}
+            reply = Reply(data["status"], data["next_step"], list(data["messages"]), data.get("error"))
+        settled = gate.settle(reply)
+        if isinstance(settled, InputRequiredResult):
+            return settled
+        head = gate.state.head
+        problem = settled.error if head.get("success", True) else head.get("error")
+        return StepCompleteResult(success=bool(head.get("success", True)), status=settled.status,
+                                  messages=settled.messages, next_step=settled.step, **_extras(problem, gate))
 
     @mcp.tool(annotations=READ)
     def workflow_state_read(workflow_id: str, paths: list[str] | None = None,
@@ -156,10 +187,14 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
     @mcp.tool(annotations=WRITE)
     def workflow_resume(workflow_id: str, checkpoint_id: str | None = None) -> ResumeResult:
         """Reload an instance (e.g. after a restart); with checkpoint_id, roll back to it."""
-        return ResumeResult(**call("resume", workflow_id, checkpoint_id))
+        data = call("resume", workflow_id, checkpoint_id)
+        if data["status"] == "interrupted":  # its run was stopped (Ctrl-C): it goes on now
+            data["status"] = call("reopen", workflow_id)["status"]
+        return ResumeResult(**data)
 
     @mcp.tool(annotations=WRITE)
-    def workflow_complete(workflow_id: str, status: Literal["success", "failed", "cancelled"] = "success") -> CompleteResult:
+    def workflow_complete(workflow_id: str,
+                          status: Literal["success", "failed", "cancelled"] = "success") -> CompleteResult:
         """Finish an instance (cancels unfinished steps); returns the final state."""
         return CompleteResult(**call("complete", workflow_id, status))
 
@@ -224,6 +259,14 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
+def _extras(error: str | None, gate: UserInputGate) -> dict[str, Any]:
+    """`error` when there is one, and `user_answers`: what the user answered in forms this call."""
+    extras: dict[str, Any] = {} if error is None else {"error": error}
+    if gate.answers():
+        extras["user_answers"] = gate.answers()
+    return extras
+
+
 def _progress(ctx: Context | None) -> Callable[[float, str], None] | None:
     """Progress notifications for long shell commands, sent from the tool's worker thread."""
     if ctx is None:
@@ -273,9 +316,29 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     server = build_server(default_service_factory(project_dir, store), log_level=level)
+    _stop_commands_on_signals()
     if transport == "stdio":
         server.run()
     else:
         print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
               flush=True)
         server.run("streamable-http", host=host, port=port)
+
+
+def _stop_commands_on_signals() -> None:
+    """SIGTERM (a client closing us, `run` being stopped) or SIGINT: stop the shell commands
+    this server started (each runs in its own process group, out of reach of a signal to
+    ours) and leave at once.  No half-run command's result is stored; the instance keeps
+    its step as started, and resuming runs it again."""
+    import signal
+
+    def stop(signum: int, _frame: Any) -> None:
+        from aromcp_workflows.app.shell import stop_all_commands
+
+        stopped = stop_all_commands()
+        log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)
+        logging.shutdown()
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)

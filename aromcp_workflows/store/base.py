@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
-STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled")
+# `interrupted`: the process running it was stopped (Ctrl-C during `run`); it resumes.
+InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled", "interrupted"]
+STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled", "interrupted")
 
 
 def utc_now() -> str:
