@@ -144,7 +144,7 @@ class Stop:
             task.uncancel()
 
 
-async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: Path | None,
+async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: str | Path | None,
                        env: dict[str, str] | None) -> RunOutcome:
     """The server has stopped (with its commands): mark the instance interrupted in its store."""
     from aromcp_workflows.app.instances import ServiceError
