@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from aromcp_workflows import __version__
 
 if TYPE_CHECKING:  # the definition package is imported by the commands that use it, so
-    # `serve` starts as fast as a bare MCP server (DESIGN.md §7)
+    # `serve` starts as fast as a bare MCP server (README, "Performance")
     from aromcp_workflows.definition import CheckReport, Problem, WorkflowLoader
 
 Handler = Callable[[argparse.Namespace], int]

@@ -1,6 +1,6 @@
 """The headless agent's protocol loop: perform atomic steps over one MCP client session.
 
-`HeadlessAgent` speaks only the tools of DESIGN.md §5, the economical way (each
+`HeadlessAgent` speaks only the MCP tools (README, "MCP interface"), the economical way (each
 `workflow_step_complete` answer carries the next step and the messages), runs
 `agent_shell_command` locally, answers from an `AnswerBook` (or a terminal), and runs the
 tasks of a `parallel_tasks` step as concurrent sub-agents (asyncio tasks on one session).
@@ -179,7 +179,7 @@ class HeadlessAgent:
 
     async def next_step_again(self, task_id: str | None, reply: dict[str, Any]) -> dict[str, Any]:
         """Seed style: ignore step_complete's answer and ask workflow_get_next_step, which
-        must hand out the same next step and messages (DESIGN.md §4); a difference is an error."""
+        must hand out the same next step and messages (docs/language.md, the atomic step); a difference is an error."""
         args = {"workflow_id": self.workflow_id} | ({"task_id": task_id} if task_id else {})
         again = await self.call("workflow_get_next_step", args, task_id or "main")
         step, expected = again.get("step"), reply.get("next_step")

@@ -1,7 +1,8 @@
 """The headless agent: an MCP client that runs a workflow without an LLM.
 
 `run_workflow` starts the server as a subprocess (`python -m aromcp_workflows serve`) and
-speaks only the protocol (DESIGN.md §4–5), the economical way: `workflow_start`, one
+speaks only the protocol (docs/language.md, the atomic step; README, "MCP interface"),
+the economical way: `workflow_start`, one
 `workflow_get_next_step`, then for every step perform it and `workflow_step_complete`,
 whose answer carries the next step and the messages, until the next step is null.  It
 runs `agent_shell_command` locally, answers `mcp_call`, `user_input` and `agent_prompt`
@@ -144,7 +145,7 @@ class Stop:
             task.uncancel()
 
 
-async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: Path | None,
+async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: str | Path | None,
                        env: dict[str, str] | None) -> RunOutcome:
     """The server has stopped (with its commands): mark the instance interrupted in its store."""
     from aromcp_workflows.app.instances import ServiceError
