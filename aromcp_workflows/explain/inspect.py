@@ -120,7 +120,7 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
                       "completed_at": event.timestamp, "status": "success", "message": event.data.get("message")})
         elif event.kind == "condition_checked":
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success",
-                      "condition": event.data.get("condition"), "value": event.data.get("value"),
+                      "value": event.data.get("value"),
                       "branch": event.data.get("branch")})
         elif event.kind == "step_skipped":
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp,

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 from pathlib import Path
@@ -32,6 +33,16 @@ from aromcp_workflows.runner.report import (
 MAX_REDELIVERIES = 250  # > user_input's max_attempts limit (100): only a server bug gets here
 DEFAULT_SHELL_TIMEOUT_MS = 10 * 60 * 1000  # as the server's shell_command default
 AGENT_STEP_TYPES = ("mcp_call", "user_input", "agent_prompt")
+
+
+SDK_ERROR_PREFIX = re.compile(r"^(?:Error executing tool [\w.-]+:\s*)+")
+
+
+def tool_error_text(content: list[Any]) -> str:
+    """A tool error as the user should read it: the server's own message, without the
+    SDK's ``Error executing tool <name>:`` wrapper (an internal detail)."""
+    text = " ".join(getattr(c, "text", "") for c in content).strip()
+    return SDK_ERROR_PREFIX.sub("", text)
 
 
 class Abort(Exception):
@@ -67,8 +78,7 @@ class HeadlessAgent:
 
         result = await self.client.call_tool(tool, args, progress_callback=progress)
         if result.is_error:
-            text = " ".join(getattr(c, "text", "") for c in result.content).strip()
-            raise Abort(f"{tool} failed: {text}")
+            raise Abort(tool_error_text(result.content) or f"{tool} failed without a message")
         data = result.structured_content
         if not isinstance(data, dict):
             raise Abort(f"{tool} answered without structured content: {short(result.content, 200)}")

@@ -45,9 +45,6 @@ def test_unfinished_seed_snippets_are_refused_at_start(tmp_path: Path, fixture: 
     assert "the seed design's snippets leave it out as a placeholder" in (outcome.error or "")
 
 
-@pytest.mark.xfail(reason="computed fields over raw fields not in default_state: workflow_start fails "
-                          "('parsed_files': TypeError reading 'split' of undefined) instead of leaving "
-                          "them undefined until raw.git_output is set", strict=True)
 def test_state_schema_features(tmp_path: Path) -> None:
     outcome = run(tmp_path, "02-state-schema-features.yaml")
     assert outcome.status == "completed", outcome.error
@@ -57,10 +54,6 @@ def test_state_schema_features(tmp_path: Path) -> None:
     assert "parsed_files" not in state and "valid_files" not in state  # no git output yet
 
 
-@pytest.mark.xfail(reason="include_workflow refuses the input 'files' that shared:check-standards does "
-                          "not declare ('unknown input files (declared: none)'): the seed passes inputs "
-                          "to a shared workflow that declares none; its computed fields then read raw "
-                          "fields not in default_state (Object.keys(undefined))", strict=True)
 def test_composition(tmp_path: Path) -> None:
     outcome = run(tmp_path, "04-composition-main.yaml")
     assert outcome.status == "completed", outcome.error
@@ -131,9 +124,6 @@ def test_error_state_tracking(tmp_path: Path) -> None:
     assert (state["retry_counts"], state["last_error"], state["workflow_errors"]) == ({}, None, [])
 
 
-@pytest.mark.xfail(reason="computed fields over raw fields not in default_state: file_list is declared "
-                          "in state_schema.raw only, and workflow_start fails computing filtered_files "
-                          "(TypeError reading 'filter' of undefined)", strict=True)
 def test_complete_standards_fix(tmp_path: Path) -> None:
     outcome = run(tmp_path, "14-standards-fix-complete.yaml")
     assert outcome.status == "completed", outcome.error
