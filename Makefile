@@ -6,7 +6,22 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup run test test-fast lint bench clean
 
+# A .venv is reused only if its python runs and is the version $(PYTHON) is; one made by
+# another Python (or whose interpreter is gone) is removed and made again.
+MINOR      = import sys; print("%d.%d" % sys.version_info[:2])
+PY_MINOR   := $(shell $(PYTHON) -c '$(MINOR)' 2>/dev/null)
+VENV_MINOR := $(shell $(BIN)/python -c '$(MINOR)' 2>/dev/null)
+ifneq ($(VENV_MINOR),$(PY_MINOR))
+.PHONY: $(STAMP)
+endif
+
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "error: $(PYTHON) is \
+	Python $(or $(PY_MINOR),?); aromcp-workflows needs Python 3.11 or newer. Run make PYTHON=python3.11 \
+	(or newer)." >&2; exit 1; }
+ifneq ($(VENV_MINOR),$(PY_MINOR))
+	rm -rf $(VENV)
+endif
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,dev]'
@@ -36,7 +51,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-## bench: the DESIGN.md §7 budgets (prints medians with same-run references)
+## bench: the performance budgets of the README (prints medians with same-run references)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_state.py
 	$(BIN)/python benchmarks/bench_server.py

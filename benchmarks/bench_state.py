@@ -1,4 +1,4 @@
-"""Benchmarks of DESIGN.md §7 budgets that concern expressions and state.
+"""Benchmarks of the budgets (README, "Performance") that concern expressions and state.
 
 Counts V8 crossings as well as time (times drift on shared machines; crossings do not):
 

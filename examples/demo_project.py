@@ -1,5 +1,6 @@
-"""Create a small git project with 7 changed files (and some files standards:fix ignores),
-so `make run` can show `standards:fix` end to end: 3 batches, 3 concurrent sub-agents.
+"""Create a small git project with 10 changed files: 7 that standards:fix fixes and 3 it
+ignores (node_modules/, dist/, a .d.ts), so `make run` can show `standards:fix` end to end:
+3 batches, 3 concurrent sub-agents.
 
 Usage: python examples/demo_project.py DIR   (DIR is emptied and recreated)
 """

@@ -81,7 +81,7 @@ def test_list_marks_an_invalid_workflow_instead_of_failing(env: Env) -> None:
     env.put(env.project, "bad:one", "name: bad:one\nsteps: [\n")
     result = env.run("list")
     assert result.returncode == 0
-    line = next(l for l in result.stdout.splitlines() if l.startswith("bad:one"))
+    line = next(row for row in result.stdout.splitlines() if row.startswith("bad:one"))
     assert "(invalid: " in line and ":3:1: invalid YAML" in line
 
 

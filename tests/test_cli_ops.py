@@ -47,7 +47,7 @@ def test_install_claude_writes_config_and_is_idempotent(dirs: tuple[Path, Path])
 
 def test_run_then_status_lists_the_instance(dirs: tuple[Path, Path]) -> None:
     project, home = dirs
-    ran = cli(project, home, "run", "hello", "--input", 'who="ada"')
+    ran = cli(project, home, "run", "hello", "--input", "who=ada")
     assert ran.returncode == 0, ran.stderr
     assert "hi ada" in ran.stdout
     listed = cli(project, home, "status", "--json")

@@ -2,8 +2,8 @@
 
 `WorkflowService` knows workflows (definition/), runs (interpreter/), state (state/) and
 persistence (instances.py over store/), and nothing about MCP.  Each method returns a
-JSON-safe dict shaped as DESIGN.md §5 says, or raises `ServiceError` whose text tells the
-caller what was wrong and what to do.  Every change is saved before the method returns.
+JSON-safe dict shaped as the README's MCP interface says, or raises `ServiceError` whose
+text tells the caller what was wrong and what to do.  Every change is saved before the method returns.
 """
 
 from __future__ import annotations

@@ -34,10 +34,15 @@ def register_commands(commands: Any) -> None:
         "run", help="run a workflow headless, acting as the agent (no LLM needed)",
         description="Start the server as a subprocess and drive a workflow over real MCP stdio: prints "
                     "user messages, runs agent shell commands locally, answers prompts from --answers "
-                    "(or asks on a terminal) and runs parallel tasks as concurrent sub-agents.")
+                    "(or asks on a terminal) and runs parallel tasks as concurrent sub-agents.",
+        epilog="exit status: 0 the workflow completed; 1 it failed or was cancelled (an `exit` step with "
+               "status: failed, a failing step), or the runner had to stop; 2 usage error, or the workflow "
+               "did not start (unknown workflow, invalid inputs); 130 interrupted (Ctrl-C or SIGTERM: "
+               "go on with --resume ID).")
     run.add_argument("workflow", nargs="?", help="workflow name or path to a .yaml file")
     run.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE",
-                     help="a workflow input (repeatable); VALUE may be JSON")
+                     help="a workflow input (repeatable); VALUE is text, converted to the "
+                          "input's declared type (JSON for arrays and objects)")
     run.add_argument("--resume", metavar="WORKFLOW_ID",
                      help="go on with an interrupted (Ctrl-C) or checkpointed instance instead of starting one")
     run.add_argument("--checkpoint", metavar="CHECKPOINT_ID", help="with --resume: roll back to this checkpoint first")
@@ -61,7 +66,8 @@ def register_commands(commands: Any) -> None:
     explain = commands.add_parser("explain", help="show what a workflow will do, without running it")
     explain.add_argument("workflow", help="workflow name or path to a .yaml file")
     explain.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE",
-                         help="a workflow input (repeatable); VALUE may be JSON")
+                         help="a workflow input (repeatable); VALUE is text, converted to the "
+                          "input's declared type (JSON for arrays and objects)")
     explain.add_argument("--json", action="store_true", help="print JSON")
     explain.set_defaults(handler=cmd_explain)
 
@@ -185,17 +191,14 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def parse_inputs(pairs: list[str]) -> dict[str, Any]:
-    """`k=v` pairs; v is JSON when it parses as JSON, else text (`--input n=3` is 3)."""
-    values: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"error: --input takes KEY=VALUE, got {pair!r}")
-        try:
-            values[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            values[key] = raw
-    return values
+    """`k=v` pairs as text (the runner's rule: the server converts to the declared type)."""
+    from aromcp_workflows.runner.run import UsageError
+    from aromcp_workflows.runner.run import parse_inputs as parse
+
+    try:
+        return parse(pairs)
+    except UsageError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def _pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

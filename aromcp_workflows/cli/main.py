@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -18,13 +19,24 @@ from typing import TYPE_CHECKING, Any
 from aromcp_workflows import __version__
 
 if TYPE_CHECKING:  # the definition package is imported by the commands that use it, so
-    # `serve` starts as fast as a bare MCP server (DESIGN.md §7)
+    # `serve` starts as fast as a bare MCP server (README, "Performance")
     from aromcp_workflows.definition import CheckReport, Problem, WorkflowLoader
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status. Output cut short by the reader (`| head`) is no error."""
+    try:
+        code = _dispatch(argv)
+        sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe prints a traceback
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -87,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     from aromcp_workflows.cli.store_cmd import register_store_commands
 
     register_store_commands(commands)
+    from aromcp_workflows.importer.command import register as register_import
+
+    register_import(commands)
     return parser
 
 

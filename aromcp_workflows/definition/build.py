@@ -53,6 +53,14 @@ class _Found:
     subject: str = ""
     given: Any = None
 
+# Keys the seed design's snippets omit ("# Steps if true", "# Retry logic"): say what
+# a real workflow needs there.
+SEED_PLACEHOLDERS = {
+    "mcp": "a step that runs names its tool (mcp: {method: ..., params: ...})",
+    "command": "a step that runs needs the command",
+    "steps": "a sub-agent task needs the steps it runs",
+}
+
 
 def build_definition(data: Any, positions: Positions) -> WorkflowDefinition:
     """Validate one workflow document; every problem in it is reported at once."""
@@ -107,7 +115,9 @@ def _translate(err: dict[str, Any], data: Any) -> _Found:
         return _Found(path, f"unknown key {key!r}{where}{hint}", "extra", key, suggestion)
     if kind == "missing":
         hint = " (or top-level 'method')" if key == "mcp" else ""
-        return _Found(path[:-1], f"missing required key {key!r}{hint}{where}", "missing", key)
+        seed = SEED_PLACEHOLDERS.get(str(key), "") if key != "steps" or "sub-agent task" in where else ""
+        seed = f"; the seed design's snippets leave it out as a placeholder, but {seed}" if seed else ""
+        return _Found(path[:-1], f"missing required key {key!r}{hint}{where}{seed}", "missing", key)
     subject = _subject(path, owner, where)
     if kind in TYPE_WORDS:
         return _Found(path, "", "type", key, expected=[TYPE_WORDS[kind]], subject=subject,

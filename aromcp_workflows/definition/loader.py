@@ -348,8 +348,8 @@ def _read_text(path: Path) -> str:
         check_size(path.stat().st_size, str(path))  # before reading: a 50 MB file is refused unread
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise DefinitionError([Problem(f"file is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                                       str(path))]) from None
+        message = f"file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        raise DefinitionError([Problem(message, str(path))]) from None
     except OSError as exc:
         raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None
 

@@ -1,4 +1,4 @@
-"""Pydantic models of every step type of the workflow language (DESIGN.md §3).
+"""Pydantic models of every step type of the workflow language (docs/language.md).
 
 Steps are a discriminated union on `type`, so a typo in a step type or in a key is a
 validation error with a position instead of a silently ignored field.  Accepted aliases
@@ -8,14 +8,14 @@ here, once, so nothing downstream has to know about them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 OutputFormat = Literal["text", "lines", "json", "key_value"]
 UpdateOperation = Literal["set", "append", "increment", "merge", "delete"]
-Template = Union[str, bool]
+Template = str | bool
 
 MAX_ITERATIONS_LIMIT = 10_000
 MAX_PARALLEL_LIMIT = 100
@@ -183,8 +183,9 @@ class WhileStep(StepBase):
     type: Literal["while"]
     condition: Template
     max_iterations: int = Field(default=100, ge=1, le=MAX_ITERATIONS_LIMIT)
-    # reaching max_iterations with the condition still true fails the step, unless `continue`
-    on_max_iterations: Literal["fail", "continue"] = "fail"
+    on_max_iterations: Literal["fail", "continue"] = Field(
+        default="fail", description="what reaching max_iterations does: fail the workflow "
+        "(default) or end the loop and continue after it")
     body: list[Step]
 
 
@@ -273,7 +274,22 @@ class StateUpdateStep(StepBase):
 
 
 Step = Annotated[
-    ShellCommandStep | AgentShellCommandStep | StateUpdateStep | McpCallStep | UserMessageStep | UserInputStep | AgentPromptStep | ApplyHintsStep | ConditionalStep | WhileStep | ForeachStep | ParallelForeachStep | BreakStep | ContinueStep | IncludeWorkflowStep | ExitStep,
+    ShellCommandStep
+    | AgentShellCommandStep
+    | StateUpdateStep
+    | McpCallStep
+    | UserMessageStep
+    | UserInputStep
+    | AgentPromptStep
+    | ApplyHintsStep
+    | ConditionalStep
+    | WhileStep
+    | ForeachStep
+    | ParallelForeachStep
+    | BreakStep
+    | ContinueStep
+    | IncludeWorkflowStep
+    | ExitStep,
     Field(discriminator="type"),
 ]
 

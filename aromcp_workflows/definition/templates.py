@@ -3,9 +3,10 @@
 Templates are parsed by the same parser the engine renders them with
 (`expressions.parse_template`), so validation and run time agree on where a template
 ends, which filters exist and what counts as a stray `}}`.  Beyond syntax, a template
-that reads `inputs.x` must name a declared input (start refuses undeclared ones, so such
-a read could only ever be undefined), and inside a sub-agent task `task.x` must name one
-of the task's inputs or `task_id`.
+that reads `inputs.x` close to a declared input is a typo (an error); one that reads an
+input nothing declares is a warning (the seed design reads undeclared inputs as
+`undefined`: `{{ inputs.retries || 3 }}`).  Inside a sub-agent task `task.x` must name
+one of the task's inputs or `task_id`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ NESTED = "template opens '{{' inside another '{{ ... }}'"
 
 
 def template_problems(text: str, inputs: Collection[str],
-                      task_inputs: Collection[str] | None = None) -> list[str]:
-    """Every problem of the templates in `text` (empty when it has none or they are fine)."""
+                      task_inputs: Collection[str] | None = None,
+                      warnings: list[str] | None = None) -> list[str]:
+    """Every error of the templates in `text` (empty when it has none or they are fine);
+    with `warnings`, reads of undeclared inputs that are no typo go there instead."""
     if "{{" not in text and "}}" not in text:
         return []
     try:
@@ -53,8 +56,14 @@ def template_problems(text: str, inputs: Collection[str],
             problems.append(f"template {{{{ {part.source.strip()} }}}} is not valid JavaScript: "
                             f"{exc.js_message or exc}")
             continue
-        problems += _unknown_keys(reads.keys_of("inputs") if "inputs" in reads.names else None,
-                                  inputs, "inputs", "the workflow declares no input")
+        unknown = _unknown_keys(reads.keys_of("inputs") if "inputs" in reads.names else None,
+                                inputs, "inputs", "the workflow declares no input")
+        for message in unknown:
+            if warnings is not None and "(did you mean" not in message:
+                warnings.append(message + ": it is always undefined (workflow_start accepts "
+                                "only declared inputs); declare it under 'inputs'")
+            else:
+                problems.append(message)
         if task_inputs is not None and "task" in reads.names:
             problems += _unknown_keys(reads.keys_of("task"), [*task_inputs, "task_id"], "task",
                                       "the sub-agent task has no input")

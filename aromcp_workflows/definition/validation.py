@@ -5,7 +5,9 @@ unknown sub-agent tasks, state paths that name no writable tier, computed-field 
 (by the state store's own rules), templates (by the engine's own parser), inputs passed
 to included workflows, input defaults of the wrong type, and warnings for tier
 collisions, unused tasks and a name that differs from its file.  Everything that would
-make `workflow_start` fail for a reason visible in the file belongs here.
+make `workflow_start` fail for a reason visible in the file belongs here.  The checks of
+JavaScript itself live beside it: syntax in V8 (`js_syntax`), names in scope
+(`references`), loops that cannot end (`loops`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,13 @@ from typing import Any
 
 from aromcp_workflows.definition.build import describe
 from aromcp_workflows.definition.errors import Problem, closest_names, did_you_mean
+from aromcp_workflows.definition.graphs import cycles
 from aromcp_workflows.definition.js_names import computed_reads, js_free_names
+from aromcp_workflows.definition.js_syntax import syntax_problems
 from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle, _walk_steps
+from aromcp_workflows.definition.loops import endless_loops
+from aromcp_workflows.definition.references import declared_names, reference_problems
+from aromcp_workflows.definition.scopes import sites
 from aromcp_workflows.definition.steps import (
     BreakStep,
     ContinueStep,
@@ -74,6 +81,9 @@ class _Checker:
     def warn(self, path: Path, message: str) -> None:
         self.problems.append(self.loaded.positions.problem(path, message, "warning"))
 
+    def report(self, path: Path, message: str, severity: str) -> None:
+        (self.error if severity == "error" else self.warn)(_data_path(path), message)
+
     def run(self) -> None:
         definition = self.definition
         self.check_name_matches_file()
@@ -94,6 +104,39 @@ class _Checker:
         self.check_computed_fields()
         self.check_collisions()
         self.check_templates((), self.loaded_data())
+        self.check_javascript()
+        self.check_seed_orchestrator_keys()
+
+    def check_javascript(self) -> None:
+        """Syntax (V8, one crossing for the file), names in scope, loops that cannot end."""
+        data = self.loaded_data()
+        found = list(sites(data))
+        for path, message in syntax_problems(found):
+            self.report(path, message, "error")
+        for path, message, severity in reference_problems(found, declared_names(data)):
+            self.report(path, message, severity)
+        definition = self.definition
+        roots: list[tuple[Path, list[Any]]] = [(("steps",), definition.steps),
+                                               (("error_handling", "on_failure"), definition.error_handling.on_failure)]
+        roots += [(("sub_agent_tasks", name, "steps"), task.steps)
+                  for name, task in definition.sub_agent_tasks.items()]
+        for prefix, steps in roots:
+            for path, message in endless_loops(steps, prefix):
+                self.error(path, message)
+
+    def check_seed_orchestrator_keys(self) -> None:
+        """The seed's orchestrator keys are accepted, but say plainly that nothing runs them."""
+        if self.definition.orchestrator_behavior is not None:
+            self.warn(("orchestrator_behavior",), "orchestrator_behavior (from the seed design) "
+                      "is kept as documentation only: agents are not sent it; the orchestrator "
+                      "prompt already checkpoints when its context runs high")
+        hook = self.definition.on_high_context_usage
+        if hook is not None:
+            self.check_program(("on_high_context_usage", "steps"), hook.steps, (), [])
+            self.warn(("on_high_context_usage",), "on_high_context_usage (from the seed design) "
+                      "is validated but never run: the server cannot see an agent's context; "
+                      "the orchestrator prompt has the agent call workflow_checkpoint and ask "
+                      "the user to run /workflow resume <id> instead")
 
     # -- steps -----------------------------------------------------------------
     def check_program(self, prefix: Path, steps: list[Any], handler_prefix: Path, handlers: list[Any]) -> None:
@@ -158,12 +201,17 @@ class _Checker:
         declared = child.definition.inputs
         misspelt: set[str] = set()
         for key in step.inputs:
-            if key not in declared:
-                known = ", ".join(declared) or "none"
-                hint = did_you_mean(key, declared)
-                misspelt.update(closest_names(key, declared, 1) if hint else [])
-                self.error((*path, "inputs", key), f"workflow {step.workflow!r} has no input "
-                           f"{key!r}{hint} (its inputs: {known})")
+            if key in declared:
+                continue
+            if not declared:  # the seed design's shared workflows read undeclared inputs
+                self.warn((*path, "inputs", key), f"workflow {step.workflow!r} declares no "
+                          f"inputs, so {key!r} reaches it undeclared; declare it in that "
+                          "workflow's 'inputs' to have it checked")
+                continue
+            hint = did_you_mean(key, declared)
+            misspelt.update(closest_names(key, declared, 1) if hint else [])
+            self.error((*path, "inputs", key), f"workflow {step.workflow!r} has no input "
+                       f"{key!r}{hint} (its inputs: {', '.join(declared)})")
         for key, spec in declared.items():
             if key in misspelt:
                 continue  # reported once, as the typo
@@ -267,7 +315,7 @@ class _Checker:
                         else f"the {key} of {name!r} names a local {dep!r}, which counts as "
                         "reading that field: rename the local")
             graph[name] = deps
-        for cycle in _cycles(graph):
+        for cycle in cycles(graph):
             why = [reasons[edge] for edge in itertools.pairwise(cycle) if edge in reasons]
             hint = f" ({'; '.join(why)})" if why else ""
             self.error(("state_schema", "computed", cycle[0]),
@@ -295,7 +343,8 @@ class _Checker:
         for low_index, low in enumerate(order):
             for high in order[low_index + 1:]:
                 for name in sorted(tiers[low] & tiers[high]):
-                    where = ("state_schema", high, name) if high != "raw" or name in schema.raw else ("default_state", "raw", name)
+                    where = ("state_schema", high, name) if high != "raw" or name in schema.raw \
+                        else ("default_state", "raw", name)
                     self.warn(where, f"{high}.{name} hides {low}.{name} in the flattened view "
                               "({{ " + name + " }} reads the " + high + " value); rename one, "
                               f"or read {low}.{name} explicitly")
@@ -311,42 +360,18 @@ class _Checker:
             task = None
             if len(path) > 1 and path[0] == "sub_agent_tasks":
                 task = self.definition.sub_agent_tasks.get(str(path[1]))
+            warnings: list[str] = []
             for problem in template_problems(node, self.definition.inputs,
-                                             task.inputs if task is not None else None):
+                                             task.inputs if task is not None else None, warnings):
                 self.error(_data_path(path), problem)
+            for warning in warnings:
+                self.warn(_data_path(path), warning)
         elif isinstance(node, dict):
             for key, value in node.items():
                 self.check_templates((*path, key), value)
         elif isinstance(node, list):
             for index, value in enumerate(node):
                 self.check_templates((*path, index), value)
-
-
-def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
-    """Each distinct cycle once, as `[a, b, a]`."""
-    found: list[list[str]] = []
-    seen_sets: set[frozenset[str]] = set()
-    state: dict[str, int] = {}
-
-    def visit(node: str, stack: list[str]) -> None:
-        state[node] = 1
-        stack.append(node)
-        for dep in graph.get(node, []):
-            if state.get(dep) == 1:
-                cycle = stack[stack.index(dep):] + [dep]
-                key = frozenset(cycle)
-                if key not in seen_sets:
-                    seen_sets.add(key)
-                    found.append(cycle)
-            elif state.get(dep) is None:
-                visit(dep, stack)
-        stack.pop()
-        state[node] = 2
-
-    for node in graph:
-        if node not in state:
-            visit(node, [])
-    return found
 
 
 def _all_steps(definition: WorkflowDefinition) -> Iterator[tuple[tuple[Any, ...], Any]]:

@@ -107,6 +107,16 @@ class OnResume(Strict):
     exclude: list[str] = Field(default_factory=list)
 
 
+class OnHighContextUsage(Strict):
+    """The seed's orchestrator hook: steps for an orchestrator whose context runs high.
+
+    Accepted and validated, never run by the server: the server cannot see an agent's
+    context usage.  The orchestrator prompt tells the agent to checkpoint and resume
+    instead (see docs/language.md, "Coming from the seed design")."""
+
+    steps: list[Step] = Field(default_factory=list)
+
+
 class WorkflowDefinition(Strict):
     """One workflow, as written by its author (aliases normalised)."""
 
@@ -121,6 +131,12 @@ class WorkflowDefinition(Strict):
     sub_agent_tasks: dict[str, SubAgentTask] = Field(default_factory=dict)
     error_handling: WorkflowErrorHandling = Field(default_factory=WorkflowErrorHandling)
     on_resume: OnResume = Field(default_factory=OnResume)
+    orchestrator_behavior: list[str] | str | None = Field(
+        default=None, description="the seed's notes on how the orchestrator behaves; "
+        "documentation only (not run, not sent to agents)")
+    on_high_context_usage: OnHighContextUsage | None = Field(
+        default=None, description="the seed's orchestrator hook; validated, not run by the "
+        "server (it cannot see an agent's context)")
 
     @field_validator("name")
     @classmethod
@@ -165,6 +181,7 @@ __all__ = [
     "ComputedFieldSpecModel",
     "DefaultState",
     "InputSpec",
+    "OnHighContextUsage",
     "OnResume",
     "StateSchema",
     "StateUpdateSpec",

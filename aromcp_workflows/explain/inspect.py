@@ -18,7 +18,7 @@ from aromcp_workflows.masking import Masker, is_sensitive, secret_values
 
 def transform_traces(events: Iterable[Any], field: str | None, include_timing: bool,
                      masker: Masker) -> list[dict[str, Any]]:
-    """DESIGN.md §5 `workflow_trace_transformations`, oldest first.
+    """The MCP tool `workflow_trace_transformations` (README, "MCP interface"), oldest first.
 
     A computed field whose own name is sensitive (`auth_token`) has its input and output
     masked whole, and every value it ever had is masked wherever else it appears: the
@@ -48,7 +48,7 @@ def transform_traces(events: Iterable[Any], field: str | None, include_timing: b
 
 
 def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
-    """DESIGN.md §5 `workflow_debug_info`, plus `current_steps` per thread, status and error."""
+    """The MCP tool `workflow_debug_info`, plus `current_steps` per thread, status and error."""
     current = {tid: (t.pending.step_id if t.pending else None) for tid, t in run.threads.items() if not t.done}
     main_pending = run.threads["main"].pending if "main" in run.threads else None
     return {
@@ -120,7 +120,7 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
                       "completed_at": event.timestamp, "status": "success", "message": event.data.get("message")})
         elif event.kind == "condition_checked":
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success",
-                      "condition": event.data.get("condition"), "value": event.data.get("value"),
+                      "value": event.data.get("value"),
                       "branch": event.data.get("branch")})
         elif event.kind == "step_skipped":
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp,

@@ -251,7 +251,8 @@ def _summary(step: Any) -> str:
 
 # Characters with a meaning inside a quoted Mermaid label, replaced by Mermaid's own
 # entity codes (`#35;` is `#`).  `#` goes first so the codes we insert stay intact.
-_ENTITIES = [("#", "#35;"), ("&", "#amp;"), ('"', "#quot;"), ("|", "#124;"), ("`", "#96;"), ("<", "#lt;"), (">", "#gt;")]
+_ENTITIES = [("#", "#35;"), ("&", "#amp;"), ('"', "#quot;"), ("|", "#124;"), ("`", "#96;"),
+             ("<", "#lt;"), (">", "#gt;")]
 
 
 def escape_label(text: str) -> str:

@@ -114,7 +114,7 @@ class _Walk:
 
 
 def explain_plan(bundle: WorkflowBundle, inputs: dict[str, Any], engine: Any) -> dict[str, Any]:
-    """The plan as a JSON-safe dict (DESIGN.md §5 `workflow_explain_plan`, plus
+    """The plan as a JSON-safe dict (the MCP tool `workflow_explain_plan`, plus
     `state_paths_written` and per-step detail).  Bad inputs raise `InputError`."""
     main = bundle.main.definition
     state = _start_state(main, inputs, engine)

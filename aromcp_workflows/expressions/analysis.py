@@ -18,16 +18,29 @@ from .lexer import Token, tokenize
 # Words that are never a reference to an outside value.  Contextual keywords (`of`,
 # `async`, `get`, `set`, `let`, ...) are included: treating them as parameters would break
 # the syntax they take part in, and nobody names a state field `async`.
-JS_KEYWORDS = frozenset(
-    ["break", "case", "catch", "class", "const", "continue", "debugger", "default", "delete", "do", "else", "export", "extends", "finally", "for", "function", "if", "import", "in", "instanceof", "new", "return", "super", "switch", "throw", "try", "typeof", "var", "void", "while", "with", "yield", "let", "static", "await", "async", "of", "get", "set", "true", "false", "null", "this", "arguments", "enum", "implements", "interface", "package", "private", "protected", "public", "target", "meta"]
-)
+JS_KEYWORDS = frozenset([
+    "break", "case", "catch", "class", "const", "continue", "debugger", "default", "delete", "do", "else",
+    "export", "extends", "finally", "for", "function", "if", "import", "in", "instanceof", "new", "return",
+    "super", "switch", "throw", "try", "typeof", "var", "void", "while", "with", "yield", "let", "static",
+    "await", "async", "of", "get", "set", "true", "false", "null", "this", "arguments", "enum", "implements",
+    "interface", "package", "private", "protected", "public", "target", "meta",
+])
 
 # Globals of the bare V8 context (Object.getOwnPropertyNames(globalThis)) plus our own
 # helpers.  A free name from this set is left to the global unless the scope has a value
 # of that name, so `Math.max(...)` works and a state field called `escape` still does.
-JS_GLOBALS = frozenset(
-    ["Object", "Function", "Array", "Number", "parseFloat", "parseInt", "Infinity", "NaN", "undefined", "Boolean", "String", "Symbol", "Date", "Promise", "RegExp", "Error", "AggregateError", "EvalError", "RangeError", "ReferenceError", "SyntaxError", "TypeError", "URIError", "globalThis", "JSON", "Math", "Intl", "ArrayBuffer", "Atomics", "Uint8Array", "Int8Array", "Uint16Array", "Int16Array", "Uint32Array", "Int32Array", "BigUint64Array", "BigInt64Array", "Uint8ClampedArray", "Float32Array", "Float64Array", "DataView", "Map", "BigInt", "Set", "Iterator", "WeakMap", "WeakSet", "Proxy", "Reflect", "FinalizationRegistry", "WeakRef", "decodeURI", "decodeURIComponent", "encodeURI", "encodeURIComponent", "escape", "unescape", "eval", "isFinite", "isNaN", "console", "Temporal", "SuppressedError", "DisposableStack", "AsyncDisposableStack", "Float16Array", "SharedArrayBuffer", "WebAssembly", "setTimeout", "clearTimeout", "now", "uuid", "path_to_key"]
-)
+JS_GLOBALS = frozenset([
+    "Object", "Function", "Array", "Number", "parseFloat", "parseInt", "Infinity", "NaN", "undefined",
+    "Boolean", "String", "Symbol", "Date", "Promise", "RegExp", "Error", "AggregateError", "EvalError",
+    "RangeError", "ReferenceError", "SyntaxError", "TypeError", "URIError", "globalThis", "JSON", "Math",
+    "Intl", "ArrayBuffer", "Atomics", "Uint8Array", "Int8Array", "Uint16Array", "Int16Array", "Uint32Array",
+    "Int32Array", "BigUint64Array", "BigInt64Array", "Uint8ClampedArray", "Float32Array", "Float64Array",
+    "DataView", "Map", "BigInt", "Set", "Iterator", "WeakMap", "WeakSet", "Proxy", "Reflect",
+    "FinalizationRegistry", "WeakRef", "decodeURI", "decodeURIComponent", "encodeURI", "encodeURIComponent",
+    "escape", "unescape", "eval", "isFinite", "isNaN", "console", "Temporal", "SuppressedError",
+    "DisposableStack", "AsyncDisposableStack", "Float16Array", "SharedArrayBuffer", "WebAssembly",
+    "setTimeout", "clearTimeout", "now", "uuid", "path_to_key",
+])
 
 
 @dataclass(frozen=True, slots=True)

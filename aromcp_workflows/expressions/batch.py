@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import MISSING, ErrorKind, ExpressionError
-from .runtime import FunctionDef, Interrupted, V8Runtime
+from .runtime import FunctionDef, Interrupted, Runtime
 
 Source = Any  # int | None | dict (see module docstring)
 
@@ -87,13 +87,13 @@ class Call:
         return ExpressionError(self.fn.source, self.origin, message, kind)
 
 
-def _limit_message(kind: str, rt: V8Runtime) -> str:
+def _limit_message(kind: str, rt: Runtime) -> str:
     if kind == "timeout":
         return f"stopped after {rt.timeout_ms} ms (the time limit per evaluation)"
     return f"stopped: exceeded the memory limit of {rt.max_memory_mb} MB"
 
 
-def run_calls(rt: V8Runtime, calls: list[Call], table: ValueTable,
+def run_calls(rt: Runtime, calls: list[Call], table: ValueTable,
               max_chars: int) -> list[Any]:
     """Evaluate independent calls; return per call a value, MISSING, or ExpressionError."""
     defs = _defs(c.fn for c in calls)
@@ -163,7 +163,7 @@ class ChainOutcome:
     duration_ms: float = 0.0
 
 
-def run_chain(rt: V8Runtime, items: list[ChainItem], table: ValueTable,
+def run_chain(rt: Runtime, items: list[ChainItem], table: ValueTable,
               current: dict[str, Any], dirty: set[int], max_chars: int,
               keys: dict[str, str] | None = None, cached: set[str] | None = None,
               new_keys: dict[str, str] | None = None) -> list[ChainOutcome]:

@@ -19,7 +19,7 @@ from .batch import Call, ChainItem, ChainOutcome, ValueTable
 from .errors import MISSING, ExpressionError
 from .isolation import ProcessV8Runtime
 from .lexer import LexError
-from .runtime import EngineStats, FunctionDef, V8Runtime
+from .runtime import EngineStats, FunctionDef, Runtime, V8Runtime
 from .shell_context import ShellContextError, ShellPlan, assemble, shell_plan
 from .template import (
     ExprPart,
@@ -56,21 +56,31 @@ class _Pending:
 class ExpressionEngine:
     """Evaluate JavaScript expressions, templates and transforms in embedded V8.
 
-    Thread-safe (one lock around V8).  V8 itself is created lazily on the first call
-    that needs it.  `timeout_ms` bounds each evaluation, `max_memory_mb` the V8 heap;
-    `max_result_chars` bounds the JSON text of any single result.
+    Thread-safe.  V8 itself is created lazily on the first call that needs it.
+    `timeout_ms` bounds each evaluation (promise jobs included), `max_memory_mb` each V8
+    heap, `pool_size` the number of V8 child processes; `max_result_chars` bounds the
+    JSON text of any single result.  Unset limits come from AROMCP_V8_TIMEOUT_MS,
+    AROMCP_V8_MEMORY_MB and AROMCP_V8_POOL_SIZE (defaults 1000, 256, 3).
     """
 
-    def __init__(self, timeout_ms: int = 1000, max_memory_mb: int = 256,
-                 max_result_chars: int = 16_000_000, isolation: str | None = None) -> None:
+    def __init__(self, timeout_ms: int | None = None, max_memory_mb: int | None = None,
+                 max_result_chars: int = 16_000_000, isolation: str | None = None,
+                 pool_size: int | None = None) -> None:
         default = "thread" if os.name == "nt" else "process"  # the child's pipe watchdog uses select()
         mode = isolation or os.environ.get("AROMCP_V8_ISOLATION", default)
         if mode not in ("process", "thread"):
             raise ValueError(f"AROMCP_V8_ISOLATION must be 'process' or 'thread', not {mode!r}")
-        # "process": V8 in a child process, which a fatal V8 error cannot take down with us;
-        # "thread": V8 in this process (a little faster, no protection from fatal errors).
-        runtime = ProcessV8Runtime if mode == "process" else V8Runtime
-        self._rt = runtime(timeout_ms=timeout_ms, max_memory_mb=max_memory_mb)
+        timeout = timeout_ms if timeout_ms is not None else _env_int("AROMCP_V8_TIMEOUT_MS", 1000)
+        memory = max_memory_mb if max_memory_mb is not None else _env_int("AROMCP_V8_MEMORY_MB", 256)
+        # "process": V8 in a pool of child processes, which a fatal V8 error cannot take
+        # down with us and a runaway transform cannot hog; "thread": one V8 in this process
+        # (a little faster, no protection from fatal errors, calls take turns).
+        self._rt: Runtime
+        if mode == "process":
+            size = pool_size if pool_size is not None else _env_int("AROMCP_V8_POOL_SIZE", 3)
+            self._rt = ProcessV8Runtime(timeout_ms=timeout, max_memory_mb=memory, pool_size=size)
+        else:
+            self._rt = V8Runtime(timeout_ms=timeout, max_memory_mb=memory)
         self.max_result_chars = max_result_chars
         self._fn_ids: dict[tuple[str, tuple[str, ...], str], FunctionDef] = {}
 
@@ -136,6 +146,14 @@ class ExpressionEngine:
             raise result
         return None if result is MISSING else result
 
+    def syntax_errors(self, sources: list[tuple[str, Literal["expr", "transform"]]]) -> list[str | None]:
+        """Compile (never run) each `(source, mode)` as evaluation would; per source its
+        syntax error or None.  One crossing for all of them (validation uses this)."""
+        if not sources:
+            return []
+        answer = self._rt.call("check", [], {"sources": [[s, m] for s, m in sources]}, [])
+        return [None if a is None else str(a) for a in answer]
+
     # -- building blocks used by the state store ----------------------------------------
     def function(self, source: str, params: Iterable[str],
                  mode: Literal["expr", "transform"]) -> FunctionDef:
@@ -174,6 +192,20 @@ class ExpressionEngine:
     def context_epoch(self) -> int:
         """Changes whenever V8 was (re)created: values cached in V8 are gone then."""
         return self._rt.stats.contexts_created
+
+
+def _env_int(name: str, default: int) -> int:
+    """A positive integer limit from the environment (see docs/security.md)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive whole number, not {text!r}; unset it to use {default}")
+    return value
 
 
 def _scope_source(table: ValueTable, scope: Mapping[str, Any], name: str,

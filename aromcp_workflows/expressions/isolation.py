@@ -1,11 +1,16 @@
-"""V8 in a child process, so that nothing a transform does can take the server down.
+"""V8 in child processes, so that nothing a transform does can take the server down or
+hold up the other instances.
 
 Some allocations (`new Array(1e9).fill(0)`) are *fatal* in V8: the process aborts, no
 exception is raised, and the heap cap cannot help because it is only checked between
 allocations.  `ProcessV8Runtime` keeps the in-process runtime's interface (`call`,
 `reset`, `close`, `stats`, limits) but runs it in `python -m
-aromcp_workflows.expressions.v8_child`; when that child dies in a call, the call is
+aromcp_workflows.expressions.v8_child`; when a child dies in a call, the call is
 reported as stopped by the memory limit and the next call starts a fresh child.
+
+Calls are spread over a small pool of children (`pool.py`): one child for a sequential
+workload, up to `pool_size` under concurrency, and a runaway transform is preempted
+rather than waited on, so a trivial step of another instance answers promptly.
 
 Each request is one length-prefixed JSON message each way over the child's stdin and
 stdout (the child's stderr is the server's, for V8's own fatal messages).
@@ -16,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -23,106 +29,178 @@ import weakref
 from typing import Any, Literal
 
 from .pipe import read_message, write_message
+from .pool import Pool, PoolHooks
 from .runtime import EngineStats, FunctionDef, Interrupted, RuntimeFailure
 
 WATCHDOG_SLACK_S = 10.0  # on top of twice the timeout: a child that hangs is killed
+MAX_ATTEMPTS = 3  # a call is preempted once; a stray late signal may cost one more run
 
 
 class ChildDied(Exception):
-    """The V8 child process exited (or stopped answering) during a call."""
+    """The V8 child process exited or stopped answering in a call.  Both happen when V8
+    meets an allocation it cannot survive or interrupt (`new Array(1e9).fill(0)`), so the
+    call is reported as stopped by the memory limit."""
+
+    def __init__(self, kind: Literal["timeout", "memory"] = "memory") -> None:
+        super().__init__(kind)
+        self.kind: Literal["timeout", "memory"] = kind
 
 
-class ProcessV8Runtime:
-    def __init__(self, timeout_ms: int = 1000, max_memory_mb: int = 256, gc_every: int = 1000):
-        self.timeout_ms = timeout_ms
-        self.max_memory_mb = max_memory_mb
-        self.gc_every = gc_every
-        self.lock = threading.RLock()
-        self.stats = EngineStats()
-        self._base = EngineStats()  # counters of children that are gone
-        self._proc: subprocess.Popen[bytes] | None = None
+class _Child:
+    """One V8 child process and the counters it last reported."""
 
-    # -- the runtime interface -----------------------------------------------------------
-    def call(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
-             meta: dict[str, Any], vals: list[Any]) -> Any:
-        request = {"op": "call", "entry": entry, "meta": meta,
-                   "defs": [[d.fn_id, list(d.params), d.source, d.mode] for d in defs]}
-        body = json.dumps(vals, separators=(",", ":")).encode()
-        with self.lock:
-            try:
-                answer, result = self._exchange(request, body)
-            except ChildDied:
-                self._child_died()
-                raise Interrupted("memory", None) from None
-            if "interrupted" in answer:
-                raise Interrupted(answer["interrupted"], answer.get("progress"))
-            if "failure" in answer:
-                raise RuntimeFailure(answer["failure"])
-            return json.loads(result)
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
+                                     close_fds=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.stats: dict[str, int] = {}
+        weakref.finalize(self, _stop, self.proc)  # no child outlives its engine
+        assert self.proc.stdout is not None
+        if read_message(self.proc.stdout) is None:  # it has its SIGUSR1 handler from here on
+            _stop(self.proc)
+            raise RuntimeFailure("the V8 child process exited while starting; see the server's stderr")
 
-    def reset(self) -> None:
-        with self.lock:
-            if self._proc is not None:
-                try:
-                    self._exchange({"op": "reset"})
-                except ChildDied:
-                    self._child_died()
-
-    def close(self) -> None:
-        with self.lock:
-            proc, self._proc = self._proc, None
-            if proc is not None:
-                self._fold_stats()
-                _stop(proc)
-
-    # -- the child ---------------------------------------------------------------------------
-    def _child(self) -> subprocess.Popen[bytes]:
-        if self._proc is None or self._proc.poll() is not None:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "aromcp_workflows.expressions.v8_child",
-                 str(self.timeout_ms), str(self.max_memory_mb), str(self.gc_every)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, close_fds=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            weakref.finalize(self, _stop, self._proc)  # no child outlives its engine
-            self._child_stats: dict[str, int] = {}
-        return self._proc
-
-    def _exchange(self, request: dict[str, Any], body: bytes = b"") -> tuple[dict[str, Any], bytes]:
-        proc = self._child()
+    def exchange(self, request: dict[str, Any], body: bytes, watchdog_s: float) -> tuple[dict[str, Any], bytes]:
+        proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
         try:
             write_message(proc.stdin, request, body)
-            if not select.select([proc.stdout], [], [], 2 * self.timeout_ms / 1000 + WATCHDOG_SLACK_S)[0]:
-                raise ChildDied  # silent far past its own time limit: treat as dead
+            if not select.select([proc.stdout], [], [], watchdog_s)[0]:
+                raise ChildDied  # silent far past its own limit: stuck in one huge allocation
             message = read_message(proc.stdout)
         except (OSError, ValueError):
             raise ChildDied from None
         if message is None:
             raise ChildDied
         answer, result = message
-        self._child_stats = answer.pop("stats", self._child_stats)
-        self._update_stats()
+        self.stats = answer.pop("stats", self.stats)
         return answer, result
 
-    def _child_died(self) -> None:
-        """Count the lost child's work, note a lost context, and let the next call respawn."""
-        proc, self._proc = self._proc, None
-        self._fold_stats()
-        self._base.out_of_memory += 1
-        self._base.contexts_created += 1  # the values cached in V8 are gone
-        self._update_stats()
-        if proc is not None:
-            _stop(proc)
+    def preempt(self) -> None:
+        try:
+            self.proc.send_signal(signal.SIGUSR1)
+        except OSError:
+            pass
 
-    def _fold_stats(self) -> None:
-        for key, value in getattr(self, "_child_stats", {}).items():
-            setattr(self._base, key, getattr(self._base, key) + value)
-        self._child_stats = {}
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
 
-    def _update_stats(self) -> None:
-        child = getattr(self, "_child_stats", {})
-        for key in EngineStats().as_dict():
-            setattr(self.stats, key, getattr(self._base, key) + child.get(key, 0))
+
+class ProcessV8Runtime:
+    """The V8 runtime interface over a pool of child processes (see the module docstring)."""
+
+    def __init__(self, timeout_ms: int = 1000, max_memory_mb: int = 256, gc_every: int = 1000,
+                 pool_size: int = 3, quantum_ms: int = 250) -> None:
+        self.timeout_ms = timeout_ms
+        self.max_memory_mb = max_memory_mb
+        self.gc_every = gc_every
+        self.pool_size = pool_size
+        self.lock = threading.RLock()  # guards the counters
+        self._base = EngineStats()  # counters of children that are gone
+        self._alive: set[_Child] = set()
+        self._pool: Pool[_Child] = Pool(PoolHooks(self._spawn, self._preempt, _Child.kill, self._retire),
+                                        size=max(pool_size, 1), quantum_s=quantum_ms / 1000)
+
+    # -- the runtime interface -----------------------------------------------------------
+    def call(self, entry: Literal["run", "chain", "check"], defs: list[FunctionDef],
+             meta: dict[str, Any], vals: list[Any]) -> Any:
+        request = {"op": "call", "entry": entry, "meta": meta,
+                   "defs": [[d.fn_id, list(d.params), d.source, d.mode] for d in defs]}
+        body = json.dumps(vals, separators=(",", ":")).encode()
+        for attempt in range(MAX_ATTEMPTS):
+            # Preempted (None): run again, never preempted again (a late signal aside).
+            answer, result = self._attempt(request, body, retried=attempt > 0)
+            if answer is not None:
+                break
+        else:
+            raise Interrupted("timeout", None)
+        if "interrupted" in answer:
+            kind: Literal["timeout", "memory"] = "timeout" if answer["interrupted"] == "timeout" else "memory"
+            raise Interrupted(kind, answer.get("progress"))
+        if "failure" in answer:
+            raise RuntimeFailure(answer["failure"])
+        return json.loads(result)
+
+    def _attempt(self, request: dict[str, Any], body: bytes,
+                 retried: bool) -> tuple[dict[str, Any] | None, bytes]:
+        """One run on one child: its answer, or None if the call was preempted."""
+        child = self._pool.acquire(retried)
+        gone: str | None = None
+        try:
+            answer, result = child.exchange(request, body, 2 * self.timeout_ms / 1000 + WATCHDOG_SLACK_S)
+            if answer.get("exit"):
+                gone = "exit"  # it abandoned a V8 still running a promise job, and exited
+        except ChildDied as died:
+            gone = died.kind
+            answer, result = {"interrupted": died.kind, "progress": None}, b""
+        except BaseException:
+            gone = "memory"  # interrupted mid-exchange: the child's pipe is out of step
+            raise
+        finally:
+            if gone is not None:
+                self._fold(child, lost=gone != "exit")
+                _stop(child.proc)
+            preempted = self._pool.release(child, gone is None)
+        if preempted and (answer.get("preempted") or gone not in (None, "exit")):
+            return None, b""
+        if answer.get("preempted"):  # a late signal hit an unrelated call: still a preemption
+            return None, b""
+        return answer, result
+
+    def reset(self) -> None:
+        """Close the idle children (a busy one finishes its call first)."""
+        for child in self._pool.drain_idle():
+            self._retire(child)
+
+    def close(self) -> None:
+        self.reset()
+
+    def child_pids(self) -> list[int]:
+        """Process ids of the live V8 children (for tests and diagnostics)."""
+        return [c.proc.pid for c in self._pool.workers() if c.proc.poll() is None]
+
+    # -- children ----------------------------------------------------------------------------
+    def _spawn(self) -> _Child:
+        child = _Child([sys.executable, "-m", "aromcp_workflows.expressions.v8_child",
+                        str(self.timeout_ms), str(self.max_memory_mb), str(self.gc_every)])
+        with self.lock:
+            self._alive.add(child)
+        return child
+
+    def _preempt(self, child: _Child) -> None:
+        with self.lock:
+            self._base.preemptions += 1
+        child.preempt()
+
+    def _retire(self, child: _Child) -> None:
+        self._fold(child, lost=False)
+        _stop(child.proc)
+
+    def _fold(self, child: _Child, lost: bool) -> None:
+        """Move a departing child's counters into the base; a lost child (died in a call)
+        counts as stopped by the memory limit.  Either way its V8 values are gone."""
+        with self.lock:
+            for key, value in child.stats.items():
+                setattr(self._base, key, getattr(self._base, key) + value)
+            child.stats = {}
+            if lost:
+                self._base.out_of_memory += 1
+            self._base.contexts_created += 1  # what V8 cached is gone: a new epoch
+            self._alive.discard(child)
+
+    @property
+    def stats(self) -> EngineStats:
+        """Counters of every child, gone or alive, plus the pool's own (computed on read:
+        the call path only stores what each child last reported)."""
+        with self.lock:
+            children = list(self._alive)
+            total = EngineStats(**self._base.as_dict())
+        for child in children:
+            for key, value in child.stats.items():
+                setattr(total, key, getattr(total, key) + value)
+        return total
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -9,10 +9,10 @@ apart from `v8_child.py` so that importing the package never imports the child's
 from __future__ import annotations
 
 import json
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 
-def read_message(source: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
+def read_message(source: IO[bytes]) -> tuple[dict[str, Any], bytes] | None:
     line = source.readline()
     if not line:
         return None
@@ -24,7 +24,7 @@ def read_message(source: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
     return json.loads(head), body
 
 
-def write_message(sink: BinaryIO, head: dict[str, Any], body: bytes = b"") -> None:
+def write_message(sink: IO[bytes], head: dict[str, Any], body: bytes = b"") -> None:
     data = json.dumps(head, separators=(",", ":")).encode()
     sink.write(b"%d %d\n" % (len(data), len(body)) + data + body)
     sink.flush()

@@ -4,15 +4,17 @@
 // compiled once, by `def`), evaluates a batch of independent expressions (`run`) or a
 // chain of computed fields in topological order with cut-off (`chain`) in ONE crossing,
 // and returns one JSON text.  Then it locks the context down: no code generation from
-// strings, frozen intrinsics and global object, no console or timers.
+// strings, frozen intrinsics and global object, no console or timers (lockdown.js).
 //
 // Python calls it with a random token; every entry point demands that token, so user
 // code (which can see the global `__aro`) cannot redefine compiled functions or touch
 // the value cache of other workflows.
-(function (TOKEN) {
+(function (TOKEN, LOCKDOWN) {
   'use strict';
   const G = globalThis;
   const F = Function;
+  const HiddenPromise = Promise;
+  const apply = Reflect.apply;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
   const dateNow = Date.now;
@@ -61,30 +63,53 @@
     }
   }
 
-  function def(id, params, src, mode) {
+  // Compile a source the way the engine runs it: an expression, else (transforms only)
+  // the expression without trailing semicolons, else a function body.  [fn, error].
+  function compile(params, src, mode) {
     const exprBody = (s) => '"use strict";\nreturn (' + s + '\n);';
-    let fn = null;
-    let err = null;
     try {
-      fn = new F(...params, exprBody(src));
+      return [new F(...params, exprBody(src)), null];
     } catch (e1) {
-      if (mode === 'expr') {
-        err = e1;
-      } else {
-        const stripped = src.replace(/[\s;]+$/, '');
+      if (mode === 'expr') return [null, e1];
+      const stripped = src.replace(/[\s;]+$/, '');
+      try {
+        if (stripped === src) throw e1;
+        return [new F(...params, exprBody(stripped)), null];
+      } catch (e2) {
         try {
-          if (stripped === src) throw e1;
-          fn = new F(...params, exprBody(stripped));
-        } catch (e2) {
-          try {
-            fn = new F(...params, '"use strict";\n{\n' + src + '\n}');
-          } catch (e3) {
-            err = e3;
-          }
+          return [new F(...params, '"use strict";\n{\n' + src + '\n}'), null];
+        } catch (e3) {
+          return [null, e3];
         }
       }
     }
-    fns.set(id, fn !== null ? fn : describe(err));
+  }
+
+  // The global Promise is hidden (lockdown.js): a source that names it gets it as a
+  // leading parameter, and Python waits for its promise jobs (runtime.py, `fence`).
+  function def(id, names, src, mode) {
+    const withPromise = src.indexOf('Promise') >= 0 && names.indexOf('Promise') < 0;
+    const params = withPromise ? ['Promise'].concat(names) : names;
+    const made = compile(params, src, mode);
+    let fn = made[0];
+    if (fn !== null && withPromise) {
+      const inner = fn;
+      fn = function (...args) {
+        return apply(inner, this, [HiddenPromise].concat(args));
+      };
+    }
+    fns.set(id, fn !== null ? fn : describe(made[1]));
+  }
+
+  // Validation: compile each [source, mode] and report its syntax error (or null).
+  // Nothing is run and nothing is kept.
+  function check(meta) {
+    const out = [];
+    for (const item of meta.sources) {
+      const made = compile([], item[0], item[1]);
+      out.push(made[0] !== null ? null : describe(made[1]));
+    }
+    return stringify(out);
   }
 
   // A cell holds one value handed to user code.  The first taker gets the value itself;
@@ -318,25 +343,7 @@
     return text.replace(/[^A-Za-z0-9_-]+/g, '_');
   }
 
-  // ---- lockdown -------------------------------------------------------------------
-  const blocked = function Function() {
-    throw new EvalError('code generation from strings is disabled in workflow expressions');
-  };
-  blocked.prototype = F.prototype;
-  const fnProtos = [
-    F.prototype,
-    Object.getPrototypeOf(async function () {}),
-    Object.getPrototypeOf(function* () {}),
-    Object.getPrototypeOf(async function* () {}),
-  ];
-  for (const proto of fnProtos) {
-    defineProperty(proto, 'constructor', { value: blocked, writable: false, configurable: false });
-  }
-  for (const name of ['console', 'setTimeout', 'clearTimeout', '__timer_manager', 'WebAssembly', 'eval']) {
-    // Some of these are non-configurable (mini-racer's timers): then make them inert.
-    if (!Reflect.deleteProperty(G, name)) G[name] = undefined;
-  }
-  G.Function = blocked;
+  // ---- lockdown (lockdown.js: no code generation, no deferred jobs, all frozen) -----
   function guarded(fn) {
     return function (token, a, b, c, d) {
       if (token !== TOKEN) throw new Error('__aro is internal to the workflow engine');
@@ -344,27 +351,13 @@
     };
   }
   const api = Object.freeze({
-    def: guarded(def), run: guarded(run), chain: guarded(chain), progress: guarded(progressText),
+    def: guarded(def), run: guarded(run), chain: guarded(chain), check: guarded(check),
+    progress: guarded(progressText),
   });
   defineProperty(G, '__aro', { value: api, writable: false, enumerable: false, configurable: false });
   defineProperty(G, 'now', { value: now, writable: false, enumerable: false, configurable: false });
   defineProperty(G, 'uuid', { value: uuid, writable: false, enumerable: false, configurable: false });
   defineProperty(G, 'path_to_key', { value: path_to_key, writable: false, enumerable: false, configurable: false });
-  const seen = new Set();
-  function deepFreeze(o) {
-    if ((typeof o !== 'object' && typeof o !== 'function') || o === null || seen.has(o)) return;
-    seen.add(o);
-    for (const key of Reflect.ownKeys(o)) {
-      const d = Object.getOwnPropertyDescriptor(o, key);
-      if (d && 'value' in d) deepFreeze(d.value);
-    }
-    deepFreeze(Object.getPrototypeOf(o));
-    Object.freeze(o);
-  }
-  for (const name of Reflect.ownKeys(G)) {
-    if (name === 'globalThis') continue;
-    deepFreeze(G[name]);
-  }
-  Object.freeze(G);
+  LOCKDOWN(G);
   return 'ok';
 })

@@ -12,17 +12,25 @@ import asyncio
 import json
 import secrets
 import threading
+import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 _PRELUDE: str | None = None
+DRAIN_GRACE_S = 0.2  # promise jobs get the rest of the time limit, and at least this
+PREEMPT_SETTLE_S = 1.0  # a preempted script must be gone within this, or V8 is abandoned
 
 
 def _prelude() -> str:
+    """The prelude applied to its lockdown, as one source taking the call token."""
     global _PRELUDE
     if _PRELUDE is None:
-        _PRELUDE = resources.files(__package__).joinpath("prelude.js").read_text("utf-8")
+        files = resources.files(__package__)
+        prelude = files.joinpath("prelude.js").read_text("utf-8").strip()
+        lockdown = files.joinpath("lockdown.js").read_text("utf-8").strip()
+        _PRELUDE = f"(token) => ({prelude})(token, {lockdown})"
     return _PRELUDE
 
 
@@ -36,6 +44,7 @@ class EngineStats:
     timeouts: int = 0
     out_of_memory: int = 0
     gc_requests: int = 0  # maintenance: not evaluation crossings
+    preemptions: int = 0  # calls taken back for a waiting call and run again (pool.py)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -50,8 +59,29 @@ class Interrupted(Exception):
         self.progress = progress
 
 
+class Preempted(BaseException):
+    """Raised in the V8 child when the parent takes its isolate back for a waiting call
+    (see isolation.py); V8 terminates the script and the call is run again later.  A
+    BaseException so that no `except Exception` on the way swallows it."""
+
+
 class RuntimeFailure(Exception):
     """An error in our own JavaScript plumbing (never user code): a bug to report."""
+
+
+class Runtime(Protocol):
+    """What the batch drivers need of a V8 runtime, in-process or in child processes."""
+
+    timeout_ms: int
+    max_memory_mb: int
+
+    @property
+    def stats(self) -> EngineStats: ...
+
+    def call(self, entry: Literal["run", "chain", "check"], defs: list[FunctionDef],
+             meta: dict[str, Any], vals: list[Any]) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -60,6 +90,19 @@ class FunctionDef:
     params: tuple[str, ...]
     source: str
     mode: Literal["expr", "transform"]
+
+
+# Words without which a source cannot start a promise job: async functions need the
+# `async` keyword (which cannot be spelled with escapes), `import()` its keyword, and the
+# global Promise is hidden (lockdown.js) unless a source names it.  Sources with none
+# of them skip the drain below, so ordinary transforms pay nothing for it.
+_DEFERRING_WORDS = ("async", "Promise", "import")
+
+
+@lru_cache(maxsize=8192)
+def may_defer(source: str) -> bool:
+    """True if `source` could leave promise jobs (microtasks) behind when it returns."""
+    return any(word in source for word in _DEFERRING_WORDS)
 
 
 @dataclass
@@ -77,6 +120,8 @@ class V8Runtime:
         self._installed: set[str] = set()
         self._calls_since_gc = 0
         self._token = secrets.token_hex(16)
+        self._abandoned: list[Any] = []
+        self.poisoned = False  # a context was abandoned with JavaScript still running
 
     # -- context lifecycle -------------------------------------------------------------
     def _create(self) -> Any:
@@ -131,7 +176,7 @@ class V8Runtime:
         self.reset()
 
     # -- calls -------------------------------------------------------------------------
-    def call(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
+    def call(self, entry: Literal["run", "chain", "check"], defs: list[FunctionDef],
              meta: dict[str, Any], vals: list[Any]) -> Any:
         """One crossing: install missing functions, run `__aro.<entry>`, parse the JSON.
 
@@ -142,12 +187,10 @@ class V8Runtime:
         result: Any = json.loads(text)
         return result
 
-    def call_text(self, entry: Literal["run", "chain"], defs: list[FunctionDef],
+    def call_text(self, entry: Literal["run", "chain", "check"], defs: list[FunctionDef],
                   meta: dict[str, Any], vals_json: str) -> str:
         """`call` with the values as JSON text in and the result as JSON text out, so a
         caller that only forwards them (the V8 child process) never decodes them."""
-        from py_mini_racer import _exc
-
         with self.lock:
             mr = self._context()
             pieces = []
@@ -161,22 +204,7 @@ class V8Runtime:
             source = "".join(pieces)
             self.stats.v8_calls += 1
             self.stats.compiles += len(new_ids)
-            try:
-                text = mr.eval(source, timeout_sec=self.timeout_ms / 1000)
-            except _exc.JSTimeoutException:
-                self.stats.timeouts += 1
-                self._installed.update(new_ids)  # defs run before user code
-                raise Interrupted("timeout", self._progress(mr)) from None
-            except _exc.JSOOMException:
-                self.stats.out_of_memory += 1
-                self.reset()
-                raise Interrupted("memory", None) from None
-            except _exc.MiniRacerBaseException as exc:
-                if _memory_exhausted(mr):
-                    self.stats.out_of_memory += 1
-                    self.reset()
-                    raise Interrupted("memory", None) from None
-                raise RuntimeFailure(f"V8 call failed: {exc}") from exc
+            text = self._eval(mr, source, new_ids, any(may_defer(d.source) for d in defs))
             self._installed.update(new_ids)
             self._calls_since_gc += 1
             if self._calls_since_gc >= self.gc_every:
@@ -188,6 +216,90 @@ class V8Runtime:
         if not isinstance(text, str):
             raise RuntimeFailure(f"V8 returned {type(text).__name__}, expected JSON text")
         return text
+
+    def _eval(self, mr: Any, source: str, new_ids: list[str], deferring: bool) -> Any:
+        """Run one crossing's source within the limits, its promise jobs included."""
+        from py_mini_racer import _exc
+
+        started = time.monotonic()
+        try:
+            text = mr.eval(source, timeout_sec=self.timeout_ms / 1000)
+        except _exc.JSTimeoutException:
+            self.stats.timeouts += 1
+            self._installed.update(new_ids)  # defs run before user code
+            self._settle(mr, started, deferring)
+            raise Interrupted("timeout", self._progress(mr)) from None
+        except _exc.JSOOMException:
+            self.stats.out_of_memory += 1
+            self.reset()
+            raise Interrupted("memory", None) from None
+        except _exc.MiniRacerBaseException as exc:
+            if _memory_exhausted(mr):
+                self.stats.out_of_memory += 1
+                self.reset()
+                raise Interrupted("memory", None) from None
+            self._settle(mr, started, deferring)
+            raise RuntimeFailure(f"V8 call failed: {exc}") from exc
+        except BaseException:  # Preempted (see v8_child.py): V8 terminated the script
+            # Make sure V8 is idle before the next call comes: the signal may have
+            # landed before mini-racer could cancel the script.
+            try:
+                self._settle(mr, started, True, PREEMPT_SETTLE_S)
+            except Interrupted:
+                pass  # V8 abandoned (`poisoned`): the child exits after answering
+            raise
+        self._settle(mr, started, deferring)
+        return text
+
+    def _settle(self, mr: Any, started: float, deferring: bool, budget_s: float | None = None) -> None:
+        """Wait, inside the call's time limit, for the promise jobs the call left behind.
+
+        mini-racer runs promise jobs after an evaluation has answered, where its timeout
+        no longer applies: a job that loops would hold V8 forever and the next caller
+        would pay.  An evaluation queued behind them finishes only once they are done,
+        so one is run as a fence.  If the jobs outlast the limit, nothing can stop them
+        in this process: the context is abandoned (`poisoned`: the V8 child process then
+        exits) and the call is reported as the timeout it is.  A preemption request
+        arriving meanwhile is honoured once the jobs are done.
+        """
+        if not deferring or self._mr is not mr:
+            return
+        done = threading.Event()
+
+        def fence() -> None:
+            try:
+                mr.eval("0")
+            except Exception:
+                pass
+            finally:
+                done.set()
+
+        threading.Thread(target=fence, name="aromcp-v8-drain", daemon=True).start()
+        if budget_s is None:
+            deadline = max(started + self.timeout_ms / 1000, time.monotonic()) + DRAIN_GRACE_S
+        else:
+            deadline = time.monotonic() + budget_s
+        preempted: BaseException | None = None
+        while True:
+            try:
+                if done.wait(max(deadline - time.monotonic(), 0.0)):
+                    break
+            except Preempted as exc:
+                preempted = exc
+                continue
+            self.stats.timeouts += 1
+            self._abandon()
+            raise Interrupted("timeout", None)
+        if preempted is not None:
+            raise preempted
+
+    def _abandon(self) -> None:
+        """Give up a context that is still running JavaScript nobody can stop.  It is kept
+        referenced (closing it would wait for the loop) and never used again."""
+        self._abandoned.append(self._mr)
+        self._mr = None
+        self._installed = set()
+        self.poisoned = True
 
     def _progress(self, mr: Any) -> dict[str, Any] | None:
         self.stats.v8_calls += 1

@@ -73,7 +73,7 @@ def parse_template(text: str) -> Template:
         try:
             end = find_template_end(text, start + 2)
         except LexError as exc:
-            raise ExpressionError(text, "", f"cannot find the closing '}}}}': {exc}", "syntax")
+            raise ExpressionError(text, "", f"cannot find the closing '}}}}': {exc}", "syntax") from None
         if start > pos:
             parts.append(text[pos:start])
         parts.append(parse_expression(text[start + 2:end]))

@@ -1,6 +1,6 @@
 """`aromcp-workflows install claude`: register the server with Claude Code and add `/workflow`.
 
-Two files change, nothing else:
+For users who do not install the plugin (``plugin/``). Three files change, nothing else:
 
 - the MCP configuration: ``<project>/.mcp.json`` (project scope, shared through version
   control) or, with ``global_scope``, ``~/.claude.json`` whose top-level ``mcpServers``
@@ -8,8 +8,10 @@ Two files change, nothing else:
   variable is set). Only the ``aromcp-workflows`` entry is added or updated; every other
   key and server is kept as it was (a JSON round trip with 2-space indent).
 - the slash command: ``<project>/.claude/commands/workflow.md`` or
-  ``~/.claude/commands/workflow.md`` (``$CLAUDE_CONFIG_DIR/commands``), copied from
-  ``prompts/workflow.md``.
+  ``~/.claude/commands/workflow.md`` (``$CLAUDE_CONFIG_DIR/commands``): the plugin's skill
+  ``plugin/skills/workflow/SKILL.md`` with plain names (`plugin_texts`);
+- the sub-agent: ``.claude/agents/workflow-task.md`` next to the command (the plugin's
+  ``agents/workflow-task.md``, same renaming), which pulls one task's steps.
 
 Running it twice changes nothing. A file that is not valid JSON is never overwritten:
 the error names it and the position of the problem, and no file is touched.
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from aromcp_workflows.integrations.plugin_texts import AGENT_NAME, project_agent_text
 from aromcp_workflows.integrations.prompts import slash_command_text
 
 SERVER_NAME = "aromcp-workflows"
@@ -56,6 +59,7 @@ class InstallReport:
     config_path: Path
     command_path: Path
     server_entry: dict[str, Any]
+    agent_path: Path | None = None
     changes: tuple[FileChange, ...] = field(default_factory=tuple)
 
     @property
@@ -116,6 +120,11 @@ def claude_paths(
     return base / ".claude.json", base / ".claude" / "commands" / "workflow.md"
 
 
+def agent_path_for(command_path: Path) -> Path:
+    """The sub-agent file: ``agents/`` beside the ``commands/`` folder of the command."""
+    return command_path.parent.parent / "agents" / f"{AGENT_NAME}.md"
+
+
 def install_claude(
     project_dir: Path,
     *,
@@ -157,23 +166,25 @@ def install_claude(
         "env": env if isinstance(env, dict) else {},  # keep variables the user added
     }
     servers[SERVER_NAME] = entry
-    slash_text = slash_command_text()
-    if command_path.is_dir():
-        raise InstallError(
-            f"{command_path} is a directory; move it away and run the install again."
-        )
+    slash_text, agent_text = slash_command_text(), project_agent_text()
+    agent_path = agent_path_for(command_path)
+    for path in (command_path, agent_path):
+        if path.is_dir():
+            raise InstallError(f"{path} is a directory; move it away and run the install again.")
 
     # A new ~/.claude.json is private (it also holds account data); .mcp.json is shared.
     new_mode = 0o600 if global_scope else 0o644
     changes = (
         _write_config(config_path, config, old_entry, entry, new_mode),
         _write_text(command_path, slash_text, "slash command /workflow"),
+        _write_text(agent_path, agent_text, f"sub-agent {AGENT_NAME}"),
     )
     return InstallReport(
         scope="user" if global_scope else "project",
         config_path=config_path,
         command_path=command_path,
         server_entry=entry,
+        agent_path=agent_path,
         changes=changes,
     )
 

@@ -22,12 +22,10 @@ _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 # name -> file, and the placeholders each text declares.
 PROMPT_FILES: dict[str, str] = {
-    "workflow": "workflow.md",  # the Claude Code slash command /workflow (uses $ARGUMENTS)
     "orchestrator": "orchestrator.md",  # the MCP prompt `workflow`
     "sub_agent": "sub_agent.md",  # the MCP prompt `sub_agent` and parallel_tasks steps
 }
 PLACEHOLDERS: dict[str, tuple[str, ...]] = {
-    "workflow": (),
     "orchestrator": ("action", "target"),
     "sub_agent": ("workflow_id", "task_id"),
 }
@@ -139,5 +137,8 @@ def sub_agent_prompt(workflow_id: str | None = None, task_id: str | None = None)
 
 
 def slash_command_text() -> str:
-    """The file installed as ``.claude/commands/workflow.md`` (frontmatter included)."""
-    return load_prompt("workflow")
+    """The file installed as ``.claude/commands/workflow.md`` (frontmatter included): the
+    plugin's skill with plain names (`plugin_texts`, its one source)."""
+    from aromcp_workflows.integrations.plugin_texts import project_command_text
+
+    return project_command_text()

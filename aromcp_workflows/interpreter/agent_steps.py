@@ -1,4 +1,4 @@
-"""Agent-side steps: what the agent is handed (DESIGN.md §4) and how its answer is read.
+"""Agent-side steps: what the agent is handed (the atomic step of docs/language.md) and how its answer is read.
 
 `templated_fields` says which fields of a step hold templates, so the run can render a
 whole step in one engine call; `atomic_step` wraps the rendered fields into the contract

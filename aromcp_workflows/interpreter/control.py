@@ -115,10 +115,11 @@ def _pop_loops(frame: Frame, loop_id: str, inclusive: bool) -> None:
 def exit_(ctx: Ctx, ins: Exit) -> Effect:
     """`exit` ends the workflow (or the included child workflow it is in)."""
     thread, frame = ctx.thread, ctx.frame
-    if ins.message:
-        thread.outbox.append(str(ctx.render(ins.message, f"step {ins.step_id}")))
-    if ins.status == "failed":
-        return Fail(ctx.delivered_id(ins.step_id), ins.message or "the workflow exited with status failed",
+    message = str(ctx.render(ins.message, f"step {ins.step_id}")) if ins.message else None
+    if message:
+        thread.outbox.append(message)
+    if ins.status == "failed":  # the error is the rendered message, as the user saw it
+        return Fail(ctx.delivered_id(ins.step_id), message or "the workflow exited with status failed",
                     handled=False)
     frame.pc = len(ctx.m.programs(frame.workflow)[frame.program].instructions)
     frame.loops.clear()

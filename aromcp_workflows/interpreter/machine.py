@@ -232,7 +232,7 @@ class Ctx:
             value = self.render(condition, origin)
         truth = js_truthy(value)
         if branches is not None:
-            data = {"condition": condition, "value": _shown(value), "branch": branches[0 if truth else 1]}
+            data = {"value": _shown(value), "branch": branches[0 if truth else 1]}  # the text is in the definition
             if own_loop:
                 data["iteration"] = self.frame.loops[-1].iteration
             self.record("condition_checked", self.delivered_id(step_id, outer_only=own_loop), data)
@@ -252,7 +252,7 @@ class Ctx:
                     {"paths": result.changed_paths, "computed_changed": sorted(result.computed_changed)})
 
 
-def _shown(value: Any, limit: int = 200) -> Any:
+def _shown(value: Any, limit: int = 120) -> Any:
     """A condition's value as the history keeps it: JSON-safe, `undefined` as None, short."""
     if value is MISSING:
         return None

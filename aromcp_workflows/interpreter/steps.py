@@ -62,7 +62,9 @@ def include_workflow(ctx: Ctx, step: Any, step_id: str) -> Effect:
                           f"step {step_id}")
     rendered["path"] = path_value(rendered["path"])
     try:
-        inputs = check_inputs(child.name, child.inputs, rendered["inputs"] or {})
+        given = rendered["inputs"] or {}
+        # a child that declares no inputs takes what it is passed, as the seed's shared workflows do
+        inputs = check_inputs(child.name, child.inputs, given) if child.inputs else dict(given)
     except InputError as exc:
         raise StepFailed(f"include_workflow {step_id}: {exc}") from None
     key = f"{frame.state_key}/{step_id}"

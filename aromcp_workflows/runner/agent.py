@@ -1,6 +1,6 @@
 """The headless agent's protocol loop: perform atomic steps over one MCP client session.
 
-`HeadlessAgent` speaks only the tools of DESIGN.md §5, the economical way (each
+`HeadlessAgent` speaks only the MCP tools (README, "MCP interface"), the economical way (each
 `workflow_step_complete` answer carries the next step and the messages), runs
 `agent_shell_command` locally, answers from an `AnswerBook` (or a terminal), and runs the
 tasks of a `parallel_tasks` step as concurrent sub-agents (asyncio tasks on one session).
@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 from pathlib import Path
@@ -32,6 +33,16 @@ from aromcp_workflows.runner.report import (
 MAX_REDELIVERIES = 250  # > user_input's max_attempts limit (100): only a server bug gets here
 DEFAULT_SHELL_TIMEOUT_MS = 10 * 60 * 1000  # as the server's shell_command default
 AGENT_STEP_TYPES = ("mcp_call", "user_input", "agent_prompt")
+
+
+SDK_ERROR_PREFIX = re.compile(r"^(?:Error executing tool [\w.-]+:\s*)+")
+
+
+def tool_error_text(content: list[Any]) -> str:
+    """A tool error as the user should read it: the server's own message, without the
+    SDK's ``Error executing tool <name>:`` wrapper (an internal detail)."""
+    text = " ".join(getattr(c, "text", "") for c in content).strip()
+    return SDK_ERROR_PREFIX.sub("", text)
 
 
 class Abort(Exception):
@@ -67,8 +78,7 @@ class HeadlessAgent:
 
         result = await self.client.call_tool(tool, args, progress_callback=progress)
         if result.is_error:
-            text = " ".join(getattr(c, "text", "") for c in result.content).strip()
-            raise Abort(f"{tool} failed: {text}")
+            raise Abort(tool_error_text(result.content) or f"{tool} failed without a message")
         data = result.structured_content
         if not isinstance(data, dict):
             raise Abort(f"{tool} answered without structured content: {short(result.content, 200)}")
@@ -169,7 +179,7 @@ class HeadlessAgent:
 
     async def next_step_again(self, task_id: str | None, reply: dict[str, Any]) -> dict[str, Any]:
         """Seed style: ignore step_complete's answer and ask workflow_get_next_step, which
-        must hand out the same next step and messages (DESIGN.md §4); a difference is an error."""
+        must hand out the same next step and messages (docs/language.md, the atomic step); a difference is an error."""
         args = {"workflow_id": self.workflow_id} | ({"task_id": task_id} if task_id else {})
         again = await self.call("workflow_get_next_step", args, task_id or "main")
         step, expected = again.get("step"), reply.get("next_step")

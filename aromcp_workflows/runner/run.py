@@ -1,7 +1,8 @@
 """The headless agent: an MCP client that runs a workflow without an LLM.
 
 `run_workflow` starts the server as a subprocess (`python -m aromcp_workflows serve`) and
-speaks only the protocol (DESIGN.md §4–5), the economical way: `workflow_start`, one
+speaks only the protocol (docs/language.md, the atomic step; README, "MCP interface"),
+the economical way: `workflow_start`, one
 `workflow_get_next_step`, then for every step perform it and `workflow_step_complete`,
 whose answer carries the next step and the messages, until the next step is null.  It
 runs `agent_shell_command` locally, answers `mcp_call`, `user_input` and `agent_prompt`
@@ -36,17 +37,18 @@ class UsageError(Exception):
 
 
 def parse_inputs(pairs: list[str]) -> dict[str, Any]:
-    """`k=v` pairs; a value that parses as JSON is that JSON value, otherwise the string."""
+    """`k=v` pairs; every value stays the text given.
+
+    The server converts text to each input's declared type (``3`` for an integer, ``true``
+    for a boolean, JSON for arrays and objects), so a string input takes ``true`` or ``42``
+    as written; guessing JSON here would turn them into a boolean and a number."""
     inputs: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--input {pair!r} is not KEY=VALUE (for example --input base_ref=main "
                              "or --input 'files=[\"a.ts\"]')")
-        try:
-            inputs[key.strip()] = json.loads(value)
-        except ValueError:
-            inputs[key.strip()] = value
+        inputs[key.strip()] = value
     return inputs
 
 
@@ -146,7 +148,7 @@ class Stop:
             task.uncancel()
 
 
-async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: Path | None,
+async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: str | Path | None,
                        env: dict[str, str] | None) -> RunOutcome:
     """The server has stopped (with its commands): mark the instance interrupted in its store."""
     from aromcp_workflows.app.instances import ServiceError
@@ -186,7 +188,8 @@ def _workflow_arg(workflow: str) -> str:
 
 
 def run_from_cli(args: argparse.Namespace) -> int:
-    """`aromcp-workflows run`: exit 0 completed, 1 failed/aborted, 2 usage error."""
+    """`aromcp-workflows run`: the workflow's final outcome is the exit status (`RunOutcome.exit_code`):
+    0 completed, 1 failed, cancelled or aborted, 2 usage error or not started."""
     try:
         inputs = parse_inputs(list(args.input or []))
         answers = AnswerBook.load(args.answers) if args.answers else AnswerBook()

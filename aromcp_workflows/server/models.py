@@ -1,4 +1,4 @@
-"""Result models of the MCP tools (DESIGN.md §5): they give each tool an `outputSchema`
+"""Result models of the MCP tools (README, "MCP interface"): they give each tool an `outputSchema`
 and make the SDK send `structuredContent`.  Kept deliberately loose where the contract
 carries free-form JSON (atomic steps, state), so the whole `tools/list` stays small.
 """

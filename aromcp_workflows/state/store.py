@@ -150,6 +150,9 @@ class StateStore:
         for name, outcome in zip(out.order, out.outcomes, strict=False):
             if outcome.status == "failed":
                 err = outcome.error
+                if err is not None and err.kind == "runtime" and self._sources_undefined(view, name):
+                    result.errors.append({"field": name, "undefined_sources": True, **err.to_dict()})
+                    continue  # the seed's reading: a field over fields nobody set yet is undefined
                 raise StateError(f"computed field {name!r} failed: {err}", field=name,
                                  cause=err)
             if outcome.status in ("changed", "unchanged"):
@@ -163,6 +166,23 @@ class StateStore:
         self._computed = {**view.computed, **new_values}
         out.commit_cache(self._v8_cache, self._computed)
         return result
+
+    def _sources_undefined(self, view: StateView, name: str) -> bool:
+        """Whether every `from` path of a computed field is undefined (never declared or set):
+        then a transform that throws on them leaves the field undefined instead of failing."""
+        refs = self.graph.nodes[name].input_refs
+        names = set(self.graph.nodes)
+
+        def undefined(ref: Ref) -> bool:
+            if ref.kind == "path":
+                return get_in(view.tier(ref.root), list(ref.segments)) is MISSING
+            if ref.kind == "flat":
+                return get_in({"v": view.flat(ref.root, names)}, ["v", *ref.segments]) is MISSING
+            if ref.kind == "computed":
+                return get_in({"v": view.computed.get(ref.root, MISSING)}, ["v", *ref.segments]) is MISSING
+            return False
+
+        return bool(refs) and all(undefined(r) for r in refs)
 
     # -- introspection -----------------------------------------------------------------
     def dependencies(self, field: str) -> dict[str, list[str]]:

@@ -93,8 +93,8 @@ def open_store(
     """The store at the resolved path (see `resolve_store_path`), opened lazily.
 
     `synchronous` (else ``AROMCP_WORKFLOWS_STORE_SYNC``, else ``NORMAL``): in WAL mode
-    NORMAL makes every commit durable against a killed or crashed server (what DESIGN.md
-    §6 promises) without an fsync per commit; FULL also survives power loss or an OS
+    NORMAL makes every commit durable against a killed or crashed server (what the README's
+    "Durability and concurrency" promises) without an fsync per commit; FULL also survives power loss or an OS
     crash, at the price of an fsync per save (0.4-3 ms on the machines measured, which
     alone breaks the 1 ms per-step budget; see docs/store-and-claude.md).
 

@@ -5,7 +5,7 @@ Why these choices (numbers in docs/store-and-claude.md, from benchmarks/bench_st
 - WAL journal: readers never block the writer, and several server processes (two Claude
   Code windows on one project) can share the file.
 - ``synchronous=NORMAL`` by default (`open_store`): with WAL, a committed transaction
-  survives a killed or crashed server process, which is the promise of DESIGN.md §6,
+  survives a killed or crashed server process, which is the promise of the README ("Durability and concurrency"),
   and no fsync is paid per commit. ``FULL`` (``AROMCP_WORKFLOWS_STORE_SYNC=FULL``) also
   survives power loss or an OS crash, for an fsync per save that costs more than the
   whole 1 ms per-step budget on the machines measured.

@@ -65,7 +65,9 @@ def test_mcp_call_without_method_says_both_spellings(tmp_path: Path, loader: Wor
     assert [str(p) for p in check(str(path), loader).errors] == [
         (f"{path}:4:5: an mcp_call step with top-level 'params' needs a top-level 'method' too "
         "(or write both under 'mcp:')"),
-        f"{path}:5:5: missing required key 'mcp' (or top-level 'method') in mcp_call step"]
+        f"{path}:5:5: missing required key 'mcp' (or top-level 'method') in mcp_call step; the seed "
+        "design's snippets leave it out as a placeholder, but a step that runs names its tool "
+        "(mcp: {method: ..., params: ...})"]
 
 
 def test_on_sub_agent_error_string_is_the_strategy(tmp_path: Path, loader: WorkflowLoader) -> None:
@@ -116,7 +118,8 @@ def test_a_wrapped_workflow_reports_positions_in_its_file(tmp_path: Path, loader
             - type: shell_command
         """)
     assert [str(p) for p in check(str(path), loader).errors] == [
-        f"{path}:7:7: missing required key 'command' in shell_command step"]
+        f"{path}:7:7: missing required key 'command' in shell_command step; the seed design's "
+        "snippets leave it out as a placeholder, but a step that runs needs the command"]
 
 
 def test_main_workflow_imports_shared_files_relative_to_each_file(project: Path,

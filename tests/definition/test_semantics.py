@@ -28,7 +28,7 @@ def test_valid_nesting_of_break_and_continue(tmp_path: Path, loader: WorkflowLoa
             condition: "{{ true }}"
             body:
               - type: conditional
-                condition: "{{ x }}"
+                condition: "{{ Math.random() > 0.5 }}"
                 then: [{type: break}]
                 else:
                   - type: foreach
@@ -43,7 +43,7 @@ def test_break_in_a_sub_agent_task_or_handler_needs_its_own_loop(tmp_path: Path,
         name: tasks
         steps:
           - type: while
-            condition: "{{ true }}"
+            condition: "{{ Math.random() > 0.5 }}"
             body:
               - type: parallel_foreach
                 items: "{{ [1] }}"

@@ -14,7 +14,8 @@ from tests.e2e.e2e_helpers import run_cli
 def cli(tmp_path: Path):
     """cli(project_dir, *args) -> CompletedProcess of the CLI, isolated in tmp_path."""
 
-    def run(project: Path, *args: str, timeout: float = 60, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def run(project: Path, *args: str, timeout: float = 60,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return run_cli(tmp_path, project, *args, timeout=timeout, cwd=cwd)
 
     return run

@@ -83,9 +83,10 @@ def test_unreadable_file(tmp_path: Path):
         AnswerBook.load(tmp_path / "nope.yaml")
 
 
-def test_parse_inputs_json_or_string():
-    assert parse_inputs(["n=3", "flag=true", "ref=main", "files=[\"a\"]", "s=a=b"]) == {
-        "n": 3, "flag": True, "ref": "main", "files": ["a"], "s": "a=b"}
+def test_parse_inputs_keeps_the_text():
+    """The server converts text to the declared type; the CLI guesses nothing."""
+    assert parse_inputs(["n=3", "flag=true", "ref=main", "files=[\"a\"]", "s=a=b", "q=\"x\""]) == {
+        "n": "3", "flag": "true", "ref": "main", "files": '["a"]', "s": "a=b", "q": '"x"'}
     with pytest.raises(UsageError, match="is not KEY=VALUE"):
         parse_inputs(["nokey"])
 

@@ -83,7 +83,9 @@ def test_ci_retry_tests_plan_shows_the_loop_and_the_break(service: Any) -> None:
     assert brk["conditions"] == ["if {{ last_exit_code === 0 }}"]
     listing = "\n".join(plan["program"]["ci:retry-tests"]["main"])
     assert "LOOP_ENTER   while retry_loop (max 20)" in listing
-    assert re.search(r"BREAK +retry_loop → 9", listing) and re.search(r"9 +RUN +user_message +report", listing)
+    assert re.search(r"BREAK +retry_loop → 9", listing) and re.search(r"10 +RUN +user_message +report", listing)
+    assert re.search(r"11 +WHEN +\{\{ !passed \}\} else → 13 +\(give_up\)", listing)
+    assert re.search(r"12 +EXIT +failed +\(give_up\)", listing)
     assert brk["step_id"] == "retry_loop.check_passed.then_break_2"
 
 

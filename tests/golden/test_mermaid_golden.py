@@ -186,7 +186,8 @@ def test_standards_fix_structure() -> None:
     assert decl[label_of(text, "announce:")].startswith(f'{label_of(text, "announce:")}>"')
     assert decl[label_of(text, "detect_files")].endswith('"]')
     # the task's cleanup_on_error steps: their own subgraph, entered from the task's by a dotted edge
-    cleanup = re.search(r'subgraph (cleanup_fix_batch_\d+)\["cleanup on error: fix_batch"\]\n(.*?)\n  end\n', text, re.DOTALL)
+    cleanup = re.search(r'subgraph (cleanup_fix_batch_\d+)\["cleanup on error: fix_batch"\]\n(.*?)\n  end\n',
+                        text, re.DOTALL)
     assert cleanup is not None
     failed = label_of(text, '(["task failed"])')
     assert f"  {block.group(1)} -.->|on error| {failed}\n" in text
@@ -373,7 +374,8 @@ def test_graph_draws_included_workflows_inside_a_subgraph(capsys: pytest.Capture
 
     assert main(["--project-dir", str(REPO), "graph", "standards:check"]) == 0
     text = capsys.readouterr().out
-    block = re.search(r'subgraph include_\w+\["included workflow: shared:check-standards"\]\n(.*?)\n  end\n', text, re.DOTALL)
+    block = re.search(r'subgraph include_\w+\["included workflow: shared:check-standards"\]\n(.*?)\n  end\n',
+                      text, re.DOTALL)
     assert block is not None
     inside = set(re.findall(r"\b(n\d+)\b", block.group(1)))
     include = label_of(text, "run_checks: include shared:check-standards")

@@ -1,4 +1,5 @@
-"""`install claude`: writes .mcp.json / ~/.claude.json and /workflow, idempotently and safely."""
+"""`install claude`: writes .mcp.json / ~/.claude.json, /workflow and the workflow-task agent,
+idempotently and safely; the texts are the plugin's, with plain names."""
 
 from __future__ import annotations
 
@@ -18,7 +19,22 @@ from aromcp_workflows.integrations.claude import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-SLASH = (REPO / "prompts" / "workflow.md").read_text(encoding="utf-8")
+PLUGIN = REPO / "plugin"
+SKILL = (PLUGIN / "skills" / "workflow" / "SKILL.md").read_text(encoding="utf-8")
+AGENT = (PLUGIN / "agents" / "workflow-task.md").read_text(encoding="utf-8")
+RENAMES = [("mcp__plugin_aromcp-workflows_workflows__", "mcp__aromcp-workflows__"),
+           ("aromcp-workflows:workflow-task", "workflow-task"), ("/aromcp-workflows:workflow", "/workflow")]
+
+
+def plain(text: str) -> str:
+    for old, new in RENAMES:
+        assert old in text or new == "workflow-task"
+        text = text.replace(old, new)
+    return text
+
+
+SLASH = plain(SKILL)
+AGENT_TEXT = plain(AGENT)
 CMD = ["/opt/venv/bin/aromcp-workflows"]
 ENTRY = {"type": "stdio", "command": CMD[0], "args": ["serve"], "env": {}}
 
@@ -37,21 +53,37 @@ def read(path: Path) -> dict:
 def test_fresh_project(project: Path) -> None:
     report = install_claude(project, command=CMD)
     assert report.scope == "project"
-    assert [c.action for c in report.changes] == ["created", "created"]
+    assert [c.action for c in report.changes] == ["created", "created", "created"]
     mcp = project / ".mcp.json"
     assert read(mcp) == {"mcpServers": {"aromcp-workflows": ENTRY}}
     assert mcp.read_text().startswith('{\n  "mcpServers": {\n    "aromcp-workflows": {')
     assert mcp.read_text().endswith("}\n")
     assert (project / ".claude" / "commands" / "workflow.md").read_text() == SLASH
+    assert (project / ".claude" / "agents" / "workflow-task.md").read_text() == AGENT_TEXT
+    assert report.agent_path == project / ".claude" / "agents" / "workflow-task.md"
     assert "created" in str(report) and "approve" in str(report)
+
+
+def test_installed_texts_name_no_plugin_names(project: Path) -> None:
+    """Outside a plugin the tools are mcp__aromcp-workflows__*, the agent workflow-task, the
+    command /workflow: no plugin-namespaced name may survive the renaming."""
+    install_claude(project, command=CMD)
+    for path in (project / ".claude" / "commands" / "workflow.md", project / ".claude" / "agents" / "workflow-task.md"):
+        text = path.read_text()
+        assert "mcp__plugin_" not in text and "aromcp-workflows:" not in text, path
+    agent = (project / ".claude" / "agents" / "workflow-task.md").read_text()
+    tools = agent.split("tools:", 1)[1].splitlines()[0]
+    assert "mcp__aromcp-workflows__workflow_get_next_step" in tools and "Bash" in tools
+    assert "subagent_type` `workflow-task`" in SLASH
 
 
 def test_second_run_changes_nothing(project: Path) -> None:
     install_claude(project, command=CMD)
-    files = [project / ".mcp.json", project / ".claude" / "commands" / "workflow.md"]
+    files = [project / ".mcp.json", project / ".claude" / "commands" / "workflow.md",
+             project / ".claude" / "agents" / "workflow-task.md"]
     before = [(f.read_bytes(), f.stat().st_mtime_ns) for f in files]
     report = install_claude(project, command=CMD)
-    assert [c.action for c in report.changes] == ["unchanged", "unchanged"]
+    assert [c.action for c in report.changes] == ["unchanged", "unchanged", "unchanged"]
     assert not report.changed and "nothing changed" in str(report)
     assert [(f.read_bytes(), f.stat().st_mtime_ns) for f in files] == before
 
@@ -124,7 +156,7 @@ def test_modified_slash_command_is_updated(project: Path) -> None:
     target = project / ".claude" / "commands" / "workflow.md"
     target.write_text("old version")
     report = install_claude(project, command=CMD)
-    assert [c.action for c in report.changes] == ["unchanged", "updated"]
+    assert [c.action for c in report.changes] == ["unchanged", "updated", "unchanged"]
     assert target.read_text() == SLASH
 
 
@@ -157,6 +189,7 @@ def test_global_scope_uses_claude_json(tmp_path: Path, project: Path) -> None:
     assert after["mcpServers"]["aromcp-workflows"] == ENTRY
     assert stat.S_IMODE(claude_json.stat().st_mode) == 0o600  # permissions kept
     assert (home / ".claude" / "commands" / "workflow.md").read_text() == SLASH
+    assert (home / ".claude" / "agents" / "workflow-task.md").read_text() == AGENT_TEXT
     assert not (project / ".mcp.json").exists()
     assert "restart" in str(report)
     assert not install_claude(project, global_scope=True, command=CMD, home=home).changed
@@ -167,7 +200,7 @@ def test_global_scope_creates_private_claude_json(tmp_path: Path) -> None:
     report = install_claude(tmp_path, global_scope=True, command=CMD, home=home)
     assert read(home / ".claude.json") == {"mcpServers": {"aromcp-workflows": ENTRY}}
     assert stat.S_IMODE((home / ".claude.json").stat().st_mode) == 0o600
-    assert [c.action for c in report.changes] == ["created", "created"]
+    assert [c.action for c in report.changes] == ["created", "created", "created"]
 
 
 def test_claude_config_dir_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,6 +209,7 @@ def test_claude_config_dir_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     report = install_claude(tmp_path, global_scope=True, command=CMD)
     assert report.config_path == config_dir / ".claude.json"
     assert report.command_path == config_dir / "commands" / "workflow.md"
+    assert report.agent_path == config_dir / "agents" / "workflow-task.md"
     assert read(config_dir / ".claude.json")["mcpServers"]["aromcp-workflows"] == ENTRY
 
 

@@ -19,7 +19,7 @@ from aromcp_workflows.integrations.prompts import (
     sub_agent_prompt,
 )
 
-# DESIGN.md section 5: the tool names clients may call.
+# The tool names (README, "MCP interface"): clients may call.
 CONTRACT_TOOLS = {
     "workflow_list", "workflow_get_info", "workflow_validate", "workflow_start",
     "workflow_get_next_step", "workflow_step_complete", "workflow_state_read",
@@ -46,9 +46,14 @@ def tool_names(text: str) -> set[str]:
     )
 
 
+def text_of(name: str) -> str:
+    """A prompt by name; "workflow" is the slash command (the plugin skill, plain names)."""
+    return slash_command_text() if name == "workflow" else load_prompt(name)
+
+
 @pytest.mark.parametrize("name", ["workflow", "orchestrator", "sub_agent"])
 def test_prompts_name_only_contract_tools(name: str) -> None:
-    text = load_prompt(name)
+    text = text_of(name)
     used = tool_names(text) - {"workflow_id"}
     assert used, "expected tool names in the prompt"
     assert used <= CONTRACT_TOOLS, used - CONTRACT_TOOLS
@@ -67,7 +72,7 @@ def test_slash_command_frontmatter_and_arguments() -> None:
 
 @pytest.mark.parametrize("name", ["workflow", "orchestrator"])
 def test_orchestrator_texts_cover_every_step_type_and_action(name: str) -> None:
-    text = load_prompt(name)
+    text = text_of(name)
     for step_type in STEP_TYPES:
         assert f"**{step_type}**" in text, step_type
     for tool in ("workflow_list", "workflow_get_info", "workflow_start", "workflow_resume",
@@ -78,10 +83,19 @@ def test_orchestrator_texts_cover_every_step_type_and_action(name: str) -> None:
     assert "`null`" in text
 
 
-def test_loop_section_is_identical_in_slash_command_and_mcp_prompt() -> None:
-    marker = "## Running the steps"
-    a, b = load_prompt("workflow"), load_prompt("orchestrator")
-    assert a[a.index(marker):] == b[b.index(marker):]
+def loop_paragraphs(text: str) -> list[str]:
+    """The paragraphs and bullets of the loop section, up to the Context section."""
+    section = text[text.index("## Running the steps"):text.index("### Context")]
+    return [p.strip() for p in re.split(r"\n(?=- \*\*|\n)", section) if p.strip()]
+
+
+def test_loop_section_is_the_same_in_slash_command_and_mcp_prompt() -> None:
+    """Only the parallel_tasks bullet differs: the skill starts the plugin's workflow-task
+    agent, the MCP prompt (any client) a general-purpose one."""
+    skill, prompt = loop_paragraphs(slash_command_text()), loop_paragraphs(load_prompt("orchestrator"))
+    assert len(skill) == len(prompt) > 10
+    differing = [a.split("**")[1] for a, b in zip(skill, prompt, strict=True) if a != b]
+    assert differing == ["parallel_tasks"]
 
 
 def test_orchestrator_prompt_fills_action_and_target_only() -> None:
@@ -123,7 +137,7 @@ def test_render_prompt_refuses_unknown_placeholder() -> None:
 
 
 def test_unknown_prompt_name() -> None:
-    with pytest.raises(KeyError, match="known prompts: orchestrator, sub_agent, workflow"):
+    with pytest.raises(KeyError, match="known prompts: orchestrator, sub_agent"):
         load_prompt("../../etc/passwd")
 
 
@@ -147,14 +161,14 @@ def test_source_tree_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_missing_prompts_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prompts, "_PACKAGE_DIR", tmp_path / "pkg")
     with pytest.raises(PromptNotFoundError, match="reinstall"):
-        load_prompt("workflow")
+        load_prompt("orchestrator")
 
 
 def test_missing_prompt_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "prompts").mkdir()
     monkeypatch.setattr(prompts, "_PACKAGE_DIR", tmp_path / "pkg")
-    with pytest.raises(PromptNotFoundError, match=r"workflow\.md is missing"):
-        load_prompt("workflow")
+    with pytest.raises(PromptNotFoundError, match=r"orchestrator\.md is missing"):
+        load_prompt("orchestrator")
 
 
 def test_slash_command_matches_keywords_before_workflow_names() -> None:

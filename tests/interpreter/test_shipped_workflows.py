@@ -87,7 +87,8 @@ def test_retry_loop_gives_up_after_max_attempts(start, tmp_path: Path):
     run, driver = start("ci:retry-tests", {"command": "echo nope >&2; exit 4", "max_attempts": 2}, tmp_path)
     agent = ScriptedAgent(driver)
     final = agent.run()
-    assert final.status == "completed"
+    assert final.status == "failed"  # the outcome CI reads: `aromcp-workflows run` exits 1
+    assert final.error == "Tests still failing after 2 attempt(s)."
     assert agent.transcript.messages[-1] == "Tests still failing after 2 attempt(s)."
     assert run.states["main"].flattened()["last_exit_code"] == 4
 

@@ -150,7 +150,7 @@ default_state: {raw: {n: 0}}
 steps:
   - id: forever
     type: while
-    condition: "{{ true }}"
+    condition: "{{ n >= 0 }}"  # always true, which validation cannot know
     max_iterations: 4
     body:
       - type: state_update

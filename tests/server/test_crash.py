@@ -1,13 +1,14 @@
 """Crash and restart over real stdio: nothing lost, nothing applied twice.
 
 A 30-step workflow (a while loop with a guarded break, a foreach with a conditional, a
-server-side shell command (killed in the middle of it in one case: it runs again), and a `parallel_foreach` of 5 tasks in batches of 3, each with
-its own foreach) is driven by a scripted agent against a server subprocess.  The server
+server-side shell command (killed in the middle of it in one case: it runs again), and a
+`parallel_foreach` of 5 tasks in batches of 3, each with its own foreach) is driven by a
+scripted agent against a server subprocess.  The server
 is SIGKILLed at chosen tool-call counts — between calls, with a call in flight, and after
 the server answered a `step_complete` whose answer the agent never got (it sends the same
 call again after the restart) — then started again on the same store; the agent calls
-`workflow_resume` and continues with `workflow_get_next_step`.  The final state must equal an uninterrupted run's, and the
-counters and lists whose exact final values follow from the definition must have them.
+`workflow_resume` and continues with `workflow_get_next_step`.  The final state must equal
+an uninterrupted run's, and the counters and lists whose exact final values follow from the definition must have them.
 """
 
 from __future__ import annotations

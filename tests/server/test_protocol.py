@@ -1,4 +1,4 @@
-"""Every MCP tool of DESIGN.md §5 through a real client: its success and its main error.
+"""Every MCP tool (README, "MCP interface") through a real client: its success and its main error.
 
 The client is `mcp.Client` connected in memory to `build_server(WorkflowService(...))`:
 `mode="legacy"` runs the initialize handshake and real JSON-RPC framing, `mode="auto"`

@@ -1,4 +1,4 @@
-"""Every computed-field example of SEED_DESIGN.md computes the values the seed implies."""
+"""Every computed-field example of the seed design computes the values the seed implies."""
 
 import pytest
 
