@@ -150,6 +150,7 @@ steps:
     command: "false"
     on_error: retry
     retry_count: 2
+    retry_delay: 0
     fallback_value: none
     state_update: {path: raw.flaky}
   - {id: ask, type: mcp_call, mcp: {method: tool, params: {}}, on_error: continue}
