@@ -41,8 +41,8 @@ from aromcp_workflows.store import (
 
 T = TypeVar("T")
 EngineFactory = Callable[[], Any]
-CONFLICT_ATTEMPTS = 8  # reload-and-reapply rounds before a conflict is given up on
-CONFLICT_BACKOFF_S = 0.004  # jittered, doubling
+CONFLICT_PATIENCE_S = 10.0  # how long a call keeps re-applying itself after losing races
+CONFLICT_BACKOFF_S = (0.002, 0.025)  # jittered backoff between rounds: first, and at most
 
 
 @dataclass
@@ -156,7 +156,9 @@ class InstanceRegistry:
     # -- transactions --------------------------------------------------------------------------
     def transact(self, workflow_id: str, change: Callable[[WorkflowRun], T]) -> T:
         """Apply `change` and commit it, or change nothing; conflicts are retried inside."""
-        for attempt in range(CONFLICT_ATTEMPTS):
+        deadline = time.monotonic() + CONFLICT_PATIENCE_S
+        attempt = 0
+        while True:
             live = self._current(workflow_id)
             with live.lock:
                 try:
@@ -168,10 +170,13 @@ class InstanceRegistry:
                 except BaseException:
                     self.forget(workflow_id)  # whatever `change` did in memory is dropped with it
                     raise
-            time.sleep(random.uniform(0, CONFLICT_BACKOFF_S * (2 ** attempt)))
-        raise ServiceError(f"workflow {workflow_id} is being changed by other server processes so often that this "
-                           f"call could not be applied in {CONFLICT_ATTEMPTS} attempts; nothing was changed — "
-                           "retry the call")
+            attempt += 1
+            if time.monotonic() > deadline:
+                raise ServiceError(f"workflow {workflow_id} is being changed by other server processes so often "
+                                   f"that this call could not be applied in {attempt} attempts over "
+                                   f"{CONFLICT_PATIENCE_S:.0f} s; nothing was changed — retry the call")
+            first, most = CONFLICT_BACKOFF_S
+            time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 8))))
 
     def read(self, workflow_id: str, look: Callable[[WorkflowRun, InstanceRecord], T]) -> T:
         """Look at an instance under its lock; nothing is written."""

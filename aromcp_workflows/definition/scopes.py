@@ -109,7 +109,9 @@ def _step(path: Path, step: dict[str, Any], scope: Scope) -> Iterator[Site]:
             yield from _steps(where, value or [], scope.plus("item", "index", "loop",
                                                              where="a foreach"))
         elif key in ("condition", "when") and isinstance(value, str):
-            yield Site(where, "template" if "{{" in value else "expression", value, scope)
+            # a while loop's own condition sees `loop` (the iteration it would start)
+            seen = scope.plus("loop", where="a while loop") if kind == "while" and key == "condition" else scope
+            yield Site(where, "template" if "{{" in value else "expression", value, seen)
         elif key in ("state_update", "error_state_update") and isinstance(value, dict):
             names = ("error",) if key == "error_state_update" else \
                 ("result",) if kind in RESULT_STEPS else ()

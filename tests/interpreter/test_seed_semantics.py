@@ -150,6 +150,7 @@ steps:
     command: "false"
     on_error: retry
     retry_count: 2
+    retry_delay: 0
     fallback_value: none
     state_update: {path: raw.flaky}
   - {id: ask, type: mcp_call, mcp: {method: tool, params: {}}, on_error: continue}
@@ -263,3 +264,21 @@ steps:
     checks = [(h["step_id"], h["value"], h["branch"]) for h in history if "branch" in h]
     assert checks == [("loop", True, "iterate"), ("loop", True, "iterate"), ("loop", False, "exit"),
                       ("check", 2, "then")]
+
+
+def test_a_while_condition_may_read_its_own_loop(start):
+    """Validation and the machine agree: the condition sees the iteration it would start."""
+    workflow = """
+name: counted
+default_state:
+  raw: {n: 0}
+steps:
+  - type: while
+    condition: "{{ loop.iteration <= 3 }}"
+    max_iterations: 10
+    body:
+      - {type: state_update, path: raw.n, operation: increment, value: 1}
+"""
+    run, driver = start(workflow)
+    assert driver.next_step().status == "completed"
+    assert run.states["main"].flattened()["n"] == 3

@@ -1,0 +1,40 @@
+"""Test tiers: `make test-fast` (pytest -m "not slow") is the edit loop; `make test` runs all.
+
+A test is slow when it starts processes (server or runner subprocesses, a PostgreSQL
+cluster, the Claude Code CLI) or waits for limits to expire on purpose.  Whole modules of
+that kind are marked here, in one place, instead of test by test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+SLOW_PREFIXES = (
+    "e2e/",
+    "importer/test_shipped.py",
+    "importer/test_corpus.py",
+    "integrations/test_plugin_claude_cli.py",
+    "server/test_crash.py",
+    "server/test_load.py",
+    "server/test_transport.py",
+    "store/test_replicas.py",
+    "store/test_store_cli.py",
+    "store/test_store_processes.py",
+    "security/test_v8_fairness.py",
+    "security/test_v8_microtasks.py",
+    "expressions/test_isolation.py",
+    "explain/test_cli_real_store.py",
+    "explain/test_transformation_tool.py",
+    "test_cli_ops.py",
+    "test_cli_definition.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        relative = item.path.relative_to(TESTS).as_posix()
+        if relative.startswith(SLOW_PREFIXES) or "postgres" in item.nodeid:
+            item.add_marker(pytest.mark.slow)
