@@ -25,6 +25,8 @@ SLOW_PREFIXES = (
     "store/test_store_processes.py",
     "security/test_v8_fairness.py",
     "security/test_v8_microtasks.py",
+    "security/test_redos.py",
+    "security/test_malformed_jsonrpc.py",
     "expressions/test_isolation.py",
     "explain/test_cli_real_store.py",
     "explain/test_transformation_tool.py",

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import start_stdio
+from sec_stdio import start_stdio
 
 LIVENESS = 20  # seconds to wait for a reply: a hang guard, not a speed measurement
 DEEP = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"workflow_list","arguments":{"x":' \

@@ -64,6 +64,7 @@ async def test_names_in_the_workflow_directories_still_run(make_server):
         assert "only workflows" in await fails(client, "workflow_start", {"workflow": "/etc/passwd"})
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_cli_validate_still_accepts_a_file(tmp_path: Path):
     evil, target = _outside(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(tmp_path), "validate",

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from conftest import start_stdio
 from mcp import Client
+from sec_stdio import start_stdio
 from srv_helpers import ok
 
 LIVENESS = 30  # seconds to wait for any reply: a hang guard, not a speed measurement

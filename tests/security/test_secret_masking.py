@@ -15,6 +15,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from mcp import Client
 from srv_helpers import PYTHON, free_port, make_project, ok, serve_args, server_env, tool_text
 
@@ -69,6 +70,7 @@ async def test_start_errors_mask_the_secrets_of_their_own_inputs(make_server):
     assert result.is_error and SECRET not in tool_text(result), tool_text(result)
 
 
+@pytest.mark.slow  # starts a subprocess
 async def test_http_debug_log_never_shows_a_secret(tmp_path: Path):
     project = make_project(tmp_path / "project", {"leaky": LEAKY})
     home, store, port = tmp_path / "home", tmp_path / "s.sqlite3", free_port()

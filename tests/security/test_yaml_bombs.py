@@ -63,6 +63,7 @@ async def test_workflow_list_reports_each_bad_file_and_lists_the_rest(make_serve
         assert started["status"] == "running"
 
 
+@pytest.mark.slow  # starts a subprocess
 def test_cli_list_json_lists_the_rest(make_server, tmp_path: Path):
     _, project = make_server({"good": GOOD, **BAD})
     home = tmp_path / "home-cli"
