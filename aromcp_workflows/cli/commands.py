@@ -17,6 +17,12 @@ from typing import Any
 
 
 def register_commands(commands: Any) -> None:
+    """Every subcommand of this module: running instances, then looking at workflows and instances."""
+    _register_running(commands)
+    _register_inspecting(commands)
+
+
+def _register_running(commands: Any) -> None:
     serve = commands.add_parser("serve", help="run the MCP server (stdio by default)",
                                 description="Run the MCP server. stdio is what Claude Code and most clients "
                                             "start; --http serves streamable HTTP on 127.0.0.1.")
@@ -60,9 +66,11 @@ def register_commands(commands: Any) -> None:
 
     cancel = commands.add_parser("cancel", help="end an instance (status cancelled); it cannot be resumed")
     cancel.add_argument("workflow_id")
-    cancel.add_argument("--store", metavar="PATH", help="SQLite store file")
+    cancel.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
     cancel.set_defaults(handler=cmd_cancel)
 
+
+def _register_inspecting(commands: Any) -> None:
     explain = commands.add_parser("explain", help="show what a workflow will do, without running it")
     explain.add_argument("workflow", help="workflow name or path to a .yaml file")
     explain.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE",

@@ -181,13 +181,7 @@ def run_chain(rt: Runtime, items: list[ChainItem], table: ValueTable,
     keys, cached, new_keys = keys or {}, set(cached or ()), new_keys or {}
     calls = [it.call for it in items] + [it.validate for it in items if it.validate]
     defs = _defs(c.fn for c in calls)
-    js_items = [{
-        "n": it.name, "f": it.call.fn.fn_id, "a": it.call.args, "t": it.call.this,
-        "v": None if it.validate is None else [it.validate.fn.fn_id, it.validate.args,
-                                               it.validate.this],
-        "p": it.policy, "fb": it.fallback, "d": it.dependents,
-        "ok": keys.get(it.name), "nk": new_keys.get(it.name),
-    } for it in items]
+    js_items = _js_items(items, keys, new_keys)
     current = dict(current)
     dirty = set(dirty)
     outcomes: list[ChainOutcome | None] = [None] * len(items)
@@ -231,6 +225,17 @@ def run_chain(rt: Runtime, items: list[ChainItem], table: ValueTable,
         if any(o is not None and o.status == "failed" for o in outcomes):
             break
     return [o if o is not None else ChainOutcome("not_run") for o in outcomes]
+
+
+def _js_items(items: list[ChainItem], keys: dict[str, str], new_keys: dict[str, str]) -> list[dict[str, Any]]:
+    """The chain's items as the prelude's `chain` reads them (short keys: sent every call)."""
+    return [{
+        "n": it.name, "f": it.call.fn.fn_id, "a": it.call.args, "t": it.call.this,
+        "v": None if it.validate is None else [it.validate.fn.fn_id, it.validate.args,
+                                               it.validate.this],
+        "p": it.policy, "fb": it.fallback, "d": it.dependents,
+        "ok": keys.get(it.name), "nk": new_keys.get(it.name),
+    } for it in items]
 
 
 def _absorb(items: list[ChainItem], outcomes: list[ChainOutcome | None],
