@@ -12,6 +12,7 @@ as text, and identical across processes and machines.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -247,3 +248,31 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections; idempotent. A later call reopens lazily."""
         ...
+
+
+# -- rows to records: both stores select the same columns in the same order ------------------
+def record_from_row(row: Sequence[Any]) -> InstanceRecord:
+    """An `InstanceRecord` from `workflow_id, workflow, project_dir, status, definition,
+    inputs, state, threads, current_steps, error, version, created_at, updated_at`."""
+    return InstanceRecord(
+        workflow_id=row[0], workflow=row[1], project_dir=row[2], status=row[3],
+        definition=json.loads(row[4]), inputs=json.loads(row[5]), state=json.loads(row[6]),
+        threads=json.loads(row[7]), current_steps=json.loads(row[8]), error=row[9],
+        version=int(row[10]), created_at=row[11], updated_at=row[12],
+    )
+
+
+def summary_from_row(row: Sequence[Any]) -> InstanceSummary:
+    """An `InstanceSummary` from `workflow_id, workflow, project_dir, status, current_steps,
+    error, version, created_at, updated_at`."""
+    return InstanceSummary(
+        workflow_id=row[0], workflow=row[1], project_dir=row[2], status=row[3],
+        current_steps=json.loads(row[4]), error=row[5], version=int(row[6]),
+        created_at=row[7], updated_at=row[8],
+    )
+
+
+def event_from_row(row: Sequence[Any]) -> HistoryEvent:
+    """A `HistoryEvent` from `seq, workflow_id, kind, step_id, task_id, timestamp, data`."""
+    return HistoryEvent(seq=int(row[0]), workflow_id=row[1], kind=row[2], step_id=row[3], task_id=row[4],
+                        timestamp=row[5], data=json.loads(row[6]))

@@ -41,6 +41,9 @@ from aromcp_workflows.store.base import (
     NotFoundError,
     StoreError,
     StoreOpenError,
+    event_from_row,
+    record_from_row,
+    summary_from_row,
     utc_now,
 )
 from aromcp_workflows.store.pg_connect import (
@@ -222,12 +225,7 @@ class PostgresStore:
         if not rows:
             raise NotFoundError(workflow_id, self.path)
         row = rows[0]
-        return InstanceRecord(
-            workflow_id=row[0], workflow=row[1], project_dir=row[2], status=row[3],
-            definition=json.loads(row[4]), inputs=json.loads(row[5]), state=json.loads(row[6]),
-            threads=json.loads(row[7]), current_steps=json.loads(row[8]), error=row[9],
-            version=int(row[10]), created_at=row[11], updated_at=row[12],
-        )
+        return record_from_row(row)
 
     def save(
         self,
@@ -285,14 +283,7 @@ class PostgresStore:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY updated_at DESC, workflow_id"
         rows = self._fetch("list", sql, params)
-        return [
-            InstanceSummary(
-                workflow_id=r[0], workflow=r[1], project_dir=r[2], status=r[3],
-                current_steps=json.loads(r[4]), error=r[5], version=int(r[6]),
-                created_at=r[7], updated_at=r[8],
-            )
-            for r in rows
-        ]
+        return [summary_from_row(r) for r in rows]
 
     # -- history ------------------------------------------------------------------
 
@@ -324,13 +315,7 @@ class PostgresStore:
             params.append(max(0, int(limit)))
         rows = self._fetch("read the history of", sql, params)
         rows.reverse()
-        return [
-            HistoryEvent(
-                seq=int(r[0]), workflow_id=r[1], kind=r[2], step_id=r[3], task_id=r[4],
-                timestamp=r[5], data=json.loads(r[6]),
-            )
-            for r in rows
-        ]
+        return [event_from_row(r) for r in rows]
 
     # -- checkpoints ----------------------------------------------------------------
 

@@ -41,6 +41,9 @@ from aromcp_workflows.store.base import (
     NotFoundError,
     StoreError,
     StoreOpenError,
+    event_from_row,
+    record_from_row,
+    summary_from_row,
     utc_now,
 )
 from aromcp_workflows.store.schema import SCHEMA_VERSION, migrate
@@ -233,12 +236,7 @@ class SqliteStore:
             ).fetchone()
         if row is None:
             raise NotFoundError(workflow_id, self.path)
-        return InstanceRecord(
-            workflow_id=row[0], workflow=row[1], project_dir=row[2], status=row[3],
-            definition=json.loads(row[4]), inputs=json.loads(row[5]), state=json.loads(row[6]),
-            threads=json.loads(row[7]), current_steps=json.loads(row[8]), error=row[9],
-            version=row[10], created_at=row[11], updated_at=row[12],
-        )
+        return record_from_row(row)
 
     def save(
         self,
@@ -296,14 +294,7 @@ class SqliteStore:
         sql += " ORDER BY updated_at DESC, workflow_id"
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        return [
-            InstanceSummary(
-                workflow_id=r[0], workflow=r[1], project_dir=r[2], status=r[3],
-                current_steps=json.loads(r[4]), error=r[5], version=r[6],
-                created_at=r[7], updated_at=r[8],
-            )
-            for r in rows
-        ]
+        return [summary_from_row(r) for r in rows]
 
     # -- history ------------------------------------------------------------------
 
@@ -336,13 +327,7 @@ class SqliteStore:
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
         rows.reverse()
-        return [
-            HistoryEvent(
-                seq=r[0], workflow_id=r[1], kind=r[2], step_id=r[3], task_id=r[4],
-                timestamp=r[5], data=json.loads(r[6]),
-            )
-            for r in rows
-        ]
+        return [event_from_row(r) for r in rows]
 
     @staticmethod
     def _append(
