@@ -62,7 +62,7 @@ def shell_finished(ctx: Ctx, request: ShellRequest, result: ShellResult) -> Outc
             seen = output if _bare_result(step) else result.as_result(output)
             store_result(ctx, step, path, seen, output, request.step_id)
         except (StepFailed, ExpressionError) as exc:  # e.g. a `value` template that throws
-            return _store_failed(ctx, step, request.step_id, f"could not store the result: {exc}")
+            return store_failed(ctx, step, request.step_id, f"could not store the result: {exc}")
     elif step.on_error == "retry" and attempt < step.retry_count:
         tracking.step_retried(ctx.m, ctx.thread, request.step_id, attempt + 1)
         return request_shell(ctx, step, request.step_id, attempt + 1)
@@ -84,7 +84,7 @@ def _bare_result(step: Any) -> bool:
     return isinstance(value, str) and re.fullmatch(r"\{\{\s*result\s*\}\}", value.strip()) is not None
 
 
-def _store_failed(ctx: Ctx, step: Any, step_id: str, problem: str) -> Fail | None:
+def store_failed(ctx: Ctx, step: Any, step_id: str, problem: str) -> Fail | None:
     """The command ran but its result could not be stored: the step's `on_error` decides."""
     if step.on_error == "continue" or (step.on_error == "retry" and step.fallback_value is not None):
         store_failure(ctx, step, step_id, problem)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from aromcp_workflows.expressions import ExpressionError
 from aromcp_workflows.interpreter import delivery, parallel
 from aromcp_workflows.interpreter.agent_steps import AGENT_TYPES
 from aromcp_workflows.interpreter.control import Effect
@@ -17,7 +18,7 @@ from aromcp_workflows.interpreter.inputs import InputError, check_inputs
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
 from aromcp_workflows.interpreter.path_templates import path_template, path_value
 from aromcp_workflows.interpreter.program import Run
-from aromcp_workflows.interpreter.shell_steps import request_shell
+from aromcp_workflows.interpreter.shell_steps import request_shell, store_failed
 from aromcp_workflows.interpreter.thread import Frame
 
 StepHandler = Callable[[Ctx, Any, str], Effect]
@@ -50,7 +51,13 @@ def user_message(ctx: Ctx, step: Any, step_id: str) -> Effect:
 
 
 def shell_command(ctx: Ctx, step: Any, step_id: str) -> Effect:
-    return request_shell(ctx, step, step_id, attempt=0)
+    """A command that cannot even be written (a template that throws, a value that would end
+    a here-document early) is a failure of this step: its `on_error` decides."""
+    try:
+        return request_shell(ctx, step, step_id, attempt=0)
+    except (ExpressionError, StepFailed) as exc:
+        ctx.thread.pending = None
+        return store_failed(ctx, step, step_id, f"the command could not be built: {exc}")
 
 
 def include_workflow(ctx: Ctx, step: Any, step_id: str) -> Effect:

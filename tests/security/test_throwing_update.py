@@ -63,3 +63,34 @@ async def test_throwing_value_obeys_on_error_continue(setup: tuple[object, Path]
         assert answer["status"] == "completed"
         assert answer["messages"] == ["kept=fell-back"]
     assert (project / "runs.log").read_text().splitlines() == ["ran"]
+
+
+COMMAND_THROWS = """
+name: NAME
+default_state:
+  raw: {kept: null}
+steps:
+  - id: build_it
+    type: shell_command
+    command: "echo {{ nothing.here.at_all }}"
+    on_error: ON_ERROR
+    fallback_value: fell-back
+    state_update: {path: raw.kept}
+  - type: user_message
+    message: "kept={{ kept }}"
+"""
+
+
+@pytest.mark.parametrize(("on_error", "status", "messages"), [("continue", "completed", ["kept=fell-back"]),
+                                                              ("fail", "failed", [])])
+async def test_a_command_that_cannot_be_built_obeys_on_error(tmp_path: Path, on_error: str, status: str,
+                                                             messages: list[str]) -> None:
+    project = project_with(tmp_path / "p", {"cmd": COMMAND_THROWS.replace("NAME", "cmd").replace("ON_ERROR", on_error)})
+    (tmp_path / "h").mkdir()
+    server = server_for(service_for(project, tmp_path / "s.sqlite3", tmp_path / "h"))
+    async with Client(server, mode="legacy") as client:
+        wid = (await ok(client, "workflow_start", {"workflow": "cmd"}))["workflow_id"]
+        answer = await ok(client, "workflow_get_next_step", {"workflow_id": wid})
+        assert answer["status"] == status and answer["messages"] == messages
+        if status == "failed":
+            assert "build_it" in answer["error"] and "could not be built" in answer["error"]
