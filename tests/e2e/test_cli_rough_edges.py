@@ -82,8 +82,10 @@ def test_shell_pipe_into_head(tmp_path: Path) -> None:
 # -- the Makefile's .venv -------------------------------------------------------------
 
 def make_dry_run(tmp_path: Path, python: str = "python3") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["make", "-n", "setup", f"PYTHON={python}"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60)
+    # a fresh make, not a sub-make of `make test`: no inherited MAKELEVEL/MAKEFLAGS, no directory lines
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+    return subprocess.run(["make", "--no-print-directory", "-n", "setup", f"PYTHON={python}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, env=env)
 
 
 @pytest.fixture
