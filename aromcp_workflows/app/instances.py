@@ -113,13 +113,19 @@ class InstanceRegistry:
             with self._guard:
                 if self._engine is None:
                     self._engine = self._engine_factory()
-                    self._prompt = _sub_agent_prompt()
         return self._engine
+
+    @property
+    def prompt(self) -> str | None:
+        """The sub-agent prompt text runs hand out (read once; the interpreter reads no files)."""
+        if self._prompt is None:
+            self._prompt = _sub_agent_prompt()
+        return self._prompt
 
     # -- creating and loading -----------------------------------------------------------------
     def start(self, workflow_id: str, bundle: WorkflowBundle, project_dir: Any, inputs: dict[str, Any]) -> WorkflowRun:
         """A new instance, committed before anyone can see it."""
-        run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self._prompt)
+        run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self.prompt)
         base = InstanceRecord(workflow_id=run.workflow_id, workflow=bundle.main.name,
                               project_dir=str(run.project_dir), definition=bundle.snapshot(),
                               created_at=utc_now(), updated_at=utc_now())
@@ -143,7 +149,7 @@ class InstanceRegistry:
         record = self._translate(lambda: self.store.load(workflow_id))
         bundle = WorkflowBundle.from_snapshot(record.definition)
         run = WorkflowRun.from_json({**record.state, "threads": record.threads, "status": record.status,
-                                     "error": record.error}, bundle, self.engine, self._prompt)
+                                     "error": record.error}, bundle, self.engine, self.prompt)
         live = LiveInstance(run, record)
         with self._guard:
             self._live[workflow_id] = live

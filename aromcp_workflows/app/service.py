@@ -44,6 +44,7 @@ class WorkflowService:
                  home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine):
         self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
         self.loader = WorkflowLoader(self.resolver)
+        self._maskers: dict[str, tuple[Any, Any]] = {}  # workflow id -> ((run, version), masker)
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
 
     @property
@@ -120,7 +121,7 @@ class WorkflowService:
         result = {"workflow_id": workflow_id, "status": answer.status, "step": answer.step,
                   "messages": answer.messages}
         if answer.error:
-            result["error"] = self._masker(workflow_id).mask_text(answer.error)
+            result["error"] = self.masker(workflow_id).mask_text(answer.error)
         return result
 
     def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
@@ -226,14 +227,14 @@ class WorkflowService:
                               include_timing: bool = False) -> dict[str, Any]:
         from aromcp_workflows.explain.inspect import transform_traces
 
-        masker = self._masker(workflow_id)
+        masker = self.masker(workflow_id)
         events = self._guard(lambda: self.instances.history(workflow_id, kinds=["transform_trace"]))
         return {"traces": transform_traces(events, field, include_timing, masker)}
 
     def debug_info(self, workflow_id: str) -> dict[str, Any]:
         from aromcp_workflows.explain.inspect import debug_info
 
-        masker = self._masker(workflow_id)
+        masker = self.masker(workflow_id)
         events = self._guard(lambda: self.instances.history(workflow_id))
         return self._guard(lambda: self.instances.read(workflow_id, lambda run, _: debug_info(run, events, masker)))
 
@@ -256,18 +257,18 @@ class WorkflowService:
         bundle = self._guard(lambda: load_valid_bundle(workflow, self.loader))
         return self._guard(lambda: explain_plan(bundle, inputs or {}, self.instances.engine))
 
-    def _masker(self, workflow_id: str) -> Any:
-        return self._guard(lambda: self.instances.read(workflow_id, lambda run, _: run.masker()))
-
     def masker(self, workflow_id: str) -> Any:
-        """The instance's masker, for the server's replies and logs (cached per saved version,
-        so a call on a big instance does not walk its whole state again)."""
-        key = self._guard(lambda: self.instances.read(workflow_id, lambda run, record: (id(run), record.version)))
-        cache: dict[str, tuple[Any, Any]] = self.__dict__.setdefault("_maskers", {})
-        hit = cache.get(workflow_id)
-        if hit is None or hit[0] != key:
-            hit = cache[workflow_id] = (key, self._masker(workflow_id))
-        return hit[1]
+        """The instance's masker, for replies, errors and logs: built once per saved version
+        (one read, under the instance lock), so a call on a big instance does not walk its
+        whole state again."""
+        def look(run: WorkflowRun, record: Any) -> Any:
+            key = (id(run), record.version)
+            hit = self._maskers.get(workflow_id)
+            if hit is None or hit[0] != key:
+                hit = self._maskers[workflow_id] = (key, run.masker())
+            return hit[1]
+
+        return self._guard(lambda: self.instances.read(workflow_id, look))
 
     # -- helpers --------------------------------------------------------------------
     def _driver(self, workflow_id: str) -> Driver:

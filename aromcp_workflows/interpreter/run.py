@@ -247,10 +247,6 @@ class WorkflowRun(Machine):
         run.counters, run.retries = data["counters"], data["retries"]
         return run
 
-    def running_shells(self) -> list[tuple[str, str, int | None]]:
-        """(thread, step, owner pid) of every shell step parked as running."""
-        return [(t.thread_id, t.pending.step_id, t.pending.data.get("owner_pid"))
-                for t in self.threads.values() if t.pending is not None and t.pending.kind == "shell"]
 
 
 __all__ = ["Answer", "Busy", "Completion", "RunError", "ShellRequest", "WorkflowRun"]
