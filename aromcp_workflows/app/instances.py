@@ -14,7 +14,6 @@ fast as a bare MCP server.
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -22,16 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of
 from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import Journal, WorkflowRun
 from aromcp_workflows.store import (
-    STATUSES,
     Checkpoint,
     ConflictError,
     HistoryEvent,
     InstanceRecord,
-    InstanceStatus,
     InstanceSummary,
     NotFoundError,
     Store,
@@ -49,33 +47,13 @@ CONFLICT_BACKOFF_S = (0.002, 0.025)  # jittered backoff between rounds: first, a
 class LiveInstance:
     run: WorkflowRun
     record: InstanceRecord
+    baseline: Baseline
     lock: threading.RLock = field(default_factory=threading.RLock)
-    fingerprint: str = ""  # JSON of what was last saved, to skip saves that change nothing
-
-
-def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
-    """The store record for a run (definition snapshot kept from `base`)."""
-    data = run.to_json()
-    threads = data.pop("threads")
-    current = [t["pending"]["step_id"] for t in threads.values() if t.get("pending")]
-    status: InstanceStatus = run.status if run.status in STATUSES else "running"  # type: ignore[assignment]
-    return InstanceRecord(
-        workflow_id=run.workflow_id, workflow=base.workflow, project_dir=base.project_dir,
-        status=status,
-        definition=base.definition, inputs=run.inputs, state=data, threads=threads,
-        current_steps=current, error=run.error, version=base.version, created_at=base.created_at,
-        updated_at=base.updated_at,
-    )
 
 
 def history_events(journal: Journal) -> list[HistoryEvent]:
     return [HistoryEvent(kind=e.kind, step_id=e.step_id, task_id=e.task_id, data=e.data, timestamp=e.timestamp)
             for e in journal.events]
-
-
-def _encode(value: Any) -> str:
-    """The JSON text the store keeps; encoded once per commit, also used to spot no-ops."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _sub_agent_prompt() -> str | None:
@@ -132,7 +110,7 @@ class InstanceRegistry:
         record = record_of(run, base)
         self._perform(record, run.take_journal(), lambda events: self.store.create(record, events))
         with self._guard:
-            self._live[run.workflow_id] = LiveInstance(run, record)
+            self._live[run.workflow_id] = LiveInstance(run, record, baseline_of(run, record))
         return run
 
     def _current(self, workflow_id: str) -> LiveInstance:
@@ -150,7 +128,7 @@ class InstanceRegistry:
         bundle = WorkflowBundle.from_snapshot(record.definition)
         run = WorkflowRun.from_json({**record.state, "threads": record.threads, "status": record.status,
                                      "error": record.error}, bundle, self.engine, self.prompt)
-        live = LiveInstance(run, record)
+        live = LiveInstance(run, record, baseline_of(run, record))
         with self._guard:
             self._live[workflow_id] = live
         return live
@@ -191,20 +169,19 @@ class InstanceRegistry:
             return look(live.run, live.record)
 
     def _commit(self, live: LiveInstance) -> None:
-        """Save the run, its journalled events and checkpoints at the version it was loaded at.
+        """Save what the change did — a delta of it, or now and then a full snapshot — with
+        the journalled events and checkpoints, at the version the run was loaded at.
 
         Nothing is written when nothing changed (a step merely delivered again), so a
         reader in another server process never turns into a writer's conflict."""
-        record = record_of(live.run, live.record)
         journal = live.run.take_journal()
-        encoded = {"state": _encode(record.state), "threads": _encode(record.threads)}
-        fingerprint = f"{record.status}\x00{record.error}\x00{encoded['state']}\x00{encoded['threads']}"
-        if not journal and fingerprint == live.fingerprint:
+        commit = plan(live.run, live.record, live.baseline, bool(journal))
+        if not commit.changed:
             return
-        expected = live.record.version
-        self._perform(record, journal,
-                      lambda events: self.store.save(record, expected, events, encoded=encoded))
-        live.record, live.fingerprint = record, fingerprint
+        record, expected = commit.record, live.record.version
+        self._perform(record, journal, lambda events: self.store.save(
+            record, expected, events, encoded=commit.encoded, delta=commit.delta))
+        live.record, live.baseline = record, commit.baseline
 
     def _perform(self, record: InstanceRecord, journal: Journal, write: Callable[[list[HistoryEvent]], int]) -> None:
         """The one place effects reach the store: the record with its events, then checkpoints."""

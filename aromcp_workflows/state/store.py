@@ -38,6 +38,8 @@ class StateStore:
         self._traces: deque[dict[str, Any]] = deque(maxlen=max_traces)
         self._lock = threading.RLock()
         self._v8_cache = V8Cache()
+        # (tier, top-level name) written since the last `take_dirty`: what a commit stores.
+        self._dirty: set[tuple[str, str]] = set()
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -117,6 +119,8 @@ class StateStore:
             result = self._recompute(view, set(self._names), trigger)
             self._raw, self._state = raw, state
             result.changed_paths = [f"raw.{k}" for k in raw] + [f"state.{k}" for k in state]
+            self._dirty.update([("raw", k) for k in raw] + [("state", k) for k in state])
+            self._mark_computed(result)
             return result
 
     def apply(self, updates: Sequence[Update | Mapping[str, Any]], trigger: str = "") -> UpdateResult:
@@ -132,12 +136,27 @@ class StateStore:
             result = self._recompute(view, direct, trigger)
             self._raw, self._state = tiers["raw"], tiers["state"]
             result.changed_paths = describe_changes(changed)
+            self._dirty.update((tier, str(segments[0])) for tier, segments in changed)
+            self._mark_computed(result)
             return result
 
     def recompute_all(self, trigger: str = "recompute") -> UpdateResult:
         """Recompute every field from the current tiers (e.g. after a definition change)."""
         with self._lock:
-            return self._recompute(self._view(), set(self._names), trigger)
+            return self._mark_computed(self._recompute(self._view(), set(self._names), trigger))
+
+    def _mark_computed(self, result: UpdateResult) -> UpdateResult:
+        self._dirty.update(("computed", name) for name in result.computed_changed)
+        return result
+
+    def take_dirty(self) -> list[tuple[str, str, Any]]:
+        """`(tier, name, value)` of every top-level value written since the last call
+        (`MISSING` for one that is gone), and forget them: a commit stores exactly these."""
+        with self._lock:
+            tiers = {"raw": self._raw, "state": self._state, "computed": self._computed}
+            out = [(tier, name, tiers[tier].get(name, MISSING)) for tier, name in sorted(self._dirty)]
+            self._dirty.clear()
+            return out
 
     def _recompute(self, view: StateView, direct: set[str], trigger: str) -> UpdateResult:
         """Run the recompute; commit computed values and traces (tiers: the caller)."""

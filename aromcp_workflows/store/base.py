@@ -51,6 +51,12 @@ class InstanceRecord:
     version: int = 0
     created_at: str = ""
     updated_at: str = ""
+    # Where the stored body stands (set by the store): the version of its last full
+    # snapshot, how many deltas were written since, and their size against the snapshot's.
+    snapshot_version: int = 0
+    deltas: int = 0
+    delta_bytes: int = 0
+    body_bytes: int = 0
 
     def snapshot(self) -> dict[str, Any]:
         """The part of the record a checkpoint keeps (what `workflow_resume` restores)."""
@@ -194,13 +200,22 @@ class Store(Protocol):
         events: Iterable[HistoryEvent] = (),
         *,
         encoded: Mapping[str, str] | None = None,
+        delta: str | None = None,
     ) -> int:
         """Compare-and-set: write `record` and append `events` if the stored version is
         still `expected_version`, in one transaction.  Only the mutable fields are written
         (the definition snapshot and inputs are fixed at `create`); `encoded` may carry the
-        JSON text of `state`/`threads` when the caller already has it. Returns the new version and updates
-        `record.version`/`record.updated_at` in place. Raises ConflictError (nothing
-        written) when another writer got there first, NotFoundError if the instance is gone.
+        JSON text of `state`/`threads` when the caller already has it.
+
+        With `delta` (JSON text of `[op, column, path, value?]` operations, see
+        `apply_delta`), `state` and `threads` are not written at all: the delta is stored
+        beside the last full snapshot and applied to it by `load`, so a commit costs what
+        it changed, not what the instance holds.  Without it the body is written whole
+        and becomes the new snapshot (older deltas are dropped).
+
+        Returns the new version and updates `record.version`/`record.updated_at` and the
+        snapshot bookkeeping in place. Raises ConflictError (nothing written) when another
+        writer got there first, NotFoundError if the instance is gone.
         """
         ...
 
@@ -248,6 +263,49 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections; idempotent. A later call reopens lazily."""
         ...
+
+
+# -- deltas: what a commit changed, applied to the last full snapshot on load ----------------
+DELTA_COLUMNS = ("state", "threads")
+
+
+def apply_delta(record: InstanceRecord, text: str) -> None:
+    """Apply one stored delta to `record.state`/`record.threads` in place.
+
+    A delta is a JSON list of operations, in order: `["s", column, path, value]` sets the
+    value at `path` (a list of object keys; missing objects on the way are created) and
+    `["d", column, path]` deletes it.  `column` is `state` or `threads`.  The store never
+    interprets the values, exactly as it never interprets a full snapshot."""
+    for op in json.loads(text):
+        kind, column, path = op[0], op[1], op[2]
+        if column not in DELTA_COLUMNS or not path:
+            raise StoreError(f"instance {record.workflow_id}: unreadable delta operation {op[:3]!r}")
+        node = record.state if column == "state" else record.threads
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        if kind == "s":
+            node[path[-1]] = op[3]
+        else:
+            node.pop(path[-1], None)
+
+
+def apply_deltas(record: InstanceRecord, texts: Sequence[str]) -> InstanceRecord:
+    """The record with its deltas applied and its snapshot bookkeeping filled in."""
+    for text in texts:
+        apply_delta(record, text)
+    record.deltas = len(texts)
+    record.delta_bytes = sum(len(t) for t in texts)
+    return record
+
+
+def note_saved(record: InstanceRecord, delta: str | None, body: Mapping[str, str]) -> None:
+    """Update the snapshot bookkeeping of a record its store has just saved."""
+    if delta is None:
+        record.snapshot_version, record.deltas, record.delta_bytes = record.version, 0, 0
+        record.body_bytes = len(body["state"]) + len(body["threads"])
+    else:
+        record.deltas += 1
+        record.delta_bytes += len(delta)
 
 
 # -- rows to records: both stores select the same columns in the same order ------------------

@@ -75,6 +75,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE UNIQUE INDEX checkpoints_id ON checkpoints (workflow_id, checkpoint_id)",
         ],
     ),
+    (
+        # Commit deltas: a commit stores what it changed beside the last full snapshot
+        # (`state`/`threads` of the row, rewritten now and then).  A save that writes a
+        # delta leaves the large TOASTed columns untouched, so PostgreSQL copies none of
+        # them into the new row version.
+        2,
+        [
+            "ALTER TABLE instances ADD COLUMN snapshot_version BIGINT NOT NULL DEFAULT 0",
+            "UPDATE instances SET snapshot_version = version",
+            """CREATE TABLE deltas (
+                workflow_id TEXT NOT NULL,
+                version     BIGINT NOT NULL,
+                delta       TEXT NOT NULL,
+                PRIMARY KEY (workflow_id, version)
+            )""",
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -41,7 +41,9 @@ from aromcp_workflows.store.base import (
     NotFoundError,
     StoreError,
     StoreOpenError,
+    apply_deltas,
     event_from_row,
+    note_saved,
     record_from_row,
     summary_from_row,
     utc_now,
@@ -74,16 +76,32 @@ _SUMMARY_COLUMNS = (
     "created_at, updated_at"
 )
 _INSERT_INSTANCE = (
-    f"INSERT INTO instances ({_INSTANCE_COLUMNS}, last_seq) VALUES ({', '.join(['%s'] * 14)}) "
-    "ON CONFLICT (workflow_id) DO NOTHING RETURNING 1 AS first"
+    f"INSERT INTO instances ({_INSTANCE_COLUMNS}, last_seq, snapshot_version) "
+    f"VALUES ({', '.join(['%s'] * 14)}, 1) ON CONFLICT (workflow_id) DO NOTHING RETURNING 1 AS first"
 )
-_UPDATE_INSTANCE = (
-    "UPDATE instances SET status = %s, state = %s, threads = %s, current_steps = %s, error = %s, "
+# One statement, one snapshot: the row and the deltas written since its full snapshot.
+_LOAD_INSTANCE = (
+    f"SELECT {_INSTANCE_COLUMNS}, snapshot_version, ARRAY(SELECT d.delta FROM deltas d "
+    "WHERE d.workflow_id = i.workflow_id AND d.version > i.snapshot_version ORDER BY d.version) "
+    "FROM instances i WHERE workflow_id = %s"
+)
+_COMPARE_AND_SET = (
     "version = %s, updated_at = %s, last_seq = last_seq + %s WHERE workflow_id = %s AND version = %s "
     "RETURNING last_seq - %s + 1 AS first"
 )
+_UPDATE_FULL = (  # a new full snapshot; the deltas it absorbs go
+    "WITH base AS (UPDATE instances SET status = %s, state = %s, threads = %s, current_steps = %s, error = %s, "
+    f"snapshot_version = version + 1, {_COMPARE_AND_SET}), "
+    "gone AS (DELETE FROM deltas WHERE workflow_id = %s AND EXISTS (SELECT 1 FROM base)) "
+)
+_UPDATE_DELTA = (  # the small columns and one delta row; the large columns stay as they are
+    "WITH base AS (UPDATE instances SET status = %s, current_steps = %s, error = %s, "
+    f"{_COMPARE_AND_SET}), "
+    "added AS (INSERT INTO deltas (workflow_id, version, delta) SELECT %s, %s, %s FROM base) "
+)
 # Appended to a `WITH base AS (<write> RETURNING … AS first)`: the write and its history
 # rows are one statement (one round trip, atomic in autocommit); no base row, no history.
+_FIRST = "SELECT first FROM base"
 _INSERT_HISTORY = (
     "INSERT INTO history (workflow_id, seq, kind, step_id, task_id, timestamp, data) "
     "SELECT %s, base.first + e.n - 1, e.kind, e.step_id, e.task_id, e.ts, e.data "
@@ -211,6 +229,7 @@ class PostgresStore:
                 raise ConflictError(record.workflow_id, 0, int(found[0]) if found else 0)
         _number(events, 1)
         record.version, record.created_at, record.updated_at = 1, created, now
+        note_saved(record, None, {"state": row[6], "threads": row[7]})
         return 1
 
     def version(self, workflow_id: str) -> int:
@@ -221,11 +240,14 @@ class PostgresStore:
         return int(rows[0][0])
 
     def load(self, workflow_id: str) -> InstanceRecord:
-        rows = self._fetch("read", f"SELECT {_INSTANCE_COLUMNS} FROM instances WHERE workflow_id = %s", (workflow_id,))
+        """The record: its last full snapshot with the deltas written since applied."""
+        rows = self._fetch("read", _LOAD_INSTANCE, (workflow_id,))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
         row = rows[0]
-        return record_from_row(row)
+        record = record_from_row(row)
+        record.snapshot_version, record.body_bytes = int(row[13]), len(row[6]) + len(row[7])
+        return apply_deltas(record, list(row[14]))
 
     def save(
         self,
@@ -234,30 +256,35 @@ class PostgresStore:
         events: Iterable[HistoryEvent] = (),
         *,
         encoded: Mapping[str, str] | None = None,
+        delta: str | None = None,
     ) -> int:
-        """Compare-and-set the mutable part of the record and append `events`, atomically
-        (see `SqliteStore.save`); `encoded` may carry the JSON text of `state`/`threads`."""
+        """Compare-and-set the row and append `events` with either the delta or a new full
+        snapshot, atomically, in one statement (see `Store.save`)."""
         now = utc_now()
         new_version = expected_version + 1
         wid = record.workflow_id
         if record.status not in STATUSES:
             raise ValueError(f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}")
         encoded = encoded or {}
-        state = encoded.get("state") or _dumps(record.state, f"the state of {wid!r}")
-        threads = encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")
+        body: dict[str, str] = {}
         steps = _dumps(list(record.current_steps), f"the current_steps of {wid!r}")
         events = list(events)
         columns = _event_columns(wid, events, now)
-        params = (record.status, state, threads, steps, record.error, new_version, now, len(events), wid,
-                  expected_version, len(events))
+        cas = (new_version, now, len(events), wid, expected_version, len(events))
+        params: tuple[Any, ...]
+        if delta is None:
+            body = {"state": encoded.get("state") or _dumps(record.state, f"the state of {wid!r}"),
+                    "threads": encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")}
+            write, params = _UPDATE_FULL, (record.status, body["state"], body["threads"], steps, record.error,
+                                           *cas, wid)
+        else:
+            write, params = _UPDATE_DELTA, (record.status, steps, record.error, *cas, wid, new_version, delta)
         with self._conn("save an instance in") as conn:
-            if events:  # one statement: compare-and-set, numbering and history rows together
-                rows = conn.execute(f"WITH base AS ({_UPDATE_INSTANCE}) {_INSERT_HISTORY}",
-                                    (*params, wid, *columns)).fetchall()
-                first = min((int(r[0]) for r in rows), default=None)
+            if events:  # one statement: compare-and-set, body or delta, numbering and history rows
+                rows = conn.execute(write + _INSERT_HISTORY, (*params, wid, *columns)).fetchall()
             else:
-                row = conn.execute(_UPDATE_INSTANCE, params).fetchone()
-                first = int(row[0]) if row else None
+                rows = conn.execute(write + _FIRST, params).fetchall()
+            first = min((int(r[0]) for r in rows), default=None)
             if first is None:
                 found = conn.execute("SELECT version FROM instances WHERE workflow_id = %s", (wid,)).fetchone()
                 if found is None:
@@ -265,6 +292,7 @@ class PostgresStore:
                 raise ConflictError(wid, expected_version, int(found[0]))
         _number(events, first)
         record.version, record.updated_at = new_version, now
+        note_saved(record, delta, body)
         return new_version
 
     def list_instances(
@@ -377,7 +405,8 @@ class PostgresStore:
 
 def _instance_values(record: InstanceRecord, *, version: int, created_at: str, updated_at: str) -> tuple[Any, ...]:
     """Column values in `_INSTANCE_COLUMNS` order, checked exactly as the SQLite store checks them."""
-    return SqliteStore._instance_values(record, version=version, created_at=created_at, updated_at=updated_at)
+    row, body = SqliteStore._instance_values(record, version=version, created_at=created_at, updated_at=updated_at)
+    return (*row[:4], *body[1:], *row[4:])
 
 
 def _event_columns(workflow_id: str, events: list[HistoryEvent], now: str) -> list[list[str | None]]:

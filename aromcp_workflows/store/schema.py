@@ -56,6 +56,35 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE UNIQUE INDEX checkpoints_id ON checkpoints (workflow_id, checkpoint_id)",
         ],
     ),
+    (
+        # Commit deltas.  SQLite rewrites a whole row when any column changes, so the
+        # large JSON moves out of the row a commit updates: `instances` keeps the small
+        # mutable columns, `bodies` the last full snapshot (written now and then), and
+        # `deltas` one row per commit since that snapshot.
+        2,
+        [
+            """CREATE TABLE bodies (
+                workflow_id TEXT PRIMARY KEY,
+                definition  TEXT NOT NULL,
+                inputs      TEXT NOT NULL,
+                state       TEXT NOT NULL,
+                threads     TEXT NOT NULL
+            )""",
+            "INSERT INTO bodies SELECT workflow_id, definition, inputs, state, threads FROM instances",
+            "ALTER TABLE instances ADD COLUMN snapshot_version INTEGER NOT NULL DEFAULT 0",
+            "UPDATE instances SET snapshot_version = version",
+            "ALTER TABLE instances DROP COLUMN definition",
+            "ALTER TABLE instances DROP COLUMN inputs",
+            "ALTER TABLE instances DROP COLUMN state",
+            "ALTER TABLE instances DROP COLUMN threads",
+            """CREATE TABLE deltas (
+                workflow_id TEXT NOT NULL,
+                version     INTEGER NOT NULL,
+                delta       TEXT NOT NULL,
+                PRIMARY KEY (workflow_id, version)
+            )""",
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -41,7 +41,9 @@ from aromcp_workflows.store.base import (
     NotFoundError,
     StoreError,
     StoreOpenError,
+    apply_deltas,
     event_from_row,
+    note_saved,
     record_from_row,
     summary_from_row,
     utc_now,
@@ -50,9 +52,13 @@ from aromcp_workflows.store.schema import SCHEMA_VERSION, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 
-_INSTANCE_COLUMNS = (
-    "workflow_id, workflow, project_dir, status, definition, inputs, state, threads, "
-    "current_steps, error, version, created_at, updated_at"
+_INSTANCE_COLUMNS = (  # a record: the small row joined with its body (see schema migration 2)
+    "i.workflow_id, i.workflow, i.project_dir, i.status, b.definition, b.inputs, b.state, b.threads, "
+    "i.current_steps, i.error, i.version, i.created_at, i.updated_at, i.snapshot_version"
+)
+_ROW_COLUMNS = (
+    "workflow_id, workflow, project_dir, status, current_steps, error, version, created_at, updated_at, "
+    "snapshot_version"
 )
 _SUMMARY_COLUMNS = (
     "workflow_id, workflow, project_dir, status, current_steps, error, version, "
@@ -201,7 +207,7 @@ class SqliteStore:
     def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
         now = utc_now()
         created = record.created_at or now
-        row = self._instance_values(record, version=1, created_at=created, updated_at=now)
+        row, body = self._instance_values(record, version=1, created_at=created, updated_at=now)
         events = list(events)
         with self._write() as conn:
             found = conn.execute(
@@ -209,13 +215,12 @@ class SqliteStore:
             ).fetchone()
             if found is not None:
                 raise ConflictError(record.workflow_id, 0, found[0])
-            conn.execute(
-                f"INSERT INTO instances ({_INSTANCE_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
+            conn.execute(f"INSERT INTO instances ({_ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)", row)
+            conn.execute("INSERT INTO bodies (workflow_id, definition, inputs, state, threads) "
+                         "VALUES (?, ?, ?, ?, ?)", body)
             self._append(conn, record.workflow_id, events, now)
         record.version, record.created_at, record.updated_at = 1, created, now
+        note_saved(record, None, {"state": body[3], "threads": body[4]})
         return 1
 
     def version(self, workflow_id: str) -> int:
@@ -229,14 +234,27 @@ class SqliteStore:
         return int(row[0])
 
     def load(self, workflow_id: str) -> InstanceRecord:
+        """The record: its last full snapshot with the deltas written since applied.
+        Both reads are one read transaction, so they see the same commit."""
         with self._lock:
-            row = self._connection().execute(
-                f"SELECT {_INSTANCE_COLUMNS} FROM instances WHERE workflow_id = ?",
-                (workflow_id,),
-            ).fetchone()
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(
+                    f"SELECT {_INSTANCE_COLUMNS} FROM instances i JOIN bodies b USING (workflow_id) "
+                    "WHERE i.workflow_id = ?", (workflow_id,),
+                ).fetchone()
+                deltas = [] if row is None else [d for (d,) in conn.execute(
+                    "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version",
+                    (workflow_id, row[13]),
+                )]
+            finally:
+                conn.execute("COMMIT")
         if row is None:
             raise NotFoundError(workflow_id, self.path)
-        return record_from_row(row)
+        record = record_from_row(row)
+        record.snapshot_version, record.body_bytes = int(row[13]), len(row[6]) + len(row[7])
+        return apply_deltas(record, deltas)
 
     def save(
         self,
@@ -245,26 +263,28 @@ class SqliteStore:
         events: Iterable[HistoryEvent] = (),
         *,
         encoded: Mapping[str, str] | None = None,
+        delta: str | None = None,
     ) -> int:
-        """Compare-and-set the mutable part of the record (status, state, threads, current
-        steps, error) and append `events`, in one transaction.  The definition snapshot,
-        inputs, name and project are written once by `create` and never re-encoded here.
-        `encoded` may carry the JSON text of `state`/`threads` the caller already made."""
+        """Compare-and-set the small row (status, current steps, error, version) and append
+        `events`, in one transaction, with either the delta or a new full body (see
+        `Store.save`).  The definition and inputs are written once by `create`."""
         now = utc_now()
         new_version = expected_version + 1
         wid = record.workflow_id
         if record.status not in STATUSES:
             raise ValueError(f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}")
         encoded = encoded or {}
-        state = encoded.get("state") or _dumps(record.state, f"the state of {wid!r}")
-        threads = encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")
+        if delta is None:
+            state = encoded.get("state") or _dumps(record.state, f"the state of {wid!r}")
+            threads = encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")
         steps = _dumps(list(record.current_steps), f"the current_steps of {wid!r}")
+        snapshot_version = record.snapshot_version if delta is not None else new_version
         events = list(events)
         with self._write() as conn:
             cur = conn.execute(
-                "UPDATE instances SET status = ?, state = ?, threads = ?, current_steps = ?, error = ?, "
-                "version = ?, updated_at = ? WHERE workflow_id = ? AND version = ?",
-                (record.status, state, threads, steps, record.error, new_version, now, wid, expected_version),
+                "UPDATE instances SET status = ?, current_steps = ?, error = ?, version = ?, updated_at = ?, "
+                "snapshot_version = ? WHERE workflow_id = ? AND version = ?",
+                (record.status, steps, record.error, new_version, now, snapshot_version, wid, expected_version),
             )
             if cur.rowcount != 1:
                 found = conn.execute(
@@ -273,8 +293,15 @@ class SqliteStore:
                 if found is None:
                     raise NotFoundError(record.workflow_id, self.path)
                 raise ConflictError(record.workflow_id, expected_version, found[0])
+            if delta is not None:
+                conn.execute("INSERT INTO deltas (workflow_id, version, delta) VALUES (?, ?, ?)",
+                             (wid, new_version, delta))
+            else:
+                conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?", (state, threads, wid))
+                conn.execute("DELETE FROM deltas WHERE workflow_id = ?", (wid,))
             self._append(conn, record.workflow_id, events, now)
         record.version, record.updated_at = new_version, now
+        note_saved(record, delta, {} if delta is not None else {"state": state, "threads": threads})
         return new_version
 
     def list_instances(
@@ -423,8 +450,8 @@ class SqliteStore:
     @staticmethod
     def _instance_values(
         record: InstanceRecord, *, version: int, created_at: str, updated_at: str
-    ) -> tuple[Any, ...]:
-        """Column values in `_INSTANCE_COLUMNS` order; JSON errors name the field."""
+    ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """(row in `_ROW_COLUMNS` order without snapshot_version, body values); JSON errors name the field."""
         wid = record.workflow_id
         if not wid or any(ch.isspace() for ch in wid):
             raise ValueError(f"workflow_id must be a non-empty token without whitespace: {wid!r}")
@@ -432,15 +459,14 @@ class SqliteStore:
             raise ValueError(
                 f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}"
             )
-        return (
-            wid, record.workflow, record.project_dir, record.status,
-            _dumps(record.definition, f"the definition of {wid!r}"),
-            _dumps(record.inputs, f"the inputs of {wid!r}"),
-            _dumps(record.state, f"the state of {wid!r}"),
-            _dumps(record.threads, f"the threads of {wid!r}"),
-            _dumps(list(record.current_steps), f"the current_steps of {wid!r}"),
-            record.error, version, created_at, updated_at,
-        )
+        row = (wid, record.workflow, record.project_dir, record.status,
+               _dumps(list(record.current_steps), f"the current_steps of {wid!r}"),
+               record.error, version, created_at, updated_at)
+        body = (wid, _dumps(record.definition, f"the definition of {wid!r}"),
+                _dumps(record.inputs, f"the inputs of {wid!r}"),
+                _dumps(record.state, f"the state of {wid!r}"),
+                _dumps(record.threads, f"the threads of {wid!r}"))
+        return row, body
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"

@@ -21,6 +21,7 @@ from aromcp_workflows.store import (
     Store,
     open_store,
 )
+from aromcp_workflows.store.schema import SCHEMA_VERSION
 
 
 def make(workflow_id: str = "wf-1", project_dir: str = "/proj/a", **kw) -> InstanceRecord:
@@ -241,7 +242,7 @@ def test_sqlite_wal_and_normal_sync_and_schema(tmp_path: Path) -> None:
     full.close()
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
     raw = sqlite3.connect(store.path)
-    assert raw.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 1
+    assert raw.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
     names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "instances_project_dir" in names
     raw.close()

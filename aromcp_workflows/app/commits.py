@@ -1,0 +1,145 @@
+"""What a commit writes: the changes since the last save, or now and then a full snapshot.
+
+A step usually changes a few state values, one thread and the status; the instance may
+hold a 100,000-item list it never touches.  Writing the whole instance per commit made a
+step's cost grow with everything the instance holds.  So a commit compares the run with
+its `Baseline` (what the store holds) and writes a *delta*: the top-level state values
+the state store marked as written, the threads and small sections whose JSON changed.
+The store keeps the deltas beside the last full snapshot and applies them on load.
+
+A full snapshot is written instead when the deltas since the last one are many
+(`MAX_DELTAS`, which bounds the work of a load) or add up to more bytes than the snapshot
+itself (so the store never holds more than about twice the instance).  Between those, a
+commit's cost is what it changed, not what the instance holds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aromcp_workflows.expressions import MISSING
+from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.state import StateStore
+from aromcp_workflows.store import STATUSES, InstanceRecord, InstanceStatus
+
+MAX_DELTAS = 100  # deltas between two full snapshots: a load applies at most this many
+MIN_DELTA_BYTES = 256 * 1024  # deltas may always add up to this much before a snapshot
+FIXED_SECTIONS = ("workflow_id", "project_dir", "inputs")  # set at start, never changed by a run
+
+
+def encode(value: Any) -> str:
+    """The JSON text the store keeps (compact, exact, no NaN)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass
+class Baseline:
+    """What the store holds of a live instance, in the form a commit compares against."""
+
+    states: dict[str, StateStore] = field(default_factory=dict)  # the state objects saved (by identity)
+    sections: dict[str, str] = field(default_factory=dict)  # JSON of the small top-level sections
+    threads: dict[str, str] = field(default_factory=dict)  # JSON of each thread
+    meta: tuple[Any, ...] = ()  # status, error, current steps
+
+
+@dataclass
+class Commit:
+    """One planned write: the record, and either a delta or the full body's JSON."""
+
+    record: InstanceRecord
+    baseline: Baseline
+    changed: bool
+    delta: str | None = None
+    encoded: dict[str, str] | None = None
+
+
+def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
+    """The store record for a run (definition snapshot and bookkeeping kept from `base`)."""
+    data = run.to_json()
+    threads = data.pop("threads")
+    current = [t["pending"]["step_id"] for t in threads.values() if t.get("pending")]
+    status: InstanceStatus = run.status if run.status in STATUSES else "running"  # type: ignore[assignment]
+    return InstanceRecord(
+        workflow_id=run.workflow_id, workflow=base.workflow, project_dir=base.project_dir,
+        status=status,
+        definition=base.definition, inputs=run.inputs, state=data, threads=threads,
+        current_steps=current, error=run.error, version=base.version, created_at=base.created_at,
+        updated_at=base.updated_at, snapshot_version=base.snapshot_version, deltas=base.deltas,
+        delta_bytes=base.delta_bytes, body_bytes=base.body_bytes,
+    )
+
+
+def baseline_of(run: WorkflowRun, record: InstanceRecord) -> Baseline:
+    """The baseline of a run that matches the store exactly (just loaded or fully saved).
+    Any dirty marks the state stores carry are already in the store: they are cleared."""
+    for store in run.states.values():
+        store.take_dirty()
+    return Baseline(states=dict(run.states),
+                    sections={k: encode(v) for k, v in record.state.items() if _tracked(k)},
+                    threads={tid: encode(t) for tid, t in record.threads.items()},
+                    meta=(record.status, record.error, record.current_steps))
+
+
+def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, journalled: bool) -> Commit:
+    """The write that brings the store from `baseline` to `run`."""
+    record = record_of(run, live_record)
+    ops: list[list[Any]] = []
+    _state_ops(run, record, baseline, ops)
+    sections = _section_ops(record, baseline, ops)
+    threads = _thread_ops(record, baseline, ops)
+    meta = (record.status, record.error, record.current_steps)
+    after = Baseline(states=dict(run.states), sections=sections, threads=threads, meta=meta)
+    commit = Commit(record, after, changed=bool(ops) or journalled or meta != baseline.meta)
+    if not commit.changed:
+        return commit
+    delta = encode(ops)
+    budget = max(MIN_DELTA_BYTES, record.body_bytes)
+    if record.deltas >= MAX_DELTAS or record.delta_bytes + len(delta) > budget:
+        commit.encoded = {"state": encode(record.state), "threads": encode(record.threads)}
+    else:
+        commit.delta = delta
+    return commit
+
+
+def _tracked(section: str) -> bool:
+    return section not in FIXED_SECTIONS and section != "states"
+
+
+def _state_ops(run: WorkflowRun, record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]) -> None:
+    """The top-level state values written since the last save; a state store that is new
+    (an include or a task started) is written whole."""
+    snapshots = record.state["states"]
+    for key, store in run.states.items():
+        if baseline.states.get(key) is not store:
+            store.take_dirty()
+            ops.append(["s", "state", ["states", key], snapshots[key]])
+            continue
+        for tier, name, value in store.take_dirty():
+            path = ["states", key, tier, name]
+            ops.append(["d", "state", path] if value is MISSING else ["s", "state", path, value])
+    ops.extend(["d", "state", ["states", key]] for key in baseline.states if key not in run.states)
+
+
+def _section_ops(record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]) -> dict[str, str]:
+    """The small sections (groups, counters, retries, …) whose JSON changed."""
+    sections: dict[str, str] = {}
+    for key, value in record.state.items():
+        if not _tracked(key):
+            continue
+        sections[key] = text = encode(value)
+        if baseline.sections.get(key) != text:
+            ops.append(["s", "state", [key], value])
+    return sections
+
+
+def _thread_ops(record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]) -> dict[str, str]:
+    """The threads whose JSON changed, and those that are gone."""
+    threads: dict[str, str] = {}
+    for tid, thread in record.threads.items():
+        threads[tid] = text = encode(thread)
+        if baseline.threads.get(tid) != text:
+            ops.append(["s", "threads", [tid], thread])
+    ops.extend(["d", "threads", [tid]] for tid in baseline.threads if tid not in record.threads)
+    return threads

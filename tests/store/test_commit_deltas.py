@@ -1,0 +1,243 @@
+"""Commit deltas: a commit writes what it changed; a load rebuilds exactly what was committed.
+
+Every test runs on SQLite and on a real PostgreSQL (`location`).  The mirror tests drive
+real workflows through the MCP server in memory and, after every commit, load the instance
+back from the store and compare it with the live run: any change a delta missed (a state
+value, a thread, a parallel group, a new state of an include) shows up at the commit that
+lost it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from aromcp_workflows.app.commits import MAX_DELTAS, encode, record_of
+from aromcp_workflows.app.instances import InstanceRegistry
+from aromcp_workflows.store import InstanceRecord, SqliteStore, open_store
+from aromcp_workflows.store.schema import MIGRATIONS
+from tests.server.srv_helpers import ProtocolAgent, make_project, ok
+
+RICH = """
+name: rich
+imports: ["kid.yaml"]
+default_state:
+  raw:
+    big: "{{ Array.from({length: 2000}, (_, i) => 'item-' + i) }}"
+    n: 0
+    gone: "soon"
+    notes: []
+state_schema:
+  computed:
+    doubled:
+      from: raw.n
+      transform: "input * 2"
+    odd:
+      from: raw.n
+      transform: "input % 2 === 1 ? 'odd' : undefined"
+steps:
+  - id: rounds
+    type: while
+    condition: "{{ n < 5 }}"
+    max_iterations: 10
+    body:
+      - id: ask
+        type: agent_prompt
+        prompt: "round {{ n }} of {{ big.length }}, doubled {{ doubled }}"
+        state_update:
+          path: raw.notes
+          operation: append
+      - id: bump
+        type: state_update
+        path: raw.n
+        operation: increment
+  - id: drop
+    type: state_update
+    path: raw.gone
+    operation: delete
+  - id: inc
+    type: include_workflow
+    workflow: kid
+    state_update:
+      path: raw.kid_result
+  - id: echo
+    type: shell_command
+    command: "echo {{ n }}"
+    state_update:
+      path: raw.echoed
+  - id: fan
+    type: parallel_foreach
+    items: "{{ ['a', 'b', 'c'] }}"
+    sub_agent_task: work
+sub_agent_tasks:
+  work:
+    steps:
+      - id: think
+        type: agent_prompt
+        prompt: "work on {{ item }}"
+        state_update:
+          path: raw.notes
+          operation: append
+"""
+KID = """
+name: kid
+default_state:
+  raw:
+    greeting: ""
+steps:
+  - id: hello
+    type: agent_prompt
+    prompt: "say hello"
+    state_update:
+      path: raw.greeting
+"""
+
+
+def stored_form(value: Any) -> Any:
+    return json.loads(encode(value))
+
+
+@pytest.fixture
+def mirror(monkeypatch: pytest.MonkeyPatch) -> list[InstanceRecord]:
+    """After every commit: the store, loaded afresh, holds exactly the live run."""
+    loaded: list[InstanceRecord] = []
+    commit = InstanceRegistry._commit
+
+    def checked(self: InstanceRegistry, live: Any) -> None:
+        commit(self, live)
+        expected = record_of(live.run, live.record)
+        stored = self.store.load(live.run.workflow_id)
+        assert stored.version == live.record.version
+        assert stored.state == stored_form(expected.state), "state differs from the live run"
+        assert stored.threads == stored_form(expected.threads), "threads differ from the live run"
+        assert (stored.status, stored.error, stored.current_steps) == (
+            expected.status, expected.error, expected.current_steps)
+        loaded.append(stored)
+
+    monkeypatch.setattr(InstanceRegistry, "_commit", checked)
+    return loaded
+
+
+def server_on(tmp_path: Path, location: str) -> Any:
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.mcp import build_server
+
+    project = make_project(tmp_path / "project", {"rich": RICH, "kid": KID})
+    return build_server(lambda: WorkflowService(project_dir=project, store_path=location, home=tmp_path))
+
+
+async def run_to_end(server: Any, workflow: str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    async with Client(server) as client:
+        started = await ok(client, "workflow_start", {"workflow": workflow, "inputs": inputs or {}})
+        final = await ProtocolAgent(client, started["workflow_id"]).run()
+        state = await ok(client, "workflow_state_read", {"workflow_id": started["workflow_id"]})
+        return {"final": final, "state": state["state"]}
+
+
+def test_every_commit_of_a_rich_workflow_loads_back_exactly(tmp_path: Path, location: str,
+                                                            mirror: list[InstanceRecord]) -> None:
+    outcome = asyncio.run(run_to_end(server_on(tmp_path, location), "rich"))
+    assert outcome["final"]["status"] == "completed", outcome["final"]
+    state = outcome["state"]
+    assert state["n"] == 5 and state["doubled"] == 10 and "gone" not in state and state["odd"] == "odd"
+    assert len(state["notes"]) == 8 and state["echoed"].strip() == "5"
+    assert any(r.deltas > 0 for r in mirror), "no commit was written as a delta"
+
+
+def test_concurrent_sub_agents_commit_deltas_that_load_back(tmp_path: Path, location: str,
+                                                            mirror: list[InstanceRecord]) -> None:
+    outcome = asyncio.run(run_to_end(server_on(tmp_path, location), "fanout",
+                                     {"items": [f"i{n}" for n in range(8)], "per_task": 3}))
+    assert outcome["final"]["status"] == "completed", outcome["final"]
+    assert outcome["state"]["count"] == 24 and len(outcome["state"]["shared"]) == 24
+    assert max(r.deltas for r in mirror) > 5
+
+
+def test_a_step_writes_what_it_changed_not_the_big_list(tmp_path: Path, location: str) -> None:
+    """The store grows by the change: each commit's delta is small next to a 2,000-item
+    list it does not touch, and a full snapshot comes only after MAX_DELTAS deltas."""
+    from aromcp_workflows.app.service import WorkflowService
+
+    project = make_project(tmp_path / "project", {"rich": RICH, "kid": KID})
+    service = WorkflowService(project_dir=project, store_path=location, home=tmp_path)
+    wid = service.start("rich")["workflow_id"]
+    step = service.next_step(wid)["step"]
+    sizes = []
+    store = service.instances.store
+    for _ in range(4):
+        step = service.step_complete(wid, step["id"], result="x")["next_step"]
+        record = store.load(wid)
+        sizes.append((record.deltas, record.delta_bytes, record.body_bytes))
+    assert [d for d, _, _ in sizes] == [2, 3, 4, 5]  # the first delivery was delta 1
+    body = sizes[-1][2]
+    assert body > 20_000  # the list is in the snapshot ...
+    assert all(b / d < 2_000 for d, b, _ in sizes), sizes  # ... and in no delta
+
+
+def test_a_full_snapshot_replaces_the_deltas_after_max_deltas(tmp_path: Path, location: str) -> None:
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.state import Update
+
+    project = make_project(tmp_path / "project", {"rich": RICH, "kid": KID})
+    service = WorkflowService(project_dir=project, store_path=location, home=tmp_path)
+    wid = service.start("rich")["workflow_id"]
+    for n in range(MAX_DELTAS + 5):
+        service.state_update(wid, [Update(path="raw.counter", value=n).__dict__])
+    record = service.instances.store.load(wid)
+    assert record.version == MAX_DELTAS + 6
+    assert record.snapshot_version == MAX_DELTAS + 2 and record.deltas == 4
+    assert record.state["states"]["main"]["raw"]["counter"] == MAX_DELTAS + 4
+    service.instances.forget(wid)  # the next call reloads from snapshot + deltas
+    assert service.state_read(wid, ["raw.counter"])["state"]["raw.counter"] == MAX_DELTAS + 4
+
+
+def test_a_version_1_sqlite_store_migrates_and_loads_the_same(tmp_path: Path) -> None:
+    """A store written before deltas (schema 1: the whole body in the instance row) opens,
+    migrates, and its instances load exactly as they were, then take deltas."""
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for sql in MIGRATIONS[0][1]:
+        conn.execute(sql)
+    conn.execute("INSERT INTO schema_version VALUES (1, 'then')")
+    state = {"states": {"main": {"raw": {"a": [1, 2, 3]}}}}
+    conn.execute("INSERT INTO instances VALUES ('wf_old', 'w', '/p', 'waiting', '{\"d\":1}', '{}', ?, ?, "
+                 "'[\"s1\"]', NULL, 7, 't0', 't1')", (json.dumps(state), json.dumps({"main": {"x": 1}})))
+    conn.commit()
+    conn.close()
+    store = SqliteStore(path)
+    assert store.migrate() == (1, MIGRATIONS[-1][0])
+    record = store.load("wf_old")
+    assert (record.state, record.threads, record.version, record.definition) == (
+        state, {"main": {"x": 1}}, 7, {"d": 1})
+    assert (record.snapshot_version, record.deltas) == (7, 0)
+    record.state["states"]["main"]["raw"]["a"] = [4]
+    store.save(record, 7, delta=encode([["s", "state", ["states", "main", "raw", "a"], [4]]]))
+    again = store.load("wf_old")
+    assert again.state == {"states": {"main": {"raw": {"a": [4]}}}} and again.deltas == 1
+    store.close()
+
+
+def test_store_applies_set_and_delete_operations_in_order(location: str) -> None:
+    store = open_store(location)
+    record = InstanceRecord(workflow_id="wf_ops", workflow="w", project_dir="/p", state={"a": {"b": 1}, "c": 2},
+                            threads={"main": {"pc": 0}})
+    store.create(record)
+    ops = [["s", "state", ["a", "b"], 5], ["d", "state", ["c"]], ["s", "state", ["new", "deep"], [1]],
+           ["s", "threads", ["t1"], {"pc": 3}], ["d", "threads", ["main"]]]
+    store.save(record, 1, delta=encode(ops))
+    loaded = store.load("wf_ops")
+    assert loaded.state == {"a": {"b": 5}, "new": {"deep": [1]}}
+    assert loaded.threads == {"t1": {"pc": 3}}
+    assert (loaded.version, loaded.deltas, loaded.snapshot_version) == (2, 1, 1)
+    store.save(loaded, 2)  # a full snapshot absorbs the delta
+    final = store.load("wf_ops")
+    assert (final.state, final.threads, final.deltas, final.snapshot_version) == (
+        loaded.state, loaded.threads, 0, 3)
+    store.close()
