@@ -7,9 +7,11 @@ its `Baseline` (what the store holds) and writes a *delta*: the top-level state 
 the state store marked as written, the threads and small sections whose JSON changed.
 The store keeps the deltas beside the last full snapshot and applies them on load.
 
-A full snapshot is written instead when the deltas since the last one are many
-(`MAX_DELTAS`, which bounds the work of a load) or add up to more bytes than the snapshot
-itself (so the store never holds more than about twice the instance).  Between those, a
+A full snapshot is written instead when the deltas since the last one are many or add up
+to more bytes than the snapshot itself (so the store never holds more than about twice
+the instance).  "Many" is `MAX_DELTAS`, or one per KB of snapshot for a big instance:
+applying that many small deltas costs a load about what decoding the snapshot does, and
+rewriting a large snapshot that rarely keeps its amortised cost per step small.  Between those, a
 commit's cost is what it changed, not what the instance holds.
 """
 
@@ -24,9 +26,11 @@ from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.state import StateStore
 from aromcp_workflows.store import STATUSES, InstanceRecord, InstanceStatus
 
-MAX_DELTAS = 100  # deltas between two full snapshots: a load applies at most this many
+MAX_DELTAS = 100  # deltas between two full snapshots of a small instance
+DELTAS_PER_SNAPSHOT_BYTE = 1 / 1024  # ... and of a big one: one per KB of snapshot
 MIN_DELTA_BYTES = 256 * 1024  # deltas may always add up to this much before a snapshot
 FIXED_SECTIONS = ("workflow_id", "project_dir", "inputs")  # set at start, never changed by a run
+LOOP_ITEMS = "loop_items"  # the section holding every running foreach's items, out of its thread
 
 
 def encode(value: Any) -> str:
@@ -41,6 +45,7 @@ class Baseline:
     states: dict[str, StateStore] = field(default_factory=dict)  # the state objects saved (by identity)
     sections: dict[str, str] = field(default_factory=dict)  # JSON of the small top-level sections
     threads: dict[str, str] = field(default_factory=dict)  # JSON of each thread
+    items: dict[str, Any] = field(default_factory=dict)  # each running foreach's items list (by identity)
     meta: tuple[Any, ...] = ()  # status, error, current steps
 
 
@@ -59,6 +64,7 @@ def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
     """The store record for a run (definition snapshot and bookkeeping kept from `base`)."""
     data = run.to_json()
     threads = data.pop("threads")
+    data[LOOP_ITEMS] = _split_items(threads)
     current = [t["pending"]["step_id"] for t in threads.values() if t.get("pending")]
     status: InstanceStatus = run.status if run.status in STATUSES else "running"  # type: ignore[assignment]
     return InstanceRecord(
@@ -79,6 +85,7 @@ def baseline_of(run: WorkflowRun, record: InstanceRecord) -> Baseline:
     return Baseline(states=dict(run.states),
                     sections={k: encode(v) for k, v in record.state.items() if _tracked(k)},
                     threads={tid: encode(t) for tid, t in record.threads.items()},
+                    items=dict(record.state.get(LOOP_ITEMS) or {}),
                     meta=(record.status, record.error, record.current_steps))
 
 
@@ -89,14 +96,16 @@ def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, jour
     _state_ops(run, record, baseline, ops)
     sections = _section_ops(record, baseline, ops)
     threads = _thread_ops(record, baseline, ops)
+    items = _items_ops(record, baseline, ops)
     meta = (record.status, record.error, record.current_steps)
-    after = Baseline(states=dict(run.states), sections=sections, threads=threads, meta=meta)
+    after = Baseline(states=dict(run.states), sections=sections, threads=threads, items=items, meta=meta)
     commit = Commit(record, after, changed=bool(ops) or journalled or meta != baseline.meta)
     if not commit.changed:
         return commit
     delta = encode(ops)
     budget = max(MIN_DELTA_BYTES, record.body_bytes)
-    if record.deltas >= MAX_DELTAS or record.delta_bytes + len(delta) > budget:
+    most = max(MAX_DELTAS, int(record.body_bytes * DELTAS_PER_SNAPSHOT_BYTE))
+    if record.deltas >= most or record.delta_bytes + len(delta) > budget:
         commit.encoded = {"state": encode(record.state), "threads": encode(record.threads)}
     else:
         commit.delta = delta
@@ -104,7 +113,7 @@ def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, jour
 
 
 def _tracked(section: str) -> bool:
-    return section not in FIXED_SECTIONS and section != "states"
+    return section not in FIXED_SECTIONS and section not in ("states", LOOP_ITEMS)
 
 
 def _state_ops(run: WorkflowRun, record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]) -> None:
@@ -143,3 +152,58 @@ def _thread_ops(record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]
             ops.append(["s", "threads", [tid], thread])
     ops.extend(["d", "threads", [tid]] for tid in baseline.threads if tid not in record.threads)
     return threads
+
+
+def _items_ops(record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]) -> dict[str, Any]:
+    """The items of loops entered since the last save (a loop's list never changes while it
+    runs, so identity says it all), and of loops that ended."""
+    items: dict[str, Any] = record.state[LOOP_ITEMS]
+    for key, value in items.items():
+        if baseline.items.get(key) is not value:
+            ops.append(["s", "state", [LOOP_ITEMS, key], value])
+    ops.extend(["d", "state", [LOOP_ITEMS, key]] for key in baseline.items if key not in items)
+    return dict(items)
+
+
+# -- foreach items live beside the threads, not in them ------------------------------------
+# A thread changes at every step (its pc, its loop index); a foreach's items do not.  Kept
+# in the thread, a 5,000-item loop was re-encoded and re-written with every step.
+def _split_items(threads: dict[str, Any]) -> dict[str, Any]:
+    """Move each loop's items out of the threads' JSON (which `Thread.to_json` made fresh
+    for this commit, except the loop dicts, which are copied here) into a section of their
+    own; the loop keeps `items_ref`, its key there."""
+    found: dict[str, Any] = {}
+    for tid, thread in threads.items():
+        for f, frame in enumerate(thread["frames"]):
+            loops = []
+            for n, loop in enumerate(frame["loops"]):
+                if loop.get("items") is not None:
+                    key = f"{tid}/{f}/{n}/{loop['loop_id']}"
+                    found[key] = loop["items"]
+                    loop = {**loop, "items": None, "items_ref": key}
+                loops.append(loop)
+            frame["loops"] = loops
+    return found
+
+
+def threads_for_run(record: InstanceRecord) -> dict[str, Any]:
+    """The record's threads with each loop's items back in place, as `WorkflowRun.from_json`
+    reads them (copies: the record keeps its stored form).  A record stored before items
+    moved out has none to put back."""
+    items = record.state.get(LOOP_ITEMS) or {}
+    out: dict[str, Any] = {}
+    for tid, thread in record.threads.items():
+        frames = []
+        for frame in thread["frames"]:
+            loops = [_inlined(loop, items) for loop in frame.get("loops", [])]
+            frames.append({**frame, "loops": loops})
+        out[tid] = {**thread, "frames": frames}
+    return out
+
+
+def _inlined(loop: dict[str, Any], items: dict[str, Any]) -> dict[str, Any]:
+    if "items_ref" not in loop:
+        return loop
+    loop = dict(loop)
+    loop["items"] = items[loop.pop("items_ref")]
+    return loop

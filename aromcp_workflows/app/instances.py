@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of
+from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of, threads_for_run
 from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import Journal, WorkflowRun
@@ -126,7 +126,7 @@ class InstanceRegistry:
     def _reload(self, workflow_id: str) -> LiveInstance:
         record = self._translate(lambda: self.store.load(workflow_id))
         bundle = WorkflowBundle.from_snapshot(record.definition)
-        run = WorkflowRun.from_json({**record.state, "threads": record.threads, "status": record.status,
+        run = WorkflowRun.from_json({**record.state, "threads": threads_for_run(record), "status": record.status,
                                      "error": record.error}, bundle, self.engine, self.prompt)
         live = LiveInstance(run, record, baseline_of(run, record))
         with self._guard:

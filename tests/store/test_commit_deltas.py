@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from aromcp_workflows.app.commits import MAX_DELTAS, encode, record_of
+from aromcp_workflows.app.commits import MAX_DELTAS, encode, record_of, threads_for_run
 from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.store import InstanceRecord, SqliteStore, open_store
 from aromcp_workflows.store.schema import MIGRATIONS
@@ -97,6 +98,25 @@ steps:
     state_update:
       path: raw.greeting
 """
+LOOP = """
+name: loop
+inputs:
+  items:
+    type: array
+default_state:
+  raw:
+    last: ""
+steps:
+  - id: each
+    type: foreach
+    items: "{{ inputs.items }}"
+    steps:
+      - id: look
+        type: agent_prompt
+        prompt: "file {{ item }}"
+        state_update:
+          path: raw.last
+"""
 
 
 def stored_form(value: Any) -> Any:
@@ -118,10 +138,23 @@ def mirror(monkeypatch: pytest.MonkeyPatch) -> list[InstanceRecord]:
         assert stored.threads == stored_form(expected.threads), "threads differ from the live run"
         assert (stored.status, stored.error, stored.current_steps) == (
             expected.status, expected.error, expected.current_steps)
+        assert threads_for_run(stored) == stored_form(live.run.to_json()["threads"]), "a reload resumes elsewhere"
         loaded.append(stored)
 
     monkeypatch.setattr(InstanceRegistry, "_commit", checked)
     return loaded
+
+
+@pytest.fixture
+def service(tmp_path: Path, location: str) -> Iterator[Any]:
+    """An in-process service on the store, closed afterwards (a PostgreSQL pool left open
+    would be reaped by the garbage collector from one of its own threads)."""
+    from aromcp_workflows.app.service import WorkflowService
+
+    project = make_project(tmp_path / "project", {"rich": RICH, "kid": KID, "loop": LOOP})
+    made = WorkflowService(project_dir=project, store_path=location, home=tmp_path)
+    yield made
+    made.instances.store.close()
 
 
 def server_on(tmp_path: Path, location: str) -> Any:
@@ -159,13 +192,9 @@ def test_concurrent_sub_agents_commit_deltas_that_load_back(tmp_path: Path, loca
     assert max(r.deltas for r in mirror) > 5
 
 
-def test_a_step_writes_what_it_changed_not_the_big_list(tmp_path: Path, location: str) -> None:
+def test_a_step_writes_what_it_changed_not_the_big_list(service: Any) -> None:
     """The store grows by the change: each commit's delta is small next to a 2,000-item
     list it does not touch, and a full snapshot comes only after MAX_DELTAS deltas."""
-    from aromcp_workflows.app.service import WorkflowService
-
-    project = make_project(tmp_path / "project", {"rich": RICH, "kid": KID})
-    service = WorkflowService(project_dir=project, store_path=location, home=tmp_path)
     wid = service.start("rich")["workflow_id"]
     step = service.next_step(wid)["step"]
     sizes = []
@@ -180,12 +209,26 @@ def test_a_step_writes_what_it_changed_not_the_big_list(tmp_path: Path, location
     assert all(b / d < 2_000 for d, b, _ in sizes), sizes  # ... and in no delta
 
 
-def test_a_full_snapshot_replaces_the_deltas_after_max_deltas(tmp_path: Path, location: str) -> None:
-    from aromcp_workflows.app.service import WorkflowService
+def test_a_step_inside_a_long_foreach_does_not_rewrite_its_items(service: Any) -> None:
+    """A foreach's items are stored once when the loop starts, not with every step's thread."""
+    items = [f"a-fairly-long-item-name-{n}" for n in range(5000)]
+    wid = service.start("loop", {"items": items})["workflow_id"]
+    step = service.next_step(wid)["step"]
+    store = service.instances.store
+    before = store.load(wid)
+    for _ in range(5):
+        step = service.step_complete(wid, step["id"], result="r")["next_step"]
+    after = store.load(wid)
+    assert after.deltas - before.deltas == 5
+    assert (after.delta_bytes - before.delta_bytes) / 5 < 1_000, after.delta_bytes - before.delta_bytes
+    assert len(encode(items)) > 100_000  # what each step's thread used to carry
+    service.instances.forget(wid)  # a reload puts the items back under the loop
+    assert service.next_step(wid)["step"]["definition"]["prompt"] == "file a-fairly-long-item-name-5"
+
+
+def test_a_full_snapshot_replaces_the_deltas_after_max_deltas(service: Any) -> None:
     from aromcp_workflows.state import Update
 
-    project = make_project(tmp_path / "project", {"rich": RICH, "kid": KID})
-    service = WorkflowService(project_dir=project, store_path=location, home=tmp_path)
     wid = service.start("rich")["workflow_id"]
     for n in range(MAX_DELTAS + 5):
         service.state_update(wid, [Update(path="raw.counter", value=n).__dict__])
