@@ -23,6 +23,7 @@ from typing import Any
 
 from aromcp_workflows.expressions import MISSING
 from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.interpreter.thread import Thread
 from aromcp_workflows.state import StateStore
 from aromcp_workflows.store import STATUSES, InstanceRecord, InstanceStatus
 
@@ -39,12 +40,21 @@ def encode(value: Any) -> str:
 
 
 @dataclass
+class ThreadEntry:
+    """One thread as stored: its JSON (loop items moved out), that JSON's text, the items."""
+
+    data: dict[str, Any]
+    text: str
+    items: dict[str, Any]
+
+
+@dataclass
 class Baseline:
     """What the store holds of a live instance, in the form a commit compares against."""
 
     states: dict[str, StateStore] = field(default_factory=dict)  # the state objects saved (by identity)
     sections: dict[str, str] = field(default_factory=dict)  # JSON of the small top-level sections
-    threads: dict[str, str] = field(default_factory=dict)  # JSON of each thread
+    threads: dict[str, ThreadEntry] = field(default_factory=dict)
     items: dict[str, Any] = field(default_factory=dict)  # each running foreach's items list (by identity)
     meta: tuple[Any, ...] = ()  # status, error, current steps
 
@@ -60,11 +70,14 @@ class Commit:
     encoded: dict[str, str] | None = None
 
 
-def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
-    """The store record for a run (definition snapshot and bookkeeping kept from `base`)."""
-    data = run.to_json()
-    threads = data.pop("threads")
-    data[LOOP_ITEMS] = _split_items(threads)
+def record_of(run: WorkflowRun, base: InstanceRecord,
+              entries: dict[str, ThreadEntry] | None = None) -> InstanceRecord:
+    """The store record for a run (definition snapshot and bookkeeping kept from `base`);
+    `entries` may carry the threads already in stored form."""
+    entries = entries if entries is not None else {tid: entry_of(tid, t) for tid, t in run.threads.quiet_items()}
+    data = run.to_json(threads=False)
+    threads = {tid: entry.data for tid, entry in entries.items()}
+    data[LOOP_ITEMS] = {key: value for entry in entries.values() for key, value in entry.items.items()}
     current = [t["pending"]["step_id"] for t in threads.values() if t.get("pending")]
     status: InstanceStatus = run.status if run.status in STATUSES else "running"  # type: ignore[assignment]
     return InstanceRecord(
@@ -79,26 +92,28 @@ def record_of(run: WorkflowRun, base: InstanceRecord) -> InstanceRecord:
 
 def baseline_of(run: WorkflowRun, record: InstanceRecord) -> Baseline:
     """The baseline of a run that matches the store exactly (just loaded or fully saved).
-    Any dirty marks the state stores carry are already in the store: they are cleared."""
+    Any dirty marks the state stores and the thread table carry are already in the store:
+    they are cleared."""
     for store in run.states.values():
         store.take_dirty()
+    run.threads.take_reached()
     return Baseline(states=dict(run.states),
                     sections={k: encode(v) for k, v in record.state.items() if _tracked(k)},
-                    threads={tid: encode(t) for tid, t in record.threads.items()},
+                    threads={tid: entry_of(tid, t) for tid, t in run.threads.quiet_items()},
                     items=dict(record.state.get(LOOP_ITEMS) or {}),
                     meta=(record.status, record.error, record.current_steps))
 
 
 def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, journalled: bool) -> Commit:
     """The write that brings the store from `baseline` to `run`."""
-    record = record_of(run, live_record)
     ops: list[list[Any]] = []
+    entries = _thread_ops(run, baseline, ops)
+    record = record_of(run, live_record, entries)
     _state_ops(run, record, baseline, ops)
     sections = _section_ops(record, baseline, ops)
-    threads = _thread_ops(record, baseline, ops)
     items = _items_ops(record, baseline, ops)
     meta = (record.status, record.error, record.current_steps)
-    after = Baseline(states=dict(run.states), sections=sections, threads=threads, items=items, meta=meta)
+    after = Baseline(states=dict(run.states), sections=sections, threads=entries, items=items, meta=meta)
     commit = Commit(record, after, changed=bool(ops) or journalled or meta != baseline.meta)
     if not commit.changed:
         return commit
@@ -143,15 +158,21 @@ def _section_ops(record: InstanceRecord, baseline: Baseline, ops: list[list[Any]
     return sections
 
 
-def _thread_ops(record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]) -> dict[str, str]:
-    """The threads whose JSON changed, and those that are gone."""
-    threads: dict[str, str] = {}
-    for tid, thread in record.threads.items():
-        threads[tid] = text = encode(thread)
-        if baseline.threads.get(tid) != text:
-            ops.append(["s", "threads", [tid], thread])
-    ops.extend(["d", "threads", [tid]] for tid in baseline.threads if tid not in record.threads)
-    return threads
+def _thread_ops(run: WorkflowRun, baseline: Baseline, ops: list[list[Any]]) -> dict[str, ThreadEntry]:
+    """Every thread in stored form; those the call reached are encoded again and written
+    when their JSON changed, the others are taken from the baseline as they are."""
+    reached = run.threads.take_reached()
+    entries: dict[str, ThreadEntry] = {}
+    for tid, thread in run.threads.quiet_items():
+        before = baseline.threads.get(tid)
+        if before is not None and reached is not None and tid not in reached:
+            entries[tid] = before
+            continue
+        entries[tid] = entry = entry_of(tid, thread)
+        if before is None or before.text != entry.text:
+            ops.append(["s", "threads", [tid], entry.data])
+    ops.extend(["d", "threads", [tid]] for tid in baseline.threads if tid not in entries)
+    return entries
 
 
 def _items_ops(record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]) -> dict[str, Any]:
@@ -168,22 +189,22 @@ def _items_ops(record: InstanceRecord, baseline: Baseline, ops: list[list[Any]])
 # -- foreach items live beside the threads, not in them ------------------------------------
 # A thread changes at every step (its pc, its loop index); a foreach's items do not.  Kept
 # in the thread, a 5,000-item loop was re-encoded and re-written with every step.
-def _split_items(threads: dict[str, Any]) -> dict[str, Any]:
-    """Move each loop's items out of the threads' JSON (which `Thread.to_json` made fresh
-    for this commit, except the loop dicts, which are copied here) into a section of their
-    own; the loop keeps `items_ref`, its key there."""
+def entry_of(tid: str, thread: Thread) -> ThreadEntry:
+    """A thread in stored form: its loops' items moved out (the loop keeps `items_ref`, its
+    key in the items section).  `Thread.to_json` makes fresh dicts down to the frames but
+    shares the loop dicts with the live run, so those are copied, never changed."""
+    data = thread.to_json()
     found: dict[str, Any] = {}
-    for tid, thread in threads.items():
-        for f, frame in enumerate(thread["frames"]):
-            loops = []
-            for n, loop in enumerate(frame["loops"]):
-                if loop.get("items") is not None:
-                    key = f"{tid}/{f}/{n}/{loop['loop_id']}"
-                    found[key] = loop["items"]
-                    loop = {**loop, "items": None, "items_ref": key}
-                loops.append(loop)
-            frame["loops"] = loops
-    return found
+    for f, frame in enumerate(data["frames"]):
+        loops = []
+        for n, loop in enumerate(frame["loops"]):
+            if loop.get("items") is not None:
+                key = f"{tid}/{f}/{n}/{loop['loop_id']}"
+                found[key] = loop["items"]
+                loop = {**loop, "items": None, "items_ref": key}
+            loops.append(loop)
+        frame["loops"] = loops
+    return ThreadEntry(data, encode(data), found)
 
 
 def threads_for_run(record: InstanceRecord) -> dict[str, Any]:

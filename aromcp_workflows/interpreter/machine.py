@@ -22,7 +22,7 @@ from aromcp_workflows.interpreter.agent_steps import public
 from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
 from aromcp_workflows.interpreter.effects import EVENT_KINDS, Answer, Checkpoint, Event, Journal, RunError, now_iso
 from aromcp_workflows.interpreter.program import Instruction, Run
-from aromcp_workflows.interpreter.thread import TERMINAL, Frame, LoopFrame, Thread
+from aromcp_workflows.interpreter.thread import TERMINAL, Frame, LoopFrame, Thread, ThreadTable
 from aromcp_workflows.masking import Masker, secret_values
 from aromcp_workflows.state import ComputedFieldSpec, StateError, StateStore, Update
 
@@ -61,7 +61,7 @@ class Machine:
         self.sub_agent_prompt = (sub_agent_prompt or DEFAULT_SUB_AGENT_PROMPT).replace("{workflow_id}", workflow_id)
         self.states: dict[str, StateStore] = {}
         self.state_workflows: dict[str, str] = {}  # state key -> definition name
-        self.threads: dict[str, Thread] = {}
+        self.threads = ThreadTable()
         self.groups: dict[str, dict[str, Any]] = {}
         self.status = "running"
         self.error: str | None = None
@@ -99,7 +99,7 @@ class Machine:
         self.states = {"main": self.new_state(main, self.inputs, "start")}
         self.state_workflows = {"main": main.name}
         prefix = f"attempt{self.retries + 1}." if self.retries else ""  # retry_workflow: fresh step ids
-        self.threads = {"main": Thread("main", [Frame(main.name, "main", "main", prefix)])}
+        self.threads = ThreadTable({"main": Thread("main", [Frame(main.name, "main", "main", prefix)])})
         self.groups = {}
         self.counters = {}
         self.record("started", data={"inputs": self.inputs, "attempt": self.retries + 1})

@@ -27,7 +27,7 @@ from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed, compu
 from aromcp_workflows.interpreter.output import ShellResult
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext, Run
 from aromcp_workflows.interpreter.shell_steps import shell_finished
-from aromcp_workflows.interpreter.thread import Thread, frame_from_json
+from aromcp_workflows.interpreter.thread import Thread, ThreadTable, frame_from_json
 from aromcp_workflows.state import StateStore, Update, UpdateResult
 
 MAX_INSTRUCTIONS_PER_ADVANCE = 200_000
@@ -218,20 +218,24 @@ class WorkflowRun(Machine):
         self.set_status(status)
 
     # -- persistence --------------------------------------------------------------------------
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, threads: bool = True) -> dict[str, Any]:
+        """Everything the run holds, as JSON-ready data; `threads=False` leaves the threads
+        out (the commit layer builds those itself, only the ones that changed)."""
+        data: dict[str, Any] = {
             "workflow_id": self.workflow_id,
             "project_dir": str(self.project_dir),
             "inputs": self.inputs,
             "states": {key: store.snapshot() for key, store in self.states.items()},
             "state_workflows": self.state_workflows,
-            "threads": {tid: thread.to_json() for tid, thread in self.threads.items()},
             "groups": self.groups,
             "status": self.status,
             "error": self.error,
             "counters": self.counters,
             "retries": self.retries,
         }
+        if threads:
+            data["threads"] = {tid: thread.to_json() for tid, thread in self.threads.quiet_items()}
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any], bundle: WorkflowBundle, engine: ExpressionEngine,
@@ -241,7 +245,7 @@ class WorkflowRun(Machine):
         for key, snapshot in data["states"].items():
             definition = bundle.get(run.state_workflows[key])
             run.states[key] = StateStore.from_snapshot(engine, computed_specs(definition), snapshot)
-        run.threads = {tid: Thread.from_json(t) for tid, t in data["threads"].items()}
+        run.threads = ThreadTable({tid: Thread.from_json(t) for tid, t in data["threads"].items()})
         run.groups = data["groups"]
         run.status, run.error = data["status"], data["error"]
         run.counters, run.retries = data["counters"], data["retries"]

@@ -90,6 +90,82 @@ class Thread:
         return cls(**{**data, "frames": frames, "pending": pending})
 
 
+class ThreadTable(dict[str, Thread]):
+    """A run's threads by id, noting which ones were reached since the commit last asked.
+
+    A commit encodes and compares only the threads a call could have changed: with 500
+    sub-agent tasks, re-encoding every thread at every step made a step's cost grow with
+    the fan-out.  A thread can only be changed through its object, and the object is only
+    reachable through this table (`[]`, `get`, or walking it, which counts as reaching
+    all), so what was not reached is unchanged.  Conservative by design: any doubt marks
+    the whole table."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reached: set[str] | None = None  # None: all of them
+
+    def __getitem__(self, key: str) -> Thread:
+        self._reach(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._reach(key)
+        return super().get(key, default)
+
+    def __setitem__(self, key: str, value: Thread) -> None:
+        self._reach(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._reach(key)
+        super().__delitem__(key)
+
+    def __iter__(self) -> Any:
+        self._reached = None
+        return super().__iter__()
+
+    def values(self) -> Any:
+        self._reached = None
+        return super().values()
+
+    def items(self) -> Any:
+        self._reached = None
+        return super().items()
+
+    def copy(self) -> dict[str, Thread]:
+        self._reached = None
+        return dict(super().items())
+
+    def pop(self, *args: Any) -> Any:
+        self._reached = None
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[str, Thread]:
+        self._reached = None
+        return super().popitem()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._reached = None
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._reached = None
+        super().update(*args, **kwargs)
+
+    def _reach(self, key: str) -> None:
+        if self._reached is not None:
+            self._reached.add(key)
+
+    def take_reached(self) -> set[str] | None:
+        """The ids reached since the last call (None: possibly all); starts afresh."""
+        reached, self._reached = self._reached, set()
+        return reached
+
+    def quiet_items(self) -> Any:
+        """The threads, without counting as reaching them (for the commit's own reading)."""
+        return super().items()
+
+
 def frame_json(frame: Frame) -> dict[str, Any]:
     return {**vars(frame), "loops": [vars(loop) for loop in frame.loops]}
 

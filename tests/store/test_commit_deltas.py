@@ -117,6 +117,41 @@ steps:
         state_update:
           path: raw.last
 """
+FLAKY = """
+name: flaky
+default_state:
+  raw:
+    tries: []
+steps:
+  - id: fan
+    type: parallel_foreach
+    items: "{{ ['ok', 'bad', 'ok2', 'bad2'] }}"
+    max_parallel: 2
+    sub_agent_task: work
+    on_sub_agent_error:
+      strategy: retry_failed
+      max_retries: 1
+      collect_errors: true
+      error_state_path: raw.errors
+sub_agent_tasks:
+  work:
+    error_handling:
+      cleanup_on_error:
+        - type: state_update
+          path: raw.tries
+          operation: append
+          value: "cleanup {{ item }}"
+    steps:
+      - id: try
+        type: agent_prompt
+        prompt: "try {{ item }}"
+        state_update:
+          path: raw.tries
+          operation: append
+      - id: check
+        type: shell_command
+        command: "test {{ item.startsWith('bad') ? 1 : 0 }} = 0"
+"""
 
 
 def stored_form(value: Any) -> Any:
@@ -157,11 +192,11 @@ def service(tmp_path: Path, location: str) -> Iterator[Any]:
     made.instances.store.close()
 
 
-def server_on(tmp_path: Path, location: str) -> Any:
+def server_on(tmp_path: Path, location: str, extra: dict[str, str] | None = None) -> Any:
     from aromcp_workflows.app.service import WorkflowService
     from aromcp_workflows.server.mcp import build_server
 
-    project = make_project(tmp_path / "project", {"rich": RICH, "kid": KID})
+    project = make_project(tmp_path / "project", {"rich": RICH, "kid": KID, **(extra or {})})
     return build_server(lambda: WorkflowService(project_dir=project, store_path=location, home=tmp_path))
 
 
@@ -190,6 +225,17 @@ def test_concurrent_sub_agents_commit_deltas_that_load_back(tmp_path: Path, loca
     assert outcome["final"]["status"] == "completed", outcome["final"]
     assert outcome["state"]["count"] == 24 and len(outcome["state"]["shared"]) == 24
     assert max(r.deltas for r in mirror) > 5
+
+
+def test_failing_and_retried_sub_agents_commit_deltas_that_load_back(tmp_path: Path, location: str,
+                                                                     mirror: list[InstanceRecord]) -> None:
+    """Failure, cleanup, retry and cancellation touch threads other than the caller's."""
+    server = server_on(tmp_path, location, {"flaky": FLAKY})
+    outcome = asyncio.run(run_to_end(server, "flaky"))
+    assert outcome["final"]["status"] == "failed", outcome["final"]
+    tries = outcome["state"]["tries"]
+    assert tries.count("cleanup bad") == 2 and tries.count("did: try bad") == 2  # tried, retried once
+    assert len(mirror) > 10
 
 
 def test_a_step_writes_what_it_changed_not_the_big_list(service: Any) -> None:
