@@ -88,11 +88,21 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _status_mb(pid: int, field: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def memory(server: SyncStdio) -> dict[str, float]:
-    """RSS in MB of the server process alone and of its child processes (the V8 workers)."""
+    """RSS in MB of the server process alone and of its child processes (the V8 workers);
+    `server_file_mb`: the part of the server's RSS that is mapped files (SQLite's -shm)."""
     children = _children(server.proc.pid)
     child_mb = sum(rss_mb_tree(c) for c in children)
-    return {"server_mb": rss_mb_tree(server.proc.pid) - child_mb, "v8_mb": child_mb, "v8_children": len(children)}
+    pid = server.proc.pid
+    return {"server_mb": rss_mb_tree(pid) - child_mb, "v8_mb": child_mb, "v8_children": len(children),
+            "server_file_mb": _status_mb(pid, "RssFile") + _status_mb(pid, "RssShmem")}
 
 
 def pipelined(server: SyncStdio, calls: Iterable[tuple[str, dict[str, Any]]], window: int) -> list[dict[str, Any]]:
@@ -238,7 +248,8 @@ def report(filled: dict[str, Any], latency: dict[str, dict[str, float]]) -> None
         print(f"  {phase:9s} server {b['server_mb']:7.1f} -> {a['server_mb']:7.1f} MB = "
               f"{k['server_kb']:6.1f} KB/instance | V8 child(ren) x{a['v8_children']} "
               f"{b['v8_mb']:6.1f} -> {a['v8_mb']:6.1f} MB = "
-              f"{k['v8_kb']:5.1f} KB/instance | total {k['server_kb'] + k['v8_kb']:6.1f} KB/instance")
+              f"{k['v8_kb']:5.1f} KB/instance | total {k['server_kb'] + k['v8_kb']:6.1f} KB/instance"
+              f" | server RSS in mapped files {b['server_file_mb']:.1f} -> {a['server_file_mb']:.1f} MB")
     ref = {call: latency[f"{call}, store with 1 instance (reference)"]["median_ms"]
            for call in ("tools/list", "workflow_get_next_step")}
     print("  (the bare MCPServer row shows the machine's load: the same spawn of a server with one no-op tool)")
