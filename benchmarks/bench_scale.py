@@ -9,9 +9,10 @@ For each N of ``--instances``, on a fresh SQLite store, over the real stdio serv
 1. *started live*: start the server, warm it with one instance (V8 child up, store open),
    read the RSS of the server process and of its V8 child process(es) separately, then
    create N instances of a small workflow with ``workflow_start`` and park each at its
-   first agent step with ``workflow_get_next_step`` (requests pipelined over the one
-   connection, ``--window`` in flight), and read both RSS again.  KB per waiting instance
-   = growth / N.
+   first agent step with ``workflow_get_next_step`` (one call at a time by default;
+   ``--window W`` keeps W in flight, which makes the server run calls concurrently and its
+   V8 pool start up to 3 workers: they are started before the baseline), and read both
+   RSS again.  KB per waiting instance = growth / N.
 2. *reloaded live*: kill the server (SIGKILL), start it again on the same store, warm it
    the same way, then call ``workflow_get_next_step`` on every instance, which loads each
    one from the store (the path a restarted server takes), and read both RSS again.
@@ -19,7 +20,8 @@ For each N of ``--instances``, on a fresh SQLite store, over the real stdio serv
    store holding 1 instance, spawn the server and time spawn → first answer of
    ``tools/list``, and (another spawn) spawn → first answer of ``workflow_get_next_step``
    on one instance.  Printed as medians and as the ratio to the 1-instance store: start-up
-   must not depend on how many instances the store holds.
+   must not depend on how many instances the store holds.  A bare MCPServer (one no-op
+   tool) spawned in the same rounds shows how loaded the machine is.
 
 Every instance is created by the server under test over stdio (no in-process shortcut).
 RSS is VmRSS from /proc; the server's allocator keeps freed memory, so the figures are
