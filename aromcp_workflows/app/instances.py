@@ -103,6 +103,7 @@ class InstanceRegistry:
     # -- creating and loading -----------------------------------------------------------------
     def start(self, workflow_id: str, bundle: WorkflowBundle, project_dir: Any, inputs: dict[str, Any]) -> WorkflowRun:
         """A new instance, committed before anyone can see it."""
+        bundle = WorkflowBundle.from_snapshot(bundle.snapshot())  # one bundle per content, shared by instances
         run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self.prompt)
         base = InstanceRecord(workflow_id=run.workflow_id, workflow=bundle.main.name,
                               project_dir=str(run.project_dir), definition=bundle.snapshot(),
@@ -126,6 +127,7 @@ class InstanceRegistry:
     def _reload(self, workflow_id: str) -> LiveInstance:
         record = self._translate(lambda: self.store.load(workflow_id))
         bundle = WorkflowBundle.from_snapshot(record.definition)
+        record.definition = bundle.snapshot()  # the shared dict; the copy just decoded is dropped
         run = WorkflowRun.from_json({**record.state, "threads": threads_for_run(record), "status": record.status,
                                      "error": record.error}, bundle, self.engine, self.prompt)
         live = LiveInstance(run, record, baseline_of(run, record))

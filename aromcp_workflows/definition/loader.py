@@ -21,6 +21,7 @@ from aromcp_workflows.definition.errors import (
     did_you_mean,
 )
 from aromcp_workflows.definition.resolver import Source, WorkflowResolver, check_name, name_problem
+from aromcp_workflows.definition.shared import SharedBundles
 from aromcp_workflows.definition.steps import IncludeWorkflowStep, child_step_lists
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_limits import check_size
@@ -44,16 +45,24 @@ class LoadedWorkflow:
 
 @dataclass
 class WorkflowBundle:
-    """A main workflow and every workflow reachable from it through `include_workflow`."""
+    """A main workflow and every workflow reachable from it through `include_workflow`.
+
+    A bundle made by `from_snapshot` is shared by every instance whose snapshot has the
+    same content (definition/shared.py), and so is its snapshot dict: neither is ever
+    changed once made."""
 
     main: LoadedWorkflow
     workflows: dict[str, LoadedWorkflow]
+    shared_snapshot: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def get(self, name: str) -> WorkflowDefinition:
         return self.workflows[name].definition
 
     def snapshot(self) -> dict[str, Any]:
-        """JSON-safe copy that `from_snapshot` turns back into definitions."""
+        """JSON-safe copy that `from_snapshot` turns back into definitions (for a shared
+        bundle: the one shared dict, read-only)."""
+        if self.shared_snapshot is not None:
+            return self.shared_snapshot
         return {
             "main": self.main.name,
             "definitions": {
@@ -68,6 +77,14 @@ class WorkflowBundle:
 
     @classmethod
     def from_snapshot(cls, data: dict[str, Any]) -> WorkflowBundle:
+        """The bundle for a snapshot: parsed once per distinct content, then shared.
+
+        Treat the result and its `snapshot()` as read-only: other instances run them too."""
+        return SHARED_BUNDLES.get(data)
+
+    @classmethod
+    def parse_snapshot(cls, data: dict[str, Any]) -> WorkflowBundle:
+        """A new bundle of its own from a snapshot (validated again; `from_snapshot` shares)."""
         workflows = {
             name: LoadedWorkflow(
                 WorkflowDefinition.model_validate(entry["definition"]),
@@ -77,7 +94,10 @@ class WorkflowBundle:
             )
             for name, entry in data["definitions"].items()
         }
-        return cls(workflows[data["main"]], workflows)
+        return cls(workflows[data["main"]], workflows, shared_snapshot=data)
+
+
+SHARED_BUNDLES: SharedBundles[WorkflowBundle] = SharedBundles(WorkflowBundle.parse_snapshot)
 
 
 Stamp = tuple[int, int]  # (mtime in ns, size): changes when a file is edited

@@ -26,11 +26,16 @@
 
   class CompileError extends Error {}
 
-  // Texts of computed values kept between calls (LRU, bounded by total characters), so
-  // an unchanged 10,000-item value is not sent into V8 again on every recompute.
+  // Texts of computed values kept between calls (LRU, bounded by total characters and by
+  // entries), so an unchanged 10,000-item value is not sent into V8 again on every
+  // recompute.  The entry bound keeps V8 from growing with the number of instances: each
+  // instance's values have keys of their own, and 10,000 waiting instances with small
+  // values stayed far below the character bound while adding ~0.5 KB each.  An evicted
+  // value costs its instance one resend at its next recompute.
   const cache = new Map();
   let cacheChars = 0;
   const CACHE_LIMIT = 24 * 1024 * 1024;
+  const CACHE_ENTRIES = 2048;
   function cacheGet(key) {
     const s = cache.get(key);
     if (s !== undefined) {
@@ -47,7 +52,7 @@
     cache.set(key, s);
     cacheChars += s.length;
     for (const [k, v] of cache) {
-      if (cacheChars <= CACHE_LIMIT) break;
+      if (cacheChars <= CACHE_LIMIT && cache.size <= CACHE_ENTRIES) break;
       cache.delete(k);
       cacheChars -= v.length;
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,7 +133,9 @@ class ProgramSet:
         return self.programs[key]
 
 
-_CACHE: dict[str, ProgramSet] = {}
+# Held weakly: compiled programs live as long as an instance runs them, so a server that
+# meets many definitions does not keep every one it ever compiled.
+_CACHE: weakref.WeakValueDictionary[str, ProgramSet] = weakref.WeakValueDictionary()
 
 
 def programs_for(definition: WorkflowDefinition) -> ProgramSet:
@@ -142,7 +145,7 @@ def programs_for(definition: WorkflowDefinition) -> ProgramSet:
     ).hexdigest()
     cached = _CACHE.get(digest)
     if cached is None:
-        cached = _CACHE[digest] = ProgramSet(definition)
+        cached = _CACHE.setdefault(digest, ProgramSet(definition))
     return cached
 
 

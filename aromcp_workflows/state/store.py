@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..expressions import MISSING, ExpressionEngine, ExpressionError
-from .computed import ComputedFieldSpec, ComputedGraph, Ref
+from .computed import ComputedFieldSpec, Ref, shared_graph
 from .errors import StateError
 from .paths import format_path, get_in, key_tuple, parse_path
 from .recompute import StateView, V8Cache, recompute
@@ -29,8 +29,8 @@ class StateStore:
     def __init__(self, engine: ExpressionEngine, computed: Sequence[ComputedFieldSpec] = (),
                  inputs: Mapping[str, Any] | None = None, max_traces: int = 1000) -> None:
         self.engine = engine
-        self.graph = ComputedGraph(list(computed))
-        self._names = set(self.graph.nodes)
+        self.graph = shared_graph(computed)  # one graph per distinct spec list, shared by stores
+        self._names = self.graph.names
         self._raw: dict[str, Any] = {}
         self._state: dict[str, Any] = {}
         self._computed: dict[str, Any] = {}

@@ -191,3 +191,26 @@ def test_recompute_all_and_undefined_values_survive_snapshots(engine):
     r = again.apply([Update("raw.x", "set", 2)])
     assert r.computed_changed == {"maybe": 4, "after": 4}
     assert again.recompute_all().computed_changed == {}
+
+
+def test_v8_keeps_a_bounded_number_of_values_however_many_stores():
+    """Each store's values have keys of their own in V8's cache; with thousands of
+    instances V8 keeps only the most recent 2,048 entries, and an evicted store's next
+    recompute resends its values (one more crossing) and stays right."""
+    eng = ExpressionEngine()
+    try:
+        s = StateStore(eng, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)")])
+        s.initialize({"raw": {"items": [1, 2, 3, 4]}})
+        others = [StateStore(eng, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)")])
+                  for _ in range(2100)]
+        for n, other in enumerate(others):  # one value each in V8 (a change replaces its old key)
+            other.initialize({"raw": {"items": [n, n + 1]}})
+        calls = eng.stats.v8_calls
+        r = s.apply([Update("raw.items", "append", 6)])
+        assert eng.stats.v8_calls - calls == 2  # evicted: a miss, then the values inline
+        assert r.computed_changed == {"evens": [2, 4, 6]}
+        calls = eng.stats.v8_calls
+        others[-1].apply([Update("raw.items", "append", 2102)])
+        assert eng.stats.v8_calls - calls == 1  # a recent store's value is still in V8
+    finally:
+        eng.close()
