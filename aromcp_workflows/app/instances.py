@@ -18,7 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of, threads_for_run
@@ -49,6 +49,18 @@ class LiveInstance:
     record: InstanceRecord
     baseline: Baseline
     lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+def without_body(record: InstanceRecord) -> InstanceRecord:
+    """The record a live instance keeps: its metadata only.  The run holds the state and
+    threads, and the baseline what a commit compares with; a decoded copy of the body
+    next to them was most of a waiting instance's memory."""
+    return replace(record, state={}, threads={})
+
+
+def kept(run: WorkflowRun, record: InstanceRecord) -> tuple[InstanceRecord, Baseline]:
+    """What a live instance keeps of the record it was started or loaded from."""
+    return without_body(record), baseline_of(run, record)
 
 
 def history_events(journal: Journal) -> list[HistoryEvent]:
@@ -111,7 +123,7 @@ class InstanceRegistry:
         record = record_of(run, base)
         self._perform(record, run.take_journal(), lambda events: self.store.create(record, events))
         with self._guard:
-            self._live[run.workflow_id] = LiveInstance(run, record, baseline_of(run, record))
+            self._live[run.workflow_id] = LiveInstance(run, *kept(run, record))
         return run
 
     def _current(self, workflow_id: str) -> LiveInstance:
@@ -130,7 +142,7 @@ class InstanceRegistry:
         record.definition = bundle.snapshot()  # the shared dict; the copy just decoded is dropped
         run = WorkflowRun.from_json({**record.state, "threads": threads_for_run(record), "status": record.status,
                                      "error": record.error}, bundle, self.engine, self.prompt)
-        live = LiveInstance(run, record, baseline_of(run, record))
+        live = LiveInstance(run, *kept(run, record))
         with self._guard:
             self._live[workflow_id] = live
         return live
@@ -183,7 +195,7 @@ class InstanceRegistry:
         record, expected = commit.record, live.record.version
         self._perform(record, journal, lambda events: self.store.save(
             record, expected, events, encoded=commit.encoded, delta=commit.delta))
-        live.record, live.baseline = record, commit.baseline
+        live.record, live.baseline = without_body(record), commit.baseline
 
     def _perform(self, record: InstanceRecord, journal: Journal, write: Callable[[list[HistoryEvent]], int]) -> None:
         """The one place effects reach the store: the record with its events, then checkpoints."""
@@ -207,7 +219,7 @@ class InstanceRegistry:
         live = self._current(workflow_id)
         with live.lock:
             point = self._translate(lambda: self.store.add_checkpoint(workflow_id, step_id, reason,
-                                                                      live.record.snapshot()))
+                                                                      record_of(live.run, live.record).snapshot()))
         return point, f"{self.store.path}#{workflow_id}/{point.checkpoint_id}"
 
     def last_checkpoint(self, workflow_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
