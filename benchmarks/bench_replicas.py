@@ -14,17 +14,24 @@ d. (``--sticky``) two replicas on PostgreSQL, each instance always on the same r
 
 Each phase starts ``--instances`` relay instances (workflow_start, not timed), then drives
 them all at once: one client loop per instance, ``workflow_get_next_step`` once and
-``workflow_step_complete`` ``--steps`` times.  Calls go through the real MCP client of the
-``mcp`` package (streamable HTTP, protocol 2026-07-28: one POST per call, no session), one
-long-lived client per replica shared by every loop.  Printed per phase: calls/s, p50/p90
-call latency, client-visible errors (a tool error or a failed call; must be 0), and CPU
-seconds per call of the replicas (with their V8 children), of PostgreSQL (postmaster,
-backends and their exited children) and of this client process, read from /proc before
-and after each phase, plus the CPU the rest of the machine used meanwhile (other work).
-From the CPU per call follows a ceiling: with C cores, no phase can exceed C / (CPU per
-call of everything) calls per second.  PostgreSQL phases also count SQL statements per
-call by kind (pg_stat_statements) and save conflicts (save statements that did not move
-an instance's version; the server retries them inside, so the client never sees them).
+``workflow_step_complete`` ``--steps`` times.  Calls are MCP ``tools/call`` requests over
+streamable HTTP, protocol 2026-07-28 (one POST per call, no session), sent by
+``--client raw`` (default: `raw_mcp.py`, plain JSON-RPC on kept-alive connections, ~0.2 ms
+of client CPU per call) or ``--client mcp`` (the SDK's `Client`, ~2.5 ms per call: on
+2 cores shared with the servers it takes the CPU a second replica would use).  One
+long-lived client per replica, shared by every loop.
+
+Printed per phase (medians over rounds): calls/s, p50/p90 call latency, client-visible
+errors (a tool error or a failed call; must be 0), and CPU milliseconds per call, read
+from /proc before and after each phase: each replica's server process, its "children"
+(the V8 child), PostgreSQL (postmaster, backends and their exited children), this client
+process; plus how many cores our processes and the rest of the machine (other work)
+kept busy.  From the CPU per call follows a ceiling: with C cores, no phase can exceed
+C / (CPU per call of everything) calls per second, and one replica (one GIL) cannot
+exceed 1 / (its server process's CPU per call).  PostgreSQL phases also count SQL
+statements per call by kind (pg_stat_statements) and save conflicts (save statements
+that did not move an instance's version; the server retries them inside, so the client
+never sees them).
 
 PostgreSQL is a throwaway cluster (`tests/store/pg_cluster.py`: initdb as the postgres
 user, unix socket only, fsync=off); replicas start as in `tests/store/test_replicas.py`.
@@ -252,7 +259,8 @@ async def bench(args: argparse.Namespace, pg: StatCluster, workdir: Path) -> lis
         pg_clients = await open_clients(stack, pair, args.client)
         lite_clients = await open_clients(stack, lite, args.client)
         meter = CpuMeter({"replica 1": [pair[0].proc.pid], "replica 2": [pair[1].proc.pid],
-                          "sqlite replica": [lite[0].proc.pid], "postgres": [pg.postmaster_pid()]})
+                          "sqlite replica": [lite[0].proc.pid], "postgres": [pg.postmaster_pid()]},
+                         split=("replica 1", "replica 2", "sqlite replica"))
         stats = PgStats(url)
         stack.callback(stats.close)
         plan = [("a: 1 replica, PostgreSQL", Router(pg_clients[:1], False, rng), stats),
@@ -303,8 +311,8 @@ def report(phases: list[Phase], cores: int) -> dict[str, Any]:
             "CPU ms per call": {**cpu, "total": round(total_ms, 3)},
             "cores busy (ours, other)": (round(sum(u.ours for u in usage) / wall, 2),
                                          round(sum(u.other for u in usage) / wall, 2)),
-            "ceiling calls/s = cores / total CPU per call": round(cores / total_ms * 1000, 1) if total_ms else None,
         }
+        out[name].update(ceilings(cpu, total_ms, cores, sum(u.other for u in usage) / wall))
         if mine[0].statements or name.startswith(("a", "b", "d")):
             stmts: dict[str, int] = {}
             for p in mine:
@@ -313,6 +321,9 @@ def report(phases: list[Phase], cores: int) -> dict[str, Any]:
             out[name]["SQL statements per call"] = {k: round(v / calls, 3) for k, v in sorted(stmts.items())}
             out[name]["save conflicts (retried inside)"] = sum(p.conflicts for p in mine)
     names = list(out)
+    if len(names) >= 2 and out[names[0]]["ceiling calls/s"]:
+        out["ceiling ratio b/a (idle machine)"] = round(out[names[1]]["ceiling calls/s"]
+                                                        / out[names[0]]["ceiling calls/s"], 2)
     if len(names) >= 2:
         ratios = [b.calls / b.seconds / (a.calls / a.seconds)
                   for a, b in zip([p for p in phases if p.name == names[0]], [p for p in phases if p.name == names[1]],
@@ -320,6 +331,19 @@ def report(phases: list[Phase], cores: int) -> dict[str, Any]:
         out["ratio b/a per round"] = [round(r, 2) for r in ratios]
         out["ratio b/a (median)"] = round(statistics.median(ratios), 2)
     return out
+
+
+def ceilings(cpu_ms: dict[str, float], total_ms: float, cores: int, other_cores: float) -> dict[str, Any]:
+    """The most calls/s the CPU allows: all cores / CPU per call of everything, and each
+    server process (one GIL) at most one core: 1 / its CPU per call.  Also with only the
+    cores other work left us during the run."""
+    if not total_ms:
+        return {}
+    servers = [v for k, v in cpu_ms.items() if "replica" in k and not k.endswith("children")]
+    gil = 1000 / max(servers) if servers else float("inf")
+    return {"ceiling calls/s": round(min(cores * 1000 / total_ms, gil), 1),
+            "ceiling calls/s on the cores other work left": round(min((cores - other_cores) * 1000 / total_ms, gil),
+                                                                  1)}
 
 
 def main() -> None:

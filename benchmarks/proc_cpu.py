@@ -33,9 +33,10 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def tree_cpu_s(root: int) -> float:
-    """utime + stime of `root` and its live descendants, plus their reaped children's."""
-    total, todo = 0, [root]
+def tree_cpu_s(root: int, *, root_too: bool = True) -> float:
+    """utime + stime of `root` and its live descendants, plus their reaped children's
+    (without `root_too`: of the descendants only, e.g. a server's V8 child)."""
+    total, todo = 0, [root] if root_too else _children(root)
     while todo:
         pid = todo.pop()
         try:
@@ -85,10 +86,18 @@ class Usage:
 class CpuMeter:
     """Reads named process trees, this process ("client") and the machine together."""
 
-    def __init__(self, roots: dict[str, list[int]]) -> None:
-        self.roots = roots
+    def __init__(self, roots: dict[str, list[int]], split: tuple[str, ...] = ()) -> None:
+        """`split` names groups whose root process and children are told apart: the
+        root's own CPU under the name, its children's under "NAME children"."""
+        self.roots, self.split = roots, split
 
     def read(self) -> Usage:
-        groups = {name: sum(tree_cpu_s(pid) for pid in pids) for name, pids in self.roots.items()}
+        groups: dict[str, float] = {}
+        for name, pids in self.roots.items():
+            if name in self.split:
+                groups[name] = sum(tree_cpu_s(pid) - tree_cpu_s(pid, root_too=False) for pid in pids)
+                groups[f"{name} children"] = sum(tree_cpu_s(pid, root_too=False) for pid in pids)
+            else:
+                groups[name] = sum(tree_cpu_s(pid) for pid in pids)
         groups["client"] = self_cpu_s()
         return Usage(groups, machine_busy_s())

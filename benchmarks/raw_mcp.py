@@ -55,13 +55,23 @@ class RawClient:
                 "content-type: application/json\r\naccept: application/json, text/event-stream\r\n"
                 f"mcp-protocol-version: {PROTOCOL}\r\nmcp-method: tools/call\r\nmcp-name: {name}\r\n"
                 f"content-length: {len(body)}\r\n\r\n").encode()
-        reader, writer = self._idle.pop() if self._idle else await asyncio.open_connection(self.host, self.port)
-        try:
-            writer.write(head + body)
-            status, payload, keep = await _read_response(reader)
-        except BaseException:
-            writer.close()
-            raise
+        while True:
+            reused = bool(self._idle)
+            reader, writer = self._idle.pop() if reused else await asyncio.open_connection(self.host, self.port)
+            try:
+                writer.write(head + body)
+                status, payload, keep = await _read_response(reader)
+                break
+            except (asyncio.IncompleteReadError, ConnectionError) as exc:
+                writer.close()
+                if not (reused and _nothing_read(exc)):
+                    raise
+                # The server closed this idle kept-alive connection (uvicorn does after 5 s)
+                # before reading our request: it was never processed; send it on another,
+                # as every HTTP client does.
+            except BaseException:
+                writer.close()
+                raise
         if keep:
             self._idle.append((reader, writer))
         else:
@@ -72,6 +82,10 @@ class RawClient:
         while self._idle:
             _, writer = self._idle.pop()
             writer.close()
+
+
+def _nothing_read(exc: BaseException) -> bool:
+    return not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
