@@ -108,10 +108,13 @@ class Router:
     def __init__(self, clients: list[Any], sticky: bool, rng: random.Random) -> None:
         self.clients, self.sticky, self.rng = clients, sticky, rng
         self.phase = Phase("")
+        self.assigned: dict[str, Any] = {}
 
     def pick(self, workflow_id: str | None) -> Any:
-        if self.sticky and workflow_id is not None:
-            return self.clients[hash(workflow_id) % len(self.clients)]
+        if self.sticky and workflow_id is not None:  # instances dealt out in turn: an even split
+            if workflow_id not in self.assigned:
+                self.assigned[workflow_id] = self.clients[len(self.assigned) % len(self.clients)]
+            return self.assigned[workflow_id]
         return self.rng.choice(self.clients)
 
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
@@ -321,15 +324,16 @@ def report(phases: list[Phase], cores: int) -> dict[str, Any]:
             out[name]["SQL statements per call"] = {k: round(v / calls, 3) for k, v in sorted(stmts.items())}
             out[name]["save conflicts (retried inside)"] = sum(p.conflicts for p in mine)
     names = list(out)
-    if len(names) >= 2 and out[names[0]]["ceiling calls/s"]:
-        out["ceiling ratio b/a (idle machine)"] = round(out[names[1]]["ceiling calls/s"]
-                                                        / out[names[0]]["ceiling calls/s"], 2)
-    if len(names) >= 2:
+    for other in [n for n in names if n.startswith(("b", "d"))]:
+        key = f"{other[0]}/{names[0][0]}"
+        if out[names[0]].get("ceiling calls/s"):
+            out[f"ceiling ratio {key} (idle machine)"] = round(out[other]["ceiling calls/s"]
+                                                              / out[names[0]]["ceiling calls/s"], 2)
         ratios = [b.calls / b.seconds / (a.calls / a.seconds)
-                  for a, b in zip([p for p in phases if p.name == names[0]], [p for p in phases if p.name == names[1]],
+                  for a, b in zip([p for p in phases if p.name == names[0]], [p for p in phases if p.name == other],
                                   strict=True)]
-        out["ratio b/a per round"] = [round(r, 2) for r in ratios]
-        out["ratio b/a (median)"] = round(statistics.median(ratios), 2)
+        out[f"ratio {key} per round"] = [round(r, 2) for r in ratios]
+        out[f"ratio {key} (median)"] = round(statistics.median(ratios), 2)
     return out
 
 
