@@ -91,16 +91,17 @@ def record_of(run: WorkflowRun, base: InstanceRecord,
 
 
 def baseline_of(run: WorkflowRun, record: InstanceRecord) -> Baseline:
-    """The baseline of a run that matches the store exactly (just loaded or fully saved).
-    Any dirty marks the state stores and the thread table carry are already in the store:
-    they are cleared."""
+    """The baseline of a run that matches the store exactly (just loaded, fully saved, or
+    caught up); built from the run itself, with the status columns of `record`.  Any dirty
+    marks the state stores and the thread table carry are already in the store: cleared."""
     for store in run.states.values():
         store.take_dirty()
     run.threads.take_reached()
+    entries = {tid: entry_of(tid, t) for tid, t in run.threads.quiet_items()}
     return Baseline(states=dict(run.states),
-                    sections={k: encode(v) for k, v in record.state.items() if _tracked(k)},
-                    threads={tid: entry_of(tid, t) for tid, t in run.threads.quiet_items()},
-                    items=dict(record.state.get(LOOP_ITEMS) or {}),
+                    sections={k: encode(v) for k, v in run.to_json(threads=False).items() if _tracked(k)},
+                    threads=entries,
+                    items={key: value for entry in entries.values() for key, value in entry.items.items()},
                     meta=(record.status, record.error, record.current_steps))
 
 
@@ -212,14 +213,14 @@ def threads_for_run(record: InstanceRecord) -> dict[str, Any]:
     reads them (copies: the record keeps its stored form).  A record stored before items
     moved out has none to put back."""
     items = record.state.get(LOOP_ITEMS) or {}
-    out: dict[str, Any] = {}
-    for tid, thread in record.threads.items():
-        frames = []
-        for frame in thread["frames"]:
-            loops = [_inlined(loop, items) for loop in frame.get("loops", [])]
-            frames.append({**frame, "loops": loops})
-        out[tid] = {**thread, "frames": frames}
-    return out
+    return {tid: thread_for_run(thread, items) for tid, thread in record.threads.items()}
+
+
+def thread_for_run(thread: dict[str, Any], items: dict[str, Any]) -> dict[str, Any]:
+    """One stored thread with its loops' items put back (KeyError: an unknown items key)."""
+    frames = [{**frame, "loops": [_inlined(loop, items) for loop in frame.get("loops", [])]}
+              for frame in thread["frames"]]
+    return {**thread, "frames": frames}
 
 
 def _inlined(loop: dict[str, Any], items: dict[str, Any]) -> dict[str, Any]:

@@ -17,10 +17,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from aromcp_workflows.app.catch_up import apply_deltas
 from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of, threads_for_run
 from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.definition.loader import WorkflowBundle
@@ -49,6 +51,7 @@ class LiveInstance:
     record: InstanceRecord
     baseline: Baseline
     lock: threading.RLock = field(default_factory=threading.RLock)
+    dropped: bool = False  # forgotten: a failed change may have left uncommitted work in `run`
 
 
 def without_body(record: InstanceRecord) -> InstanceRecord:
@@ -87,6 +90,7 @@ class InstanceRegistry:
         self._engine: Any = None
         self._prompt: str | None = None
         self._live: dict[str, LiveInstance] = {}
+        self.caught_up = 0  # live copies brought up to date by deltas instead of a reload
         self._guard = threading.Lock()
 
     @property
@@ -126,15 +130,49 @@ class InstanceRegistry:
             self._live[run.workflow_id] = LiveInstance(run, *kept(run, record))
         return run
 
-    def _current(self, workflow_id: str) -> LiveInstance:
-        """The live instance, reloaded when another server process saved a newer version."""
-        with self._guard:
-            live = self._live.get(workflow_id)
-        if live is not None:
+    @contextmanager
+    def _current(self, workflow_id: str) -> Iterator[LiveInstance]:
+        """The live instance, up to date and locked for the caller.
+
+        Brought up to date when another server process committed since: by its deltas
+        when it can be, else reloaded whole.  A live copy dropped by a failed change of
+        another call (its run holds what was never committed) is never handed out: the
+        lock is taken and the copy checked in one go, with no gap between."""
+        fresh = False
+        while True:
+            with self._guard:
+                live = self._live.get(workflow_id)
+            if live is None:
+                live, fresh = self._reload(workflow_id), True
             with live.lock:
-                if self._translate(lambda: self.store.version(workflow_id)) == live.record.version:
-                    return live
-        return self._reload(workflow_id)
+                if live.dropped:
+                    continue
+                if fresh or self._translate(lambda: self.store.version(workflow_id)) == live.record.version \
+                        or self._catch_up(live):
+                    yield live
+                    return
+            fresh = False
+
+    def _catch_up(self, live: LiveInstance) -> bool:
+        """Apply the deltas committed since the live copy's version; False (and the live
+        copy dropped) when they cannot tell the change, so the caller reloads."""
+        workflow_id = live.run.workflow_id
+        progress = self._translate(lambda: self.store.deltas_since(workflow_id, live.record.version))
+        if progress is None:
+            return False
+        try:
+            apply_deltas(live.run, live.baseline.items, progress.deltas)
+        except Exception:  # anything unexpected in a delta: the whole load is the safe road
+            self.forget(workflow_id)
+            return False
+        record = live.record
+        record.status, record.current_steps, record.error = progress.status, progress.current_steps, progress.error
+        record.version, record.updated_at = progress.version, progress.updated_at
+        record.deltas += len(progress.deltas)
+        record.delta_bytes += sum(len(text) for text in progress.deltas)
+        live.baseline = baseline_of(live.run, record)
+        self.caught_up += 1
+        return True
 
     def _reload(self, workflow_id: str) -> LiveInstance:
         record = self._translate(lambda: self.store.load(workflow_id))
@@ -148,8 +186,11 @@ class InstanceRegistry:
         return live
 
     def forget(self, workflow_id: str) -> None:
+        """Drop the live copy: the next call loads the instance from the store."""
         with self._guard:
-            self._live.pop(workflow_id, None)
+            live = self._live.pop(workflow_id, None)
+        if live is not None:
+            live.dropped = True
 
     # -- transactions --------------------------------------------------------------------------
     def transact(self, workflow_id: str, change: Callable[[WorkflowRun], T]) -> T:
@@ -157,16 +198,17 @@ class InstanceRegistry:
         deadline = time.monotonic() + CONFLICT_PATIENCE_S
         attempt = 0
         while True:
-            live = self._current(workflow_id)
-            with live.lock:
+            with self._current(workflow_id) as live:
                 try:
                     value = change(live.run)
                     self._commit(live)
                     return value
                 except ConflictError:
+                    live.dropped = True
                     self.forget(workflow_id)
                 except BaseException:
-                    self.forget(workflow_id)  # whatever `change` did in memory is dropped with it
+                    live.dropped = True  # whatever `change` did in memory is dropped with it
+                    self.forget(workflow_id)
                     raise
             attempt += 1
             if time.monotonic() > deadline:
@@ -178,8 +220,7 @@ class InstanceRegistry:
 
     def read(self, workflow_id: str, look: Callable[[WorkflowRun, InstanceRecord], T]) -> T:
         """Look at an instance under its lock; nothing is written."""
-        live = self._current(workflow_id)
-        with live.lock:
+        with self._current(workflow_id) as live:
             return look(live.run, live.record)
 
     def _commit(self, live: LiveInstance) -> None:
@@ -216,8 +257,7 @@ class InstanceRegistry:
 
     def add_checkpoint(self, workflow_id: str, step_id: str | None, reason: str) -> tuple[Checkpoint, str]:
         """Keep the instance as committed now; returns the checkpoint and where it lives."""
-        live = self._current(workflow_id)
-        with live.lock:
+        with self._current(workflow_id) as live:
             point = self._translate(lambda: self.store.add_checkpoint(workflow_id, step_id, reason,
                                                                       record_of(live.run, live.record).snapshot()))
         return point, f"{self.store.path}#{workflow_id}/{point.checkpoint_id}"
@@ -231,8 +271,7 @@ class InstanceRegistry:
         if point is None:
             raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}; "
                                "workflow_resume without checkpoint_id resumes from where it stands")
-        live = self._current(workflow_id)
-        with live.lock:
+        with self._current(workflow_id) as live:
             snap = point.snapshot
             record = InstanceRecord(**{**vars(live.record), "state": snap["state"], "threads": snap["threads"],
                                        "status": snap["status"], "current_steps": snap.get("current_steps", []),

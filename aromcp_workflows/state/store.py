@@ -149,6 +149,29 @@ class StateStore:
         self._dirty.update(("computed", name) for name in result.computed_changed)
         return result
 
+    def restore_value(self, tier: str, name: str, value: Any) -> None:
+        """Put back a top-level value exactly as another process committed it (`MISSING`:
+        gone), computed values included: no transform runs, nothing is marked dirty
+        (the store already holds it).  The tier dict is replaced, not changed in place,
+        as every write here does."""
+        if tier not in ("raw", "state", "computed"):
+            raise StateError(f"cannot restore a value of tier {tier!r}")
+        with self._lock:
+            current = {"raw": self._raw, "state": self._state, "computed": self._computed}[tier]
+            if tier == "computed" and name not in self._names:
+                return  # a field this definition does not have (cannot happen for one definition)
+            updated = dict(current)
+            if value is MISSING and tier != "computed":
+                updated.pop(name, None)
+            else:
+                updated[name] = value
+            if tier == "raw":
+                self._raw = updated
+            elif tier == "state":
+                self._state = updated
+            else:
+                self._computed = updated
+
     def take_dirty(self) -> list[tuple[str, str, Any]]:
         """`(tier, name, value)` of every top-level value written since the last call
         (`MISSING` for one that is gone), and forget them: a commit stores exactly these."""

@@ -71,6 +71,27 @@ class InstanceRecord:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """An instance's commits after a version its reader holds (`Store.deltas_since`)."""
+
+    status: InstanceStatus
+    current_steps: list[str]
+    error: str | None
+    version: int
+    updated_at: str
+    deltas: list[str]  # JSON texts, oldest first: exactly `version - the reader's version` of them
+
+
+def progress_from(row: Sequence[Any], deltas: list[str], since: int) -> Progress | None:
+    """`Progress` from `status, current_steps, error, version, updated_at, snapshot_version`,
+    or None when the deltas after `since` are not all there."""
+    version, snapshot_version = int(row[3]), int(row[5])
+    if snapshot_version > since or len(deltas) != version - since:
+        return None
+    return Progress(row[0], json.loads(row[1]), row[2], version, row[4], deltas)
+
+
+@dataclass(frozen=True)
 class InstanceSummary:
     """One row of `list_instances`: the record without its large JSON blobs."""
 
@@ -217,6 +238,14 @@ class Store(Protocol):
         snapshot bookkeeping in place. Raises ConflictError (nothing written) when another
         writer got there first, NotFoundError if the instance is gone.
         """
+        ...
+
+    def deltas_since(self, workflow_id: str, version: int) -> Progress | None:
+        """What was committed after `version`: the status columns now and the deltas, in
+        order, or None when that cannot be told by deltas (a full snapshot was written
+        since, and the deltas before it are gone): then `load` it whole.  For a server
+        process whose copy is one or two commits behind (another replica served a call),
+        catching up costs the change instead of the instance.  NotFoundError if none."""
         ...
 
     def list_instances(

@@ -39,11 +39,13 @@ from aromcp_workflows.store.base import (
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
+    Progress,
     StoreError,
     StoreOpenError,
     apply_deltas,
     event_from_row,
     note_saved,
+    progress_from,
     record_from_row,
     summary_from_row,
     utc_now,
@@ -84,6 +86,11 @@ _LOAD_INSTANCE = (
     f"SELECT {_INSTANCE_COLUMNS}, snapshot_version, ARRAY(SELECT d.delta FROM deltas d "
     "WHERE d.workflow_id = i.workflow_id AND d.version > i.snapshot_version ORDER BY d.version) "
     "FROM instances i WHERE workflow_id = %s"
+)
+_PROGRESS = (  # one statement, one snapshot: the status columns and the deltas after a version
+    "SELECT status, current_steps, error, version, updated_at, snapshot_version, "
+    "ARRAY(SELECT d.delta FROM deltas d WHERE d.workflow_id = i.workflow_id AND d.version > %s "
+    "ORDER BY d.version) FROM instances i WHERE workflow_id = %s"
 )
 _COMPARE_AND_SET = (
     "version = %s, updated_at = %s, last_seq = last_seq + %s WHERE workflow_id = %s AND version = %s "
@@ -248,6 +255,12 @@ class PostgresStore:
         record = record_from_row(row)
         record.snapshot_version, record.body_bytes = int(row[13]), len(row[6]) + len(row[7])
         return apply_deltas(record, list(row[14]))
+
+    def deltas_since(self, workflow_id: str, version: int) -> Progress | None:
+        rows = self._fetch("read", _PROGRESS, (version, workflow_id))
+        if not rows:
+            raise NotFoundError(workflow_id, self.path)
+        return progress_from(rows[0], list(rows[0][6]), version)
 
     def save(
         self,

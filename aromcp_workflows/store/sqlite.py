@@ -39,11 +39,13 @@ from aromcp_workflows.store.base import (
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
+    Progress,
     StoreError,
     StoreOpenError,
     apply_deltas,
     event_from_row,
     note_saved,
+    progress_from,
     record_from_row,
     summary_from_row,
     utc_now,
@@ -255,6 +257,25 @@ class SqliteStore:
         record = record_from_row(row)
         record.snapshot_version, record.body_bytes = int(row[13]), len(row[6]) + len(row[7])
         return apply_deltas(record, deltas)
+
+    def deltas_since(self, workflow_id: str, version: int) -> Progress | None:
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(
+                    "SELECT status, current_steps, error, version, updated_at, snapshot_version FROM instances "
+                    "WHERE workflow_id = ?", (workflow_id,),
+                ).fetchone()
+                deltas = [] if row is None or int(row[5]) > version else [d for (d,) in conn.execute(
+                    "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version",
+                    (workflow_id, version),
+                )]
+            finally:
+                conn.execute("COMMIT")
+        if row is None:
+            raise NotFoundError(workflow_id, self.path)
+        return progress_from(row, deltas, version)
 
     def save(
         self,

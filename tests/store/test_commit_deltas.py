@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,6 +237,75 @@ def test_failing_and_retried_sub_agents_commit_deltas_that_load_back(tmp_path: P
     tries = outcome["state"]["tries"]
     assert tries.count("cleanup bad") == 2 and tries.count("did: try bad") == 2  # tried, retried once
     assert len(mirror) > 10
+
+
+def _differences(a: Any, b: Any, path: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b)) for d in _differences(a.get(k), b.get(k), f"{path}.{k}")]
+    return [] if a == b else [f"{path}: {str(a)[:200]} != {str(b)[:200]}"]
+
+
+class TwoReplicas:
+    """Two in-process servers on one store; every call goes to one picked at random, so
+    each keeps catching up with what the other committed."""
+
+    def __init__(self, clients: list[Any], seed: int) -> None:
+        self.clients, self.random = clients, random.Random(seed)
+
+    async def call_tool(self, name: str, args: dict[str, Any]) -> Any:
+        return await self.random.choice(self.clients).call_tool(name, args)
+
+
+@pytest.fixture
+def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location: str) -> list[str]:
+    """After every catch-up: the live run is exactly what a fresh load of the store gives."""
+    from aromcp_workflows.app.service import WorkflowService
+
+    caught: list[str] = []
+    catch_up = InstanceRegistry._catch_up
+    fresh = WorkflowService(project_dir=tmp_path, store_path=location, home=tmp_path).instances
+
+    def checked(self: InstanceRegistry, live: Any) -> bool:
+        done = catch_up(self, live)
+        if done:
+            fresh.forget(live.run.workflow_id)
+            with fresh._current(live.run.workflow_id) as reloaded:
+                pass
+            if reloaded.record.version != live.record.version:
+                return done  # the other replica committed meanwhile: nothing to compare with
+            mine, theirs = stored_form(live.run.to_json()), stored_form(reloaded.run.to_json())
+            assert mine == theirs, ("caught up wrongly", _differences(mine, theirs))
+            assert live.baseline.sections == reloaded.baseline.sections
+            caught.append(live.run.workflow_id)
+        return done
+
+    monkeypatch.setattr(InstanceRegistry, "_catch_up", checked)
+    yield caught
+    fresh.store.close()
+
+
+@pytest.mark.parametrize(("workflow", "inputs"), [("rich", {}), ("flaky", {}),
+                                                  ("fanout", {"items": ["a", "b", "c", "d"], "per_task": 3})])
+def test_a_replica_catches_up_by_deltas_with_what_the_other_committed(
+        tmp_path: Path, location: str, verified_catch_up: list[str], workflow: str,
+        inputs: dict[str, Any]) -> None:
+    first, second = server_on(tmp_path, location, {"flaky": FLAKY}), server_on(tmp_path, location)
+
+    async def drive() -> dict[str, Any]:
+        async with Client(first) as one, Client(second) as two:
+            both = TwoReplicas([one, two], seed=len(workflow))
+            started = await ok(both, "workflow_start", {"workflow": workflow, "inputs": inputs})
+            final = await ProtocolAgent(both, started["workflow_id"]).run()
+            return {"final": final, "state": (await ok(both, "workflow_state_read",
+                                                       {"workflow_id": started["workflow_id"]}))["state"]}
+
+    outcome = asyncio.run(drive())
+    assert outcome["final"]["status"] == ("failed" if workflow == "flaky" else "completed"), outcome["final"]
+    if workflow == "fanout":
+        assert outcome["state"]["count"] == 12 and len(outcome["state"]["shared"]) == 12
+    if workflow == "rich":
+        assert outcome["state"]["n"] == 5 and len(outcome["state"]["notes"]) == 8
+    assert len(verified_catch_up) >= 3, "the replicas never caught up by deltas"
 
 
 def test_a_step_writes_what_it_changed_not_the_big_list(service: Any) -> None:

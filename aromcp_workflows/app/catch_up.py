@@ -1,0 +1,90 @@
+"""Bringing a live instance up to date from the deltas another server process committed.
+
+With replicas behind a load balancer, a call often lands on a process whose copy of the
+instance is a commit or two behind (another replica served the previous call).
+Reloading the whole instance made such a call cost what the instance holds.  Instead the
+process reads the deltas committed since its version (`Store.deltas_since`) and applies
+them to its live run — the same operations the store applies to a snapshot on load,
+read back into the run's own objects.  When that cannot be done (a full snapshot was
+written since, or anything about the deltas is unexpected) the caller reloads instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aromcp_workflows.app.commits import LOOP_ITEMS, thread_for_run
+from aromcp_workflows.expressions import MISSING
+from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.interpreter.machine import computed_specs
+from aromcp_workflows.interpreter.thread import Thread
+from aromcp_workflows.state import StateStore
+
+SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries")  # run attributes
+
+
+class CannotCatchUp(Exception):
+    """A delta this process cannot apply to its live run: reload the instance instead."""
+
+
+def apply_deltas(run: WorkflowRun, items: dict[str, Any], texts: list[str]) -> None:
+    """Apply committed deltas to `run`; `items` (the loop items the process holds) is
+    updated too.  Loop items and sections go first: a new thread's loops and a new
+    state's definition may refer to them."""
+    ops = [op for text in texts for op in json.loads(text)]
+    state_ops = [op for op in ops if op[1] == "state"]
+    for op in state_ops:
+        if op[2][0] == LOOP_ITEMS:
+            _put(items, op[2][1], op)
+    for op in state_ops:
+        if op[2][0] in SECTIONS:
+            _section(run, op)
+    for op in state_ops:
+        if op[2][0] == "states":
+            _state(run, op)
+        elif op[2][0] not in SECTIONS and op[2][0] != LOOP_ITEMS:
+            raise CannotCatchUp(f"unexpected state path {op[2]!r}")
+    for op in ops:
+        if op[1] == "threads":
+            _thread(run, items, op)
+
+
+def _put(target: dict[str, Any], key: str, op: list[Any]) -> None:
+    if op[0] == "s":
+        target[key] = op[3]
+    else:
+        target.pop(key, None)
+
+
+def _section(run: WorkflowRun, op: list[Any]) -> None:
+    if op[0] != "s" or len(op[2]) != 1:
+        raise CannotCatchUp(f"unexpected section operation {op[:3]!r}")
+    setattr(run, op[2][0], op[3])
+
+
+def _state(run: WorkflowRun, op: list[Any]) -> None:
+    """A whole state (new include or task) or one top-level value of one tier."""
+    path = op[2]
+    if len(path) == 2:
+        key = path[1]
+        if op[0] == "d":
+            run.states.pop(key, None)
+            return
+        definition = run.bundle.get(run.state_workflows[key])
+        run.states[key] = StateStore.from_snapshot(run.engine, computed_specs(definition), op[3])
+        return
+    if len(path) != 4 or path[1] not in run.states:
+        raise CannotCatchUp(f"unexpected state path {path!r}")
+    run.states[path[1]].restore_value(path[2], path[3], op[3] if op[0] == "s" else MISSING)
+
+
+def _thread(run: WorkflowRun, items: dict[str, Any], op: list[Any]) -> None:
+    tid = op[2][0]
+    if op[0] == "d":
+        run.threads.pop(tid, None)
+        return
+    try:
+        run.threads[tid] = Thread.from_json(thread_for_run(op[3], items))
+    except KeyError as exc:
+        raise CannotCatchUp(f"thread {tid}: loop items {exc} are not known here") from None
