@@ -12,7 +12,7 @@ around — wherever the same text appears inside other strings too.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 SENSITIVE_KEY = re.compile(r"token|secret|password|passwd|api_?key", re.IGNORECASE)
@@ -41,6 +41,44 @@ def _collect(node: Any, found: set[str], under_secret: bool) -> None:
             _collect(value, found, under_secret)
     elif under_secret and isinstance(node, (str, int, float)) and not isinstance(node, bool):
         found.add(str(node))
+
+
+class SecretIndex:
+    """The secrets of a set of JSON roots, found again after each change by walking only the
+    top-level values that changed.
+
+    Why: replies are masked with the instance's secrets after every step, and walking a
+    whole state each time made a step cost O(state) (a 100,000-item list nobody touches
+    cost tens of ms per step).  State is copy-on-write: an update copies only the
+    containers on its path (`state/paths.py` `update_in`), computed values and inputs are
+    replaced, never edited.  So a top-level container that is the same object as last
+    time holds the same secrets, and its memo entry (which keeps the object alive, so its
+    id cannot be reused by another) answers for it.  Scalars are read directly.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[int, bool], tuple[Any, frozenset[str]]] = {}
+
+    def secrets(self, *roots: Mapping[str, Any]) -> set[str]:
+        """What `secret_values(*roots)` returns, for mappings as roots."""
+        found: set[str] = set()
+        memo: dict[tuple[int, bool], tuple[Any, frozenset[str]]] = {}
+        for root in roots:
+            for key, value in root.items():
+                under = is_sensitive(str(key))
+                if not isinstance(value, (dict, list)):
+                    _collect(value, found, under)
+                    continue
+                slot = (id(value), under)
+                hit = memo.get(slot) or self._memo.get(slot)
+                if hit is None or hit[0] is not value:
+                    inner: set[str] = set()
+                    _collect(value, inner, under)
+                    hit = (value, frozenset(inner))
+                memo[slot] = hit
+                found |= hit[1]
+        self._memo = memo  # only what the roots hold now: nothing old is kept alive
+        return {value for value in found if len(value) >= MIN_SECRET_LENGTH}
 
 
 class Masker:

@@ -223,6 +223,17 @@ class InstanceRegistry:
         with self._current(workflow_id) as live:
             return look(live.run, live.record)
 
+    def peek(self, workflow_id: str, look: Callable[[WorkflowRun, InstanceRecord], T]) -> T:
+        """Like `read`, but the live copy as this process last loaded or committed it, without
+        asking the store for a newer version (one query less): for the reply guard, which
+        masks a reply made from that very copy a moment ago.  Loads it when it is not live."""
+        with self._guard:
+            live = self._live.get(workflow_id)
+        if live is None:
+            live = self._current(workflow_id)
+        with live.lock:
+            return look(live.run, live.record)
+
     def _commit(self, live: LiveInstance) -> None:
         """Save what the change did — a delta of it, or now and then a full snapshot — with
         the journalled events and checkpoints, at the version the run was loaded at.

@@ -121,7 +121,7 @@ class WorkflowService:
         result = {"workflow_id": workflow_id, "status": answer.status, "step": answer.step,
                   "messages": answer.messages}
         if answer.error:
-            result["error"] = self.masker(workflow_id).mask_text(answer.error)
+            result["error"] = self.masker(workflow_id, latest=False).mask_text(answer.error)
         return result
 
     def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
@@ -257,10 +257,11 @@ class WorkflowService:
         bundle = self._guard(lambda: load_valid_bundle(workflow, self.loader))
         return self._guard(lambda: explain_plan(bundle, inputs or {}, self.instances.engine))
 
-    def masker(self, workflow_id: str) -> Any:
+    def masker(self, workflow_id: str, latest: bool = True) -> Any:
         """The instance's masker, for replies, errors and logs: built once per saved version
-        (one read, under the instance lock), so a call on a big instance does not walk its
-        whole state again."""
+        (under the instance lock; `run.masker()` re-walks only what changed).  `latest=False`
+        is for the reply guard, right after the call that loaded or committed the instance:
+        it masks with the live copy the reply was made from, without a version query."""
         def look(run: WorkflowRun, record: Any) -> Any:
             key = (id(run), record.version)
             hit = self._maskers.get(workflow_id)
@@ -268,7 +269,8 @@ class WorkflowService:
                 hit = self._maskers[workflow_id] = (key, run.masker())
             return hit[1]
 
-        return self._guard(lambda: self.instances.read(workflow_id, look))
+        read = self.instances.read if latest else self.instances.peek
+        return self._guard(lambda: read(workflow_id, look))
 
     # -- helpers --------------------------------------------------------------------
     def _driver(self, workflow_id: str) -> Driver:

@@ -23,7 +23,7 @@ from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
 from aromcp_workflows.interpreter.effects import EVENT_KINDS, Answer, Checkpoint, Event, Journal, RunError, now_iso
 from aromcp_workflows.interpreter.program import Instruction, Run
 from aromcp_workflows.interpreter.thread import TERMINAL, Frame, LoopFrame, Thread, ThreadTable
-from aromcp_workflows.masking import Masker, secret_values
+from aromcp_workflows.masking import Masker, SecretIndex
 from aromcp_workflows.state import ComputedFieldSpec, StateError, StateStore, Update
 
 DEFAULT_SUB_AGENT_PROMPT = (
@@ -70,6 +70,7 @@ class Machine:
         self.journal = Journal()
         self._programs: dict[str, ProgramSet] = {}
         self.tracked_fields: dict[str, frozenset[str]] = {}  # tracking.py: declared per definition
+        self._secrets = SecretIndex()  # masker(): re-walks only the state values that changed
 
     @property
     def sub_agent_prompt(self) -> str:
@@ -174,7 +175,13 @@ class Machine:
                     other.status = "cancelled"
 
     def masker(self) -> Masker:
-        return Masker(secret_values(self.inputs, *(s.flattened() for s in self.states.values())))
+        """Masks every value under a sensitive key of the inputs and of every tier of every
+        state (each tier on its own, so a `state` value shadowed by `raw` is masked too).
+        Incremental: only top-level values replaced since the last call are walked."""
+        roots: list[Any] = [self.inputs]
+        for store in self.states.values():
+            roots += [store.raw, store.state, store.computed, store.inputs]
+        return Masker(self._secrets.secrets(*roots))
 
     @property
     def finished(self) -> bool:

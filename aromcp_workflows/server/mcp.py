@@ -83,7 +83,7 @@ class ServiceHolder:
         """The masker of an instance, or None (before the service exists nothing is secret yet)."""
         if self._service is None or workflow_id is None:
             return None
-        return self._service.masker(workflow_id)
+        return self._service.masker(workflow_id, latest=False)  # the copy the reply was made from
 
 
 def default_service_factory(project_dir: str | None = None, store: str | None = None) -> Callable[[], Any]:
