@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import REPO, SyncStdio, our_command, server_env  # noqa: E402
-from machine_info import machine  # noqa: E402
+from bench_server import REPO, SyncStdio, our_command, server_env
+from machine_info import machine
 
 sys.path.insert(0, str(REPO))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import signal
 import subprocess
 import threading
@@ -40,6 +41,8 @@ _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _running: set[int] = set()  # process groups of the commands running now
 _running_lock = threading.Lock()
 _stopping = threading.Event()
+_BASH_PATHS: dict[str, str] = {}  # PATH value -> bash's absolute path on it ("bash": let the child search)
+_DEVNULL_FD: int | None = None
 
 
 class ShellInterrupted(RuntimeError):
@@ -104,11 +107,7 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
     if _stopping.is_set():
         raise ShellInterrupted("the server is shutting down; the command was not started")
     try:
-        process = subprocess.Popen(
-            ["bash", "-c", command], cwd=cwd, env={**os.environ, **env} if env else None,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        process = _spawn(command, cwd, env)
     except (OSError, ValueError) as exc:  # E2BIG, ENOENT, "embedded null byte", ...
         reason = _spawn_reason(exc, command, env)
         return ShellResult("", reason, 127, (time.monotonic() - started) * 1000, spawn_error=reason)
@@ -132,6 +131,46 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
         stderr += f"\n[killed: the command ran longer than its timeout of {timeout_ms or DEFAULT_TIMEOUT_MS} ms]"
     return ShellResult(out.text(), stderr, process.returncode if not timed_out else 124,
                        (time.monotonic() - started) * 1000, timed_out, out.truncated or err.truncated)
+
+
+def _spawn(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    """`bash -c command` in its own session (vfork stays usable: no `preexec_fn`), stdin
+    from /dev/null, the environment copied only when the step adds to it."""
+    full_env = {**os.environ, **env} if env else None
+    bash = _bash_for(full_env)
+    try:
+        return subprocess.Popen(["bash", "-c", command], executable=bash, cwd=cwd, env=full_env, stdin=_devnull(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    except FileNotFoundError:
+        if bash == "bash":
+            raise
+        _BASH_PATHS.clear()  # bash moved since it was looked up: look it up again, once
+        return subprocess.Popen(["bash", "-c", command], cwd=cwd, env=full_env, stdin=_devnull(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _bash_for(env: dict[str, str] | None) -> str:
+    """bash's absolute path on the PATH the command gets, looked up once per PATH: the child
+    then execs it directly instead of trying each PATH entry in turn (about 0.08 ms with
+    eleven entries).  A PATH with a relative entry depends on the working directory, so
+    it is left to the child's own search."""
+    path = (env if env is not None else os.environ).get("PATH", os.defpath)
+    found = _BASH_PATHS.get(path)
+    if found is None:
+        relative = any(not entry.startswith("/") for entry in path.split(os.pathsep))
+        found = "bash" if relative else (shutil.which("bash", path=path) or "bash")
+        _BASH_PATHS[path] = found
+    return found
+
+
+def _devnull() -> int:
+    """One read-only /dev/null descriptor for every command's stdin (not inherited itself;
+    the child gets it as fd 0), instead of opening and closing one per command."""
+    global _DEVNULL_FD
+    with _running_lock:
+        if _DEVNULL_FD is None:
+            _DEVNULL_FD = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        return _DEVNULL_FD
 
 
 def _spawn_reason(exc: BaseException, command: str, env: dict[str, str] | None) -> str:
