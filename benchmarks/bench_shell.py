@@ -16,6 +16,9 @@ b. a server-side `true` step through the real server over stdio (JSON-RPC over t
    with 0 steps) / N.  The same loop with a `state_update` body instead of the command
    says how much of that is the loop and a commit rather than the command.  The same
    figures in process (`WorkflowService.step_complete`, no stdio) are printed too.
+   CPU time in process (this process's threads + the reaped commands, `getrusage`) per
+   shell step and per bare spawn is printed as well: on a loaded machine wall times
+   include queueing for a core, CPU times do not.
 c. a 20-iteration server-side shell loop: the whole call, and its loop part (minus the
    0-step call).  (The issue compares this with AroMCP's 61 ms.)
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -97,6 +101,12 @@ def timed(action: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
+def cpu_now() -> float:
+    """CPU seconds of this process (all threads) and of its reaped children (the commands)."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
 # -- a. the floor ---------------------------------------------------------------------------------
 def spawn_rows(project: Path) -> dict[str, Callable[[], Any]]:
     from aromcp_workflows.app.shell import run_shell
@@ -129,16 +139,18 @@ class LoopCall:
                  complete: Callable[[str, str], dict[str, Any]]):
         self.start, self.next_step, self.complete = start, next_step, complete
 
-    def time(self, workflow: str, n: int) -> float:
+    def time(self, workflow: str, n: int) -> tuple[float, float]:
+        """Wall time of the call that runs the loop, and the CPU time this process (and its
+        commands) spent in it — meaningful in process only."""
         workflow_id = self.start(workflow, n)
         step = self.next_step(workflow_id)
         assert step["id"] == "before", step
-        t0 = time.perf_counter()
+        c0, t0 = cpu_now(), time.perf_counter()
         answer = self.complete(workflow_id, step["id"])
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, cpu_now() - c0
         following = answer["next_step"]
         assert following is not None and following["id"] == "after", f"the loop did not run through: {answer}"
-        return elapsed
+        return elapsed, cpu
 
 
 def stdio_loop(server: SyncStdio) -> LoopCall:
@@ -177,15 +189,18 @@ def run(workdir: Path, rounds: int, steps: int) -> dict[str, Any]:
         keep = round_no >= 2
         for _ in range(5):
             for label, spawn in spawns.items():
+                c0 = cpu_now()
                 elapsed = timed(spawn)
                 if keep:
                     add(f"a {label}", elapsed)
+                    add(f"cpu {label}", cpu_now() - c0)
         for where, loop in loops.items():
             for workflow in ("bench-shell", "bench-noshell"):
                 for n in sorted({0, steps, 20}):
-                    elapsed = loop.time(workflow, n)
+                    elapsed, cpu = loop.time(workflow, n)
                     if keep:
                         add(f"{where} {workflow} n={n}", elapsed)
+                        add(f"cpu {where} {workflow} n={n}", cpu)
     server.close()
     return summarize(samples, steps)
 
@@ -198,6 +213,7 @@ def per_step(samples: dict[str, list[float]], where: str, workflow: str, n: int)
 
 def summarize(samples: dict[str, list[float]], steps: int) -> dict[str, Any]:
     out: dict[str, Any] = {"a spawn floor": {k[2:]: stats(v) for k, v in samples.items() if k.startswith("a ")}}
+    bash_cpu = statistics.median(samples["cpu subprocess.run bash -c true"])
     for where in ("stdio", "in process"):
         shell = per_step(samples, where, "bench-shell", steps)
         plain = per_step(samples, where, "bench-noshell", steps)
@@ -212,9 +228,16 @@ def summarize(samples: dict[str, list[float]], steps: int) -> dict[str, Any]:
             "20-iteration shell loop, whole call": stats(samples[f"{where} bench-shell n=20"]),
             "20-iteration shell loop, loop part (minus 0-step call)": stats([v * 20 for v in loop20]),
         }
+    cpu_shell = per_step(samples, "cpu in process", "bench-shell", steps)
+    out["cpu (this process + its commands; a load-robust view)"] = {
+        "subprocess.run bash -c true": stats(samples["cpu subprocess.run bash -c true"]),
+        "app.shell.run_shell('true')": stats(samples["cpu app.shell.run_shell('true')"]),
+        f"in process: per shell step (N={steps})": stats(cpu_shell),
+    }
     bash = out["a spawn floor"]["subprocess.run bash -c true"]["median_ms"]
     out["ratio b/a"] = {where: out[f"b {where}"][f"per shell step (N={steps})"]["median_ms"] / bash
                         for where in ("stdio", "in process")}
+    out["ratio b/a"]["cpu in process"] = statistics.median(cpu_shell) / bash_cpu
     return out
 
 
@@ -228,7 +251,8 @@ def report(figures: dict[str, Any], rounds: int) -> None:
             print(f"  {label:58s} {row['median_ms']:8.3f} ms  [{row['p90_ms']:.3f}]")
     print("\nratio: server-side shell step ÷ subprocess.run(bash -c true) "
           f"(target <= 1.2): stdio {figures['ratio b/a']['stdio']:.2f}, "
-          f"in process {figures['ratio b/a']['in process']:.2f}")
+          f"in process {figures['ratio b/a']['in process']:.2f}; CPU in process "
+          f"{figures['ratio b/a']['cpu in process']:.2f}")
 
 
 def main() -> None:
