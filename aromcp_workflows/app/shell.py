@@ -120,6 +120,9 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
     try:
         out, err = _Capture(), _Capture()
         timed_out = _Wait(process, started + timeout, started, duties).run(out, err)
+    except BaseException:  # a duty raised (or the thread was interrupted): leave no command behind
+        _kill_group(process)
+        raise
     finally:
         with _running_lock:
             _running.discard(process.pid)
@@ -271,9 +274,14 @@ class _Wait:
                 pass
 
     def _kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        _kill_group(self.process)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command's whole process group (its session), then reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def _pidfd(pid: int) -> int | None:

@@ -129,3 +129,12 @@ def test_no_descriptor_is_left_open(tmp_path: Path) -> None:
         run_shell("echo out; echo err >&2", tmp_path)
     run_shell("sleep 5", tmp_path, timeout_ms=100)
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_duty_that_raises_leaves_no_command_behind(tmp_path: Path) -> None:
+    def broken(_elapsed: float) -> None:
+        raise RuntimeError("the client went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        run_shell("echo $$ > pid; sleep 30", tmp_path, timeout_ms=60_000, periodic=[Periodic(0.2, broken)])
+    assert wait_gone(int((tmp_path / "pid").read_text()))
