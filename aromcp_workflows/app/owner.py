@@ -126,11 +126,12 @@ def abandoned(claim: dict[str, Any], me: Owner, now: float) -> str | None:
     owner = Owner.from_data(claim.get("owner"))
     if owner is None:
         return _abandoned_legacy(claim.get("owner_pid"), me)
-    if owner == me:
+    local = me.shares_pids_with(owner)
+    if local and (owner.pid, owner.started) == (me.pid, me.started):  # even if the host was renamed since
         return "this server process started it and no longer runs it"
     lease_until = claim.get("lease_until")
     expired = not isinstance(lease_until, int | float) or lease_until < now
-    if me.shares_pids_with(owner) and not runs(owner):
+    if local and not runs(owner):
         return f"the server {owner.describe()} that ran it is gone"
     if expired:
         late = f" {now - lease_until:.1f} s ago" if isinstance(lease_until, int | float) else ""
@@ -140,6 +141,8 @@ def abandoned(claim: dict[str, Any], me: Owner, now: float) -> str | None:
 
 def _abandoned_legacy(pid: Any, me: Owner) -> str | None:
     """A claim stored before owners and leases: a pid on this host, as it was judged then."""
+    if not isinstance(pid, int):
+        return "no server process is recorded as running it"
     if pid == me.pid:
         return "this server process started it and no longer runs it"
     if pid_exists(pid):

@@ -268,3 +268,22 @@ def test_a_release_does_nothing_when_the_claim_was_renewed_meanwhile(project: Pa
     assert not service.instances.transact(workflow_id, lambda run: run.renew_shell(
         request.thread_id, request.step_id, {**ELSEWHERE, "pid": 1}, time.time() + 30)), \
         "a server renewed a lease that is not its own"
+
+
+def test_judging_a_claim_by_identity_and_lease() -> None:
+    me, now = owners.current(), time.time()
+    valid, expired = now + 30, now - 1
+
+    def judge(owner: dict[str, Any], lease_until: float) -> str | None:
+        return owners.abandoned({"owner": owner, "lease_until": lease_until, "owner_pid": owner["pid"]}, me, now)
+
+    assert "this server process" in str(judge(me.data(), valid))
+    assert "this server process" in str(judge({**me.data(), "host": "renamed-since"}, valid))
+    # a host with the same name but another boot: another machine (or a reboot) — its pids mean nothing here
+    namesake = {**me.data(), "boot": "00000000-0000-4000-8000-000000000000", "pid": 1, "started": 1}
+    assert judge(namesake, valid) is None, "a live owner on a namesake host was judged by a local pid"
+    assert "expired" in str(judge(namesake, expired))
+    # another pid namespace on this kernel (a container): not judged by pid either
+    assert judge({**me.data(), "pidns": "pid:[1]", "pid": 1, "started": 1}, valid) is None
+    assert judge(ELSEWHERE, valid) is None and "expired" in str(judge(ELSEWHERE, expired))
+    assert "no server process is recorded" in str(owners.abandoned({}, me, now))  # no claim at all
