@@ -2,9 +2,12 @@
 
 The interpreter answers every call with an effect value; this module performs them.
 `Answer` goes back to the caller.  `ShellRequest` runs the command with no lock held,
-then hands the result back in a new transaction.  `Busy` (another call of this process
-is running the thread's command) waits on that command's completion event — no thread
-polls; a command whose runner is gone is released so that it runs again.
+then hands the result back in a new transaction; the transaction that hands out the
+request also records its owner and lease (`app.owner`), and a long command renews the
+lease every third of it.  `Busy` (another call is running the thread's command) waits:
+on the command's completion event when this process runs it — no thread polls — and
+otherwise until its owner finishes; a command whose owner is gone (or whose lease
+expired) is released so that it runs again.
 
 A `Transact` function runs one change under the instance's lock and commits it (or
 changes nothing); the service passes the instance layer's, in-process tests a plain
@@ -13,29 +16,32 @@ lock-and-save.
 
 from __future__ import annotations
 
-import os
+import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from aromcp_workflows.app.shell import ProgressCallback, run_shell
+from aromcp_workflows.app import owner as owners
+from aromcp_workflows.app.shell import Periodic, ProgressCallback, run_shell
 from aromcp_workflows.interpreter import Answer, Busy, Completion, ShellRequest, ShellResult, WorkflowRun
 from aromcp_workflows.interpreter.effects import Event
 
 T = TypeVar("T")
 Transact = Callable[[Callable[[WorkflowRun], T]], T]
-ShellRunner = Callable[[ShellRequest, ProgressCallback | None], ShellResult]
+ShellRunner = Callable[[ShellRequest, ProgressCallback | None, Sequence[Periodic]], ShellResult]
 OTHER_PROCESS_POLL_S = (0.05, 0.5)  # backoff while a command runs in another server process
 BUSY_WAIT_S = 5.0  # how long one wait on a running command lasts before it is looked at again
+log = logging.getLogger("aromcp_workflows")
 
 
-def default_shell_runner(request: ShellRequest, progress: ProgressCallback | None) -> ShellResult:
+def default_shell_runner(request: ShellRequest, progress: ProgressCallback | None,
+                         periodic: Sequence[Periodic] = ()) -> ShellResult:
     named = None if progress is None else _named(progress, request.step_id)
     return run_shell(request.command, request.cwd, env=request.env, timeout_ms=request.timeout_ms,
-                     progress=named)
+                     progress=named, periodic=periodic)
 
 
 def _named(progress: ProgressCallback, step_id: str) -> ProgressCallback:
@@ -140,6 +146,10 @@ class Driver:
         so a concurrent call waits for it instead of thinking it orphaned."""
         if isinstance(outcome, ShellRequest):
             self.in_flight.start((run.workflow_id, outcome.thread_id, outcome.step_id))
+            me = owners.current()
+            run.claim_shell(outcome.thread_id, outcome.step_id, {
+                "owner": me.data(), "lease_until": time.time() + owners.lease_seconds(),
+                "owner_pid": me.pid})  # what servers of older versions judge a claim by
             return run.workflow_id, outcome
         if isinstance(outcome, Busy):
             return run.workflow_id, outcome
@@ -163,36 +173,49 @@ class Driver:
         try:
             if request.delay_ms:
                 time.sleep(request.delay_ms / 1000)
-            result = self.shell_runner(request, progress)
+            result = self.shell_runner(request, progress, [self._lease_renewal(request)])
             return self.transact(lambda run: self._claim(run, run.finish_shell(request, result)))
         finally:
             self.in_flight.end(key)
+
+    def _lease_renewal(self, request: ShellRequest) -> Periodic:
+        """Renew the command's lease every third of it while it runs (a command shorter than
+        that never renews).  Each renewal is one ordinary commit; a renewal that fails is
+        logged and tried again next time, and one that finds the command no longer ours
+        (another server released it after the lease ran out) stops."""
+        me, lease = owners.current().data(), owners.lease_seconds()
+        lost = threading.Event()
+
+        def renew(elapsed: float) -> None:
+            if lost.is_set():
+                return
+            try:
+                still = self.transact(lambda run: run.renew_shell(request.thread_id, request.step_id, me,
+                                                                  time.time() + lease))
+            except Exception as exc:  # the store is away: the lease may lapse, the command runs on
+                log.warning("step %s: could not renew the lease of its command after %.0f s: %s",
+                            request.step_id, elapsed, exc)
+                return
+            if not still:
+                lost.set()
+                log.warning("step %s: its command is no longer this server's (released after its lease "
+                            "expired, or the workflow moved on): it may run twice", request.step_id)
+
+        return Periodic(lease / 3, renew)
 
     def _wait(self, workflow_id: str, busy: Busy, thread_id: str | None, waits: int) -> Any:
         """Wait for the command another call is running; release it when nobody runs it."""
         key = (workflow_id, busy.thread_id, busy.step_id)
         event = self.in_flight.event(key)
+        reason = None if event is not None else owners.abandoned(busy.claim, owners.current(), time.time())
         if event is not None:
             event.wait(BUSY_WAIT_S)
-        elif busy.owner_pid != os.getpid() and process_alive(busy.owner_pid):
+        elif reason is None:  # its owner still runs it, in another process or on another host
             low, high = OTHER_PROCESS_POLL_S
             time.sleep(min(high, low * waits))
-        else:  # the process that started it is gone, or this process is not running it: run it again
-            self.transact(lambda run: run.release_shell(busy.thread_id, busy.step_id))
+        else:  # nobody runs it: run it again (unless its claim changed meanwhile)
+            self.transact(lambda run: run.release_shell(busy.thread_id, busy.step_id, reason, busy.claim))
         return self.transact(lambda run: self._claim(run, run.advance(thread_id)))
-
-
-def process_alive(pid: Any) -> bool:
-    """Whether the server process that started a shell command is still running."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def new_lock() -> threading.RLock:

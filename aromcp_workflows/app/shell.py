@@ -1,23 +1,33 @@
 """Running `shell_command` steps on the server: one of the effects the instance layer performs.
 
-Commands run with `bash -c` in the project root (or `working_dir`), with a timeout that
-kills the whole process group, and with stdout/stderr capped so a chatty command cannot
-exhaust memory or flood the agent.  A command that cannot be started at all (an argument
-list too long for the kernel, a NUL byte, a missing shell) is a failed `ShellResult` with
-`spawn_error` set — never an exception — so the step's `on_error` decides what happens.
+Commands run with `bash -c` in the project root (or `working_dir`), in a session of their
+own so that a timeout kills the whole process group, and with stdout/stderr capped so a
+chatty command cannot exhaust memory or flood the agent.  A command that cannot be started
+at all (an argument list too long for the kernel, a NUL byte, a missing shell) is a failed
+`ShellResult` with `spawn_error` set — never an exception — so the step's `on_error`
+decides what happens.
+
+The spawn path is lean because a `true` step should cost about what a bare spawn costs
+(`benchmarks/bench_shell.py`): no helper threads, no polling.  The calling thread waits in
+one `poll` on both pipes and on a pidfd of the child, with a timeout that is the next
+thing due (the deadline, a progress report, a periodic duty such as renewing a lease).
+`start_new_session=True` (not a `preexec_fn`) keeps CPython's vfork fast path.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
+import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 from aromcp_workflows.interpreter.output import ShellResult
 
@@ -25,14 +35,28 @@ OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 ProgressCallback = Callable[[float, str], None]
 PROGRESS_INTERVAL_ENV = "AROMCP_PROGRESS_INTERVAL"  # seconds between progress reports (default 1)
+READ_CHUNK = 65536
+_POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 _running: set[int] = set()  # process groups of the commands running now
 _running_lock = threading.Lock()
 _stopping = threading.Event()
+_BASH_PATHS: dict[str, str] = {}  # PATH value -> bash's absolute path on it ("bash": let the child search)
+_DEVNULL_FD: int | None = None
 
 
 class ShellInterrupted(RuntimeError):
     """The process is shutting down: the command was stopped and its result must not be used."""
+
+
+@dataclass
+class Periodic:
+    """Something to do every `interval_s` seconds while a command runs, with the elapsed time
+    (progress reports, renewing the command's lease).  Runs on the waiting thread."""
+
+    interval_s: float
+    action: Callable[[float], None]
+    due: float = field(default=0.0, init=False)
 
 
 def progress_interval() -> float:
@@ -73,7 +97,8 @@ def _alive(group: int) -> bool:
 
 
 def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
-              timeout_ms: int | None = None, progress: ProgressCallback | None = None) -> ShellResult:
+              timeout_ms: int | None = None, progress: ProgressCallback | None = None,
+              periodic: Sequence[Periodic] = ()) -> ShellResult:
     """Run `command` with bash; never raises for the command's own failures."""
     if not cwd.is_dir():
         return ShellResult("", f"working directory does not exist: {cwd}", 127, 0.0)
@@ -82,21 +107,22 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
     if _stopping.is_set():
         raise ShellInterrupted("the server is shutting down; the command was not started")
     try:
-        process = subprocess.Popen(
-            ["bash", "-c", command], cwd=cwd, env={**os.environ, **(env or {})},
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        process = _spawn(command, cwd, env)
     except (OSError, ValueError) as exc:  # E2BIG, ENOENT, "embedded null byte", ...
         reason = _spawn_reason(exc, command, env)
         return ShellResult("", reason, 127, (time.monotonic() - started) * 1000, spawn_error=reason)
     with _running_lock:
         _running.add(process.pid)
+    duties = list(periodic)
+    if progress is not None:
+        duties.append(Periodic(progress_interval(),
+                               lambda elapsed: progress(elapsed, f"command still running after {elapsed:.0f} s")))
     try:
-        out, err = _Capture(process.stdout), _Capture(process.stderr)
-        timed_out = _wait(process, timeout, started, progress)
-        out.join()
-        err.join()
+        out, err = _Capture(), _Capture()
+        timed_out = _Wait(process, started + timeout, started, duties).run(out, err)
+    except BaseException:  # a duty raised (or the thread was interrupted): leave no command behind
+        _kill_group(process)
+        raise
     finally:
         with _running_lock:
             _running.discard(process.pid)
@@ -110,6 +136,46 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
                        (time.monotonic() - started) * 1000, timed_out, out.truncated or err.truncated)
 
 
+def _spawn(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    """`bash -c command` in its own session (vfork stays usable: no `preexec_fn`), stdin
+    from /dev/null, the environment copied only when the step adds to it."""
+    full_env = {**os.environ, **env} if env else None
+    bash = _bash_for(full_env)
+    try:
+        return subprocess.Popen(["bash", "-c", command], executable=bash, cwd=cwd, env=full_env, stdin=_devnull(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    except FileNotFoundError:
+        if bash == "bash":
+            raise
+        _BASH_PATHS.clear()  # bash moved since it was looked up: look it up again, once
+        return subprocess.Popen(["bash", "-c", command], cwd=cwd, env=full_env, stdin=_devnull(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _bash_for(env: dict[str, str] | None) -> str:
+    """bash's absolute path on the PATH the command gets, looked up once per PATH: the child
+    then execs it directly instead of trying each PATH entry in turn (about 0.08 ms with
+    eleven entries).  A PATH with a relative entry depends on the working directory, so
+    it is left to the child's own search."""
+    path = (env if env is not None else os.environ).get("PATH", os.defpath)
+    found = _BASH_PATHS.get(path)
+    if found is None:
+        relative = any(not entry.startswith("/") for entry in path.split(os.pathsep))
+        found = "bash" if relative else (shutil.which("bash", path=path) or "bash")
+        _BASH_PATHS[path] = found
+    return found
+
+
+def _devnull() -> int:
+    """One read-only /dev/null descriptor for every command's stdin (not inherited itself;
+    the child gets it as fd 0), instead of opening and closing one per command."""
+    global _DEVNULL_FD
+    with _running_lock:
+        if _DEVNULL_FD is None:
+            _DEVNULL_FD = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        return _DEVNULL_FD
+
+
 def _spawn_reason(exc: BaseException, command: str, env: dict[str, str] | None) -> str:
     """Why a command could not be started, in words an author can act on."""
     if isinstance(exc, ValueError) and "null" in str(exc):
@@ -121,52 +187,133 @@ def _spawn_reason(exc: BaseException, command: str, env: dict[str, str] | None) 
     return f"{type(exc).__name__}: {exc}"
 
 
-def _wait(process: subprocess.Popen[bytes], timeout: float, started: float,
-          progress: ProgressCallback | None) -> bool:
-    """Wait for the process, reporting progress every `progress_interval()`; kill it on timeout."""
-    interval = progress_interval()
-    while True:
+class _Wait:
+    """One thread waits for everything: output on either pipe, the child's exit, the
+    deadline and the periodic duties.  Done when both pipes reached end of file (a
+    background grandchild still holding them is waited for, within the timeout) and the
+    child has exited."""
+
+    def __init__(self, process: subprocess.Popen[bytes], deadline: float, started: float,
+                 duties: list[Periodic]):
+        self.process, self.deadline, self.started, self.duties = process, deadline, started, duties
+        for duty in duties:
+            duty.due = started + duty.interval_s
+        self.poller = select.poll()
+        self.pidfd = _pidfd(process.pid)
+        if self.pidfd is not None:
+            self.poller.register(self.pidfd, select.POLLIN)
+
+    def run(self, out: _Capture, err: _Capture) -> bool:
+        """Collect the output; True when the timeout killed the command."""
+        assert self.process.stdout is not None and self.process.stderr is not None
+        pipes: dict[int, tuple[IO[bytes], _Capture]] = {
+            self.process.stdout.fileno(): (self.process.stdout, out),
+            self.process.stderr.fileno(): (self.process.stderr, err)}
+        for fd in pipes:
+            self.poller.register(fd, _POLL_IN)
+        exited = False
         try:
-            process.wait(timeout=min(interval, max(0.01, timeout - (time.monotonic() - started))))
+            while pipes or not exited:
+                if not pipes and self.pidfd is None:  # no pidfd (not Linux): wait for the exit itself
+                    return self._wait_exit()
+                now = time.monotonic()
+                if now >= self.deadline:
+                    self._kill()
+                    self._drain(pipes)
+                    return True
+                self._run_duties(now)
+                for fd, _ in self.poller.poll(self._poll_ms(now)):
+                    if fd == self.pidfd:
+                        exited = True
+                        self.poller.unregister(fd)
+                    elif fd in pipes and not pipes[fd][1].read_from(fd):
+                        self.poller.unregister(fd)
+                        pipes.pop(fd)[0].close()
+            self.process.wait()  # it has exited: this only reaps it
             return False
-        except subprocess.TimeoutExpired:
-            elapsed = time.monotonic() - started
-            if elapsed >= timeout:
-                _kill_group(process)
+        finally:
+            for pipe, _ in pipes.values():
+                pipe.close()
+            if self.pidfd is not None:
+                os.close(self.pidfd)
+
+    def _drain(self, pipes: dict[int, tuple[IO[bytes], _Capture]]) -> None:
+        """After a kill: keep what the command wrote before it died, without waiting for
+        a writer that escaped the process group."""
+        for _ in range(256):  # a writer outside the group could go on for ever: bounded
+            ready = [fd for fd, _ in self.poller.poll(0) if fd in pipes]
+            if not ready:
+                return
+            for fd in ready:
+                if not pipes[fd][1].read_from(fd):
+                    self.poller.unregister(fd)
+                    pipes.pop(fd)[0].close()
+
+    def _poll_ms(self, now: float) -> int:
+        wake = min([self.deadline, *(duty.due for duty in self.duties)])
+        return max(1, int((wake - now) * 1000) + 1)
+
+    def _run_duties(self, now: float) -> None:
+        for duty in self.duties:
+            if now >= duty.due:
+                duty.action(now - self.started)
+                duty.due = time.monotonic() + duty.interval_s
+
+    def _wait_exit(self) -> bool:
+        """Fallback without a pidfd: wait for the exit in slices (deadline and duties still apply)."""
+        while True:
+            now = time.monotonic()
+            if now >= self.deadline:
+                self._kill()
                 return True
-            if progress is not None:
-                progress(elapsed, f"command still running after {elapsed:.0f} s")
+            self._run_duties(now)
+            try:
+                self.process.wait(timeout=self._poll_ms(now) / 1000)
+                return False
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _kill(self) -> None:
+        _kill_group(self.process)
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
+    """SIGKILL the command's whole process group (its session), then reap it."""
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()
 
 
-class _Capture:
-    """Drain a pipe on a thread, keeping at most OUTPUT_CAP bytes (the rest is counted)."""
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that polls readable when the child exits (Linux ≥ 5.3), or None."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:  # ENOSYS on an old kernel, or a seccomp filter refusing it
+        return None
 
-    def __init__(self, pipe: Any):
+
+class _Capture:
+    """One stream's output, keeping at most OUTPUT_CAP bytes (the rest is counted)."""
+
+    def __init__(self) -> None:
         self.chunks: list[bytes] = []
         self.size = 0
         self.dropped = 0
-        self.thread = threading.Thread(target=self._drain, args=(pipe,), daemon=True)
-        self.thread.start()
 
-    def _drain(self, pipe: Any) -> None:
-        for chunk in iter(lambda: pipe.read(65536), b""):
-            room = OUTPUT_CAP - self.size
-            if room > 0:
-                self.chunks.append(chunk[:room])
-                self.size += min(room, len(chunk))
-            self.dropped += max(0, len(chunk) - max(room, 0))
-        pipe.close()
-
-    def join(self) -> None:
-        self.thread.join()
+    def read_from(self, fd: int) -> bool:
+        """Read what is there; False at end of file."""
+        chunk = os.read(fd, READ_CHUNK)
+        if not chunk:
+            return False
+        room = OUTPUT_CAP - self.size
+        if room > 0:
+            self.chunks.append(chunk[:room])
+            self.size += min(room, len(chunk))
+        self.dropped += max(0, len(chunk) - max(room, 0))
+        return True
 
     @property
     def truncated(self) -> bool:

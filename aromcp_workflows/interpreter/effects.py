@@ -42,11 +42,15 @@ class ShellRequest:
 
 @dataclass
 class Busy:
-    """The thread's server-side command is running for another caller; wait for it."""
+    """The thread's server-side command is running for another caller; wait for it.
+
+    `claim` is what the pending step stored about who runs it (`owner`, `lease_until`,
+    and `owner_pid` from older versions), as the instance layer wrote it: the interpreter
+    neither fills it in nor judges it."""
 
     thread_id: str
     step_id: str
-    owner_pid: int | None = None
+    claim: dict[str, Any] = field(default_factory=dict)
 
 
 Outcome = Answer | ShellRequest | Busy

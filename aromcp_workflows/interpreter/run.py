@@ -19,14 +19,13 @@ from typing import Any
 
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
-from aromcp_workflows.interpreter import control, delivery, parallel, steps, tracking
+from aromcp_workflows.interpreter import control, delivery, parallel, shell_steps, steps, tracking
 from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Outcome, RunError, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.inputs import check_inputs
 from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed, computed_specs
 from aromcp_workflows.interpreter.output import ShellResult
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext, Run
-from aromcp_workflows.interpreter.shell_steps import shell_finished
 from aromcp_workflows.interpreter.thread import Thread, ThreadTable, frame_from_json
 from aromcp_workflows.state import StateStore, Update, UpdateResult
 
@@ -110,7 +109,7 @@ class WorkflowRun(Machine):
         pending = thread.pending
         assert pending is not None
         if pending.kind == "shell":
-            return Busy(thread.thread_id, pending.step_id, pending.data.get("owner_pid"))
+            return shell_steps.busy(thread)
         if pending.kind == "parallel":
             return self.answer(thread, parallel.parallel_step(Ctx(self, thread, thread.frames[-1])))
         return self.answer(thread, pending.step)
@@ -123,18 +122,27 @@ class WorkflowRun(Machine):
         if pending is None or pending.kind != "shell" or pending.step_id != request.step_id:
             return self.advance(thread.thread_id)  # stale result (the instance moved on, e.g. cancelled)
         ctx = Ctx(self, thread, thread.frames[-1])
-        follow_up = self.settle(ctx, request.step_id, lambda: shell_finished(ctx, request, result))
+        follow_up = self.settle(ctx, request.step_id, lambda: shell_steps.shell_finished(ctx, request, result))
         return follow_up if follow_up is not None else self.advance(thread.thread_id)
 
-    def release_shell(self, thread_id: str, step_id: str) -> bool:
-        """Forget a shell step whose command is running nowhere (its runner died): it will run again."""
+    def claim_shell(self, thread_id: str, step_id: str, claim: dict[str, Any]) -> bool:
+        """Record who runs a pending command (owner, lease): the instance layer's data."""
+        return shell_steps.claim(self.thread(thread_id), step_id, claim)
+
+    def renew_shell(self, thread_id: str, step_id: str, owner: Any, lease_until: float) -> bool:
+        """Extend the lease of the runner that still owns the command; False if it does not."""
+        return shell_steps.renew(self.thread(thread_id), step_id, owner, lease_until)
+
+    def release_shell(self, thread_id: str, step_id: str, reason: str = "the process running the command is gone",
+                      expected: dict[str, Any] | None = None) -> bool:
+        """Forget a shell step whose command is running nowhere (its runner died): it will run
+        again.  With `expected`, only if its claim is still the one judged abandoned."""
         thread = self.thread(thread_id)
-        pending = thread.pending
-        if pending is None or pending.kind != "shell" or pending.step_id != step_id:
+        if shell_steps.releasable(thread, step_id, expected) is None:
             return False
         thread.pending = None
         self.record("shell_released", step_id, None if thread_id == "main" else thread_id,
-                    {"reason": "the process running the command is gone; it runs again (at least once)"})
+                    {"reason": f"{reason}; it runs again (at least once)"})
         return True
 
     def complete(self, thread_id: str | None, step_id: str, status: str = "success",

@@ -9,19 +9,20 @@ comes back as a failed result like any other, so `on_error` applies to it too.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
 from aromcp_workflows.expressions import ExpressionError
 from aromcp_workflows.interpreter import tracking
-from aromcp_workflows.interpreter.effects import Outcome, ShellRequest
+from aromcp_workflows.interpreter.effects import Busy, Outcome, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
 from aromcp_workflows.interpreter.output import OutputFormatError, ShellResult, parse_output, stderr_tail
 from aromcp_workflows.interpreter.path_templates import path_template, path_value
 from aromcp_workflows.interpreter.results import store_failure, store_result
-from aromcp_workflows.interpreter.thread import Pending
+from aromcp_workflows.interpreter.thread import Pending, Thread
+
+CLAIM_KEYS = ("owner", "lease_until", "owner_pid")  # who runs a pending command (the app layer's data)
 
 
 def request_shell(ctx: Ctx, step: Any, step_id: str, attempt: int) -> ShellRequest:
@@ -32,7 +33,7 @@ def request_shell(ctx: Ctx, step: Any, step_id: str, attempt: int) -> ShellReque
     project_dir = ctx.m.project_dir
     cwd = project_dir / other["cwd"] if other["cwd"] else project_dir
     ctx.thread.pending = Pending(step_id, "shell", data={"attempt": attempt, "path": path_value(other["path"]),
-                                                         "command": command, "owner_pid": os.getpid()})
+                                                         "command": command})
     ctx.record("step_started", step_id, {"type": "shell_command", "command": command, "attempt": attempt})
     delay = step.retry_delay if attempt > 0 else 0
     env = {k: str(v) for k, v in (other["env"] or {}).items()}
@@ -105,3 +106,50 @@ def _problem(result: ShellResult, output_format: str) -> tuple[str | None, Any]:
             pass
         return f"command exited with code {result.exit_code}: {stderr_tail(result.stderr) or '(no stderr)'}", output
     return None, None
+
+
+# -- who runs a pending command: stored for the instance layer, never judged here ------------------
+def busy(thread: Thread) -> Busy:
+    """A thread parked on a command: wait for it, with the claim the runner left."""
+    pending = thread.pending
+    assert pending is not None and pending.kind == "shell"
+    return Busy(thread.thread_id, pending.step_id, claim_of(pending))
+
+
+def claim_of(pending: Pending) -> dict[str, Any]:
+    return {key: pending.data[key] for key in CLAIM_KEYS if key in pending.data}
+
+
+def _pending_shell(thread: Thread, step_id: str) -> Pending | None:
+    pending = thread.pending
+    if pending is None or pending.kind != "shell" or pending.step_id != step_id:
+        return None
+    return pending
+
+
+def claim(thread: Thread, step_id: str, claim: dict[str, Any]) -> bool:
+    """Record who runs the command now (the caller that is about to run it)."""
+    pending = _pending_shell(thread, step_id)
+    if pending is None:
+        return False
+    pending.data.update(claim)
+    return True
+
+
+def renew(thread: Thread, step_id: str, owner: Any, lease_until: float) -> bool:
+    """Extend the claim of `owner`; False when the command is no longer its own (released
+    and claimed by another runner, or the thread moved on)."""
+    pending = _pending_shell(thread, step_id)
+    if pending is None or pending.data.get("owner") != owner:
+        return False
+    pending.data["lease_until"] = lease_until
+    return True
+
+
+def releasable(thread: Thread, step_id: str, expected: dict[str, Any] | None) -> Pending | None:
+    """The pending command to release, if it is still the one judged abandoned: with
+    `expected`, only while its claim is unchanged (a renewal in between keeps it)."""
+    pending = _pending_shell(thread, step_id)
+    if pending is None or (expected is not None and claim_of(pending) != expected):
+        return None
+    return pending

@@ -1,0 +1,278 @@
+"""What a server-side `shell_command` step costs, next to a bare process spawn measured in the same run.
+
+Run: ``.venv/bin/python benchmarks/bench_shell.py [--rounds R] [--steps N] [--dir DIR] [--json]``
+
+Compared, interleaved round by round (every round measures every row once or more, so
+load on a shared machine hits all rows alike):
+
+a. the floor: a bare spawn from Python, `subprocess.run(["bash", "-c", "true"])`, and
+   `os.posix_spawn` of `/bin/sh -c true` (and of `bash -c true`) + `waitpid`; plus the
+   server's own `app.shell.run_shell("true")` called directly (spawn + capture, no store).
+b. a server-side `true` step through the real server over stdio (JSON-RPC over the
+   server's stdin/stdout, the client of `bench_server.py`): a workflow whose `foreach`
+   runs N `shell_command: "true"` steps between two agent steps.  The timed call is the
+   `workflow_step_complete` of the first agent step, which runs the whole loop and answers
+   with the second agent step.  Per shell step = (that call with N steps − the same call
+   with 0 steps) / N.  The same loop with a `state_update` body instead of the command
+   says how much of that is the loop and a commit rather than the command.  The same
+   figures in process (`WorkflowService.step_complete`, no stdio) are printed too.
+   CPU time in process (this process's threads + the reaped commands, `getrusage`) per
+   shell step and per bare spawn is printed as well: on a loaded machine wall times
+   include queueing for a core, CPU times do not.
+c. a 20-iteration server-side shell loop: the whole call, and its loop part (minus the
+   0-step call).  (The issue compares this with AroMCP's 61 ms.)
+
+Printed: medians and p90s, and the ratio b ÷ a (`bash -c true` via subprocess.run).
+Absolute times drift on shared machines; the ratios of one run are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_server import REPO, SyncStdio, our_command, server_env
+from machine_info import machine
+
+sys.path.insert(0, str(REPO))
+
+SHELL_LOOP = """
+name: bench-shell
+description: "N server-side `true` commands between two agent steps"
+inputs:
+  n: {type: integer, default: 0}
+steps:
+  - id: before
+    type: agent_prompt
+    prompt: "start"
+  - id: loop
+    type: foreach
+    items: "{{ Array.from({length: inputs.n}, (_, i) => i) }}"
+    steps:
+      - id: sh
+        type: shell_command
+        command: "true"
+  - id: after
+    type: agent_prompt
+    prompt: "end"
+"""
+# The same loop without the command: what the loop and one commit per iteration cost.
+PLAIN_LOOP = SHELL_LOOP.replace("bench-shell", "bench-noshell").replace(
+    """      - id: sh
+        type: shell_command
+        command: "true"
+""", """      - id: sh
+        type: state_update
+        path: raw.x
+        value: 1
+""")
+
+BASH = shutil.which("bash") or "/bin/bash"
+
+
+def make_project(root: Path) -> Path:
+    target = root / ".aromcp" / "workflows"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "bench-shell.yaml").write_text(SHELL_LOOP)
+    (target / "bench-noshell.yaml").write_text(PLAIN_LOOP)
+    return root
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"median_ms": statistics.median(ordered) * 1000, "p90_ms": ordered[int(len(ordered) * 0.9)] * 1000}
+
+
+def timed(action: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    action()
+    return time.perf_counter() - t0
+
+
+def cpu_now() -> float:
+    """CPU seconds of this process (all threads) and of its reaped children (the commands)."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+# -- a. the floor ---------------------------------------------------------------------------------
+def spawn_rows(project: Path) -> dict[str, Callable[[], Any]]:
+    from aromcp_workflows.app.shell import run_shell
+
+    env = dict(os.environ)
+
+    def posix_spawn(argv: list[str]) -> Callable[[], None]:
+        def spawn() -> None:
+            pid = os.posix_spawn(argv[0], argv, env)
+            os.waitpid(pid, 0)
+        return spawn
+
+    def via_run_shell() -> None:
+        result = run_shell("true", project)
+        assert result.exit_code == 0, result
+
+    return {
+        "subprocess.run bash -c true": lambda: subprocess.run(["bash", "-c", "true"], check=True),
+        "posix_spawn /bin/sh -c true": posix_spawn(["/bin/sh", "-c", "true"]),
+        "posix_spawn bash -c true": posix_spawn([BASH, "-c", "true"]),
+        "app.shell.run_shell('true')": via_run_shell,
+    }
+
+
+# -- b/c. through the server ----------------------------------------------------------------------
+class LoopCall:
+    """Starts an instance of a loop workflow and times the call that runs its loop."""
+
+    def __init__(self, start: Callable[[str, int], str], next_step: Callable[[str], dict[str, Any]],
+                 complete: Callable[[str, str], dict[str, Any]]):
+        self.start, self.next_step, self.complete = start, next_step, complete
+
+    def time(self, workflow: str, n: int) -> tuple[float, float]:
+        """Wall time of the call that runs the loop, and the CPU time this process (and its
+        commands) spent in it — meaningful in process only."""
+        workflow_id = self.start(workflow, n)
+        step = self.next_step(workflow_id)
+        assert step["id"] == "before", step
+        c0, t0 = cpu_now(), time.perf_counter()
+        answer = self.complete(workflow_id, step["id"])
+        elapsed, cpu = time.perf_counter() - t0, cpu_now() - c0
+        following = answer["next_step"]
+        assert following is not None and following["id"] == "after", f"the loop did not run through: {answer}"
+        return elapsed, cpu
+
+
+def stdio_loop(server: SyncStdio) -> LoopCall:
+    def start(workflow: str, n: int) -> str:
+        return str(server.tool("workflow_start", {"workflow": workflow, "inputs": {"n": n}})["workflow_id"])
+
+    return LoopCall(start, lambda wid: server.tool("workflow_get_next_step", {"workflow_id": wid})["step"],
+                    lambda wid, sid: server.tool("workflow_step_complete",
+                                                 {"workflow_id": wid, "step_id": sid, "result": "ok"}))
+
+
+def in_process_loop(service: Any) -> LoopCall:
+    return LoopCall(lambda workflow, n: service.start(workflow, {"n": n})["workflow_id"],
+                    lambda wid: service.next_step(wid)["step"],
+                    lambda wid, sid: service.step_complete(wid, sid, result="ok"))
+
+
+def run(workdir: Path, rounds: int, steps: int) -> dict[str, Any]:
+    from aromcp_workflows.app.service import WorkflowService
+
+    project = make_project(workdir / "project")
+    home = workdir / "home"
+    home.mkdir()
+    store = workdir / "stdio.sqlite3"
+    server = SyncStdio(our_command(project, store), server_env(home, store), project)
+    server.handshake()
+    service = WorkflowService(project_dir=project, store_path=workdir / "inproc.sqlite3", home=home)
+    loops = {"stdio": stdio_loop(server), "in process": in_process_loop(service)}
+    spawns = spawn_rows(project)
+    samples: dict[str, list[float]] = {}
+
+    def add(key: str, value: float) -> None:
+        samples.setdefault(key, []).append(value)
+
+    for round_no in range(rounds + 2):  # the first two rounds warm up (V8 compile cache, pages)
+        keep = round_no >= 2
+        for _ in range(5):
+            for label, spawn in spawns.items():
+                c0 = cpu_now()
+                elapsed = timed(spawn)
+                if keep:
+                    add(f"a {label}", elapsed)
+                    add(f"cpu {label}", cpu_now() - c0)
+        for where, loop in loops.items():
+            for workflow in ("bench-shell", "bench-noshell"):
+                for n in sorted({0, steps, 20}):
+                    elapsed, cpu = loop.time(workflow, n)
+                    if keep:
+                        add(f"{where} {workflow} n={n}", elapsed)
+                        add(f"cpu {where} {workflow} n={n}", cpu)
+    server.close()
+    return summarize(samples, steps)
+
+
+def per_step(samples: dict[str, list[float]], where: str, workflow: str, n: int) -> list[float]:
+    """Per-iteration cost of each round: (call with n iterations − call with 0) / n."""
+    return [(big - zero) / n for big, zero in zip(samples[f"{where} {workflow} n={n}"],
+                                                   samples[f"{where} {workflow} n=0"], strict=True)]
+
+
+def summarize(samples: dict[str, list[float]], steps: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"a spawn floor": {k[2:]: stats(v) for k, v in samples.items() if k.startswith("a ")}}
+    bash_cpu = statistics.median(samples["cpu subprocess.run bash -c true"])
+    for where in ("stdio", "in process"):
+        shell = per_step(samples, where, "bench-shell", steps)
+        plain = per_step(samples, where, "bench-noshell", steps)
+        loop20 = per_step(samples, where, "bench-shell", 20)
+        out[f"b {where}"] = {
+            f"per shell step (N={steps})": stats(shell),
+            f"per state_update step, same loop (N={steps})": stats(plain),
+            "shell step minus state_update step": stats([s - p for s, p in zip(shell, plain, strict=True)]),
+            "call with 0 steps": stats(samples[f"{where} bench-shell n=0"]),
+        }
+        out[f"c {where}"] = {
+            "20-iteration shell loop, whole call": stats(samples[f"{where} bench-shell n=20"]),
+            "20-iteration shell loop, loop part (minus 0-step call)": stats([v * 20 for v in loop20]),
+        }
+    cpu_shell = per_step(samples, "cpu in process", "bench-shell", steps)
+    out["cpu (this process + its commands; a load-robust view)"] = {
+        "subprocess.run bash -c true": stats(samples["cpu subprocess.run bash -c true"]),
+        "app.shell.run_shell('true')": stats(samples["cpu app.shell.run_shell('true')"]),
+        f"in process: per shell step (N={steps})": stats(cpu_shell),
+    }
+    bash = out["a spawn floor"]["subprocess.run bash -c true"]["median_ms"]
+    out["ratio b/a"] = {where: out[f"b {where}"][f"per shell step (N={steps})"]["median_ms"] / bash
+                        for where in ("stdio", "in process")}
+    out["ratio b/a"]["cpu in process"] = statistics.median(cpu_shell) / bash_cpu
+    return out
+
+
+def report(figures: dict[str, Any], rounds: int) -> None:
+    print(f"(medians of {rounds} rounds; p90 in brackets)")
+    for section, rows in figures.items():
+        if section == "ratio b/a":
+            continue
+        print(f"\n{section}")
+        for label, row in rows.items():
+            print(f"  {label:58s} {row['median_ms']:8.3f} ms  [{row['p90_ms']:.3f}]")
+    print("\nratio: server-side shell step ÷ subprocess.run(bash -c true) "
+          f"(target <= 1.2): stdio {figures['ratio b/a']['stdio']:.2f}, "
+          f"in process {figures['ratio b/a']['in process']:.2f}; CPU in process "
+          f"{figures['ratio b/a']['cpu in process']:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=20, help="measured rounds (after 2 warm-up rounds)")
+    parser.add_argument("--steps", type=int, default=50, help="N: shell steps in the measured loop")
+    parser.add_argument("--dir", help="where the stores are created (default: a temp dir under cwd)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-shell-", dir=args.dir or ".")).resolve()
+    info = machine()
+    print("machine:", ", ".join(f"{k}={v}" for k, v in info.items()))
+    try:
+        figures = run(workdir, args.rounds, args.steps)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    report(figures, args.rounds)
+    if args.json:
+        print(json.dumps({"machine": info, **figures}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

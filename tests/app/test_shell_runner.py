@@ -1,0 +1,140 @@
+"""The lean spawn path of server-side commands keeps every guarantee of the old one.
+
+`app.shell.run_shell` waits on both pipes and the child's exit in one `poll` on the calling
+thread.  These run real bash commands and check what could break with that design: a
+command filling stderr before it writes stdout (one pipe left unread would deadlock),
+a command that closes its output and keeps running, a background grandchild holding the
+pipes, the group kill on timeout, periodic duties while it runs, no helper threads, and
+bash found again when it moved since it was looked up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from aromcp_workflows.app import shell
+from aromcp_workflows.app.shell import OUTPUT_CAP, Periodic, run_shell
+
+
+def gone(pid: int) -> bool:
+    """Whether a process no longer runs (a zombie still waiting for its reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
+
+
+def wait_gone(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if gone(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_both_streams_are_read_together_and_capped(tmp_path: Path) -> None:
+    big = OUTPUT_CAP + 200_000  # far more than a pipe buffer: stderr must be drained before stdout is written
+    result = run_shell(f"head -c {big} /dev/zero | tr '\\0' e >&2; head -c {big} /dev/zero | tr '\\0' o; exit 4",
+                       tmp_path, timeout_ms=60_000)
+    assert result.exit_code == 4 and not result.timed_out
+    assert result.truncated
+    assert result.stdout.startswith("o" * OUTPUT_CAP) and "200000 more bytes not kept" in result.stdout
+    assert result.stderr.startswith("e" * OUTPUT_CAP) and "200000 more bytes not kept" in result.stderr
+
+
+def test_output_of_a_background_grandchild_is_waited_for(tmp_path: Path) -> None:
+    result = run_shell("(sleep 0.3; echo late) & echo early", tmp_path, timeout_ms=30_000)
+    assert result.exit_code == 0
+    assert result.stdout == "early\nlate\n"
+
+
+def test_a_command_that_closes_its_output_is_still_timed_out(tmp_path: Path) -> None:
+    result = run_shell("exec >&- 2>&-; echo $$ > pid; sleep 30", tmp_path, timeout_ms=400)
+    assert result.timed_out and result.exit_code == 124
+    assert "timeout of 400 ms" in result.stderr
+    assert wait_gone(int((tmp_path / "pid").read_text()))
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    result = run_shell("sleep 30 & echo $! > grandchild; echo before; sleep 30", tmp_path, timeout_ms=400)
+    assert result.timed_out and result.stdout == "before\n"
+    assert wait_gone(int((tmp_path / "grandchild").read_text())), "the background grandchild survived the timeout"
+
+
+def test_periodic_duties_run_on_the_calling_thread_and_no_thread_is_started(tmp_path: Path) -> None:
+    seen: list[tuple[float, str, int]] = []
+    caller = threading.current_thread().name
+    before = threading.active_count()
+
+    def duty(elapsed: float) -> None:
+        seen.append((elapsed, threading.current_thread().name, threading.active_count()))
+
+    reports: list[str] = []
+    result = run_shell("sleep 0.5; echo done", tmp_path, timeout_ms=30_000,
+                       progress=lambda _elapsed, message: reports.append(message),
+                       periodic=[Periodic(0.1, duty)])
+    assert result.stdout == "done\n"
+    assert len(seen) >= 3, seen
+    assert all(name == caller and count == before for _, name, count in seen), seen
+    assert [elapsed for elapsed, _, _ in seen] == sorted(elapsed for elapsed, _, _ in seen)
+
+
+def test_progress_reports_while_a_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(shell.PROGRESS_INTERVAL_ENV, "0.1")
+    reports: list[float] = []
+    run_shell("sleep 0.45", tmp_path, progress=lambda elapsed, _message: reports.append(elapsed))
+    assert len(reports) >= 2 and all(later > earlier for earlier, later in zip(reports, reports[1:], strict=False))
+
+
+def test_a_step_environment_is_added_to_the_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AROMCP_TEST_INHERITED", "from-server")
+    result = run_shell('echo "$AROMCP_TEST_INHERITED $STEP_VALUE $0"', tmp_path, env={"STEP_VALUE": "from-step"})
+    assert result.stdout == "from-server from-step bash\n"
+
+
+def test_bash_that_moved_since_it_was_looked_up_is_found_again(tmp_path: Path) -> None:
+    real = shutil.which("bash")
+    assert real is not None
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "bash").symlink_to(real)
+    path = f"{first}:{second}"
+    assert run_shell("echo one", tmp_path, env={"PATH": path}).stdout == "one\n"
+    assert shell._BASH_PATHS[path] == str(first / "bash")
+    (first / "bash").unlink()
+    (second / "bash").symlink_to(real)
+    result = run_shell("echo two", tmp_path, env={"PATH": path})
+    assert result.stdout == "two\n" and result.spawn_error is None
+
+
+def test_a_missing_bash_is_a_spawn_error(tmp_path: Path) -> None:
+    result = run_shell("echo never", tmp_path, env={"PATH": str(tmp_path / "empty")})
+    assert result.spawn_error is not None and "FileNotFoundError" in result.spawn_error
+    assert result.exit_code == 127
+
+
+def test_no_descriptor_is_left_open(tmp_path: Path) -> None:
+    run_shell("true", tmp_path)  # the shared /dev/null descriptor is opened once, here
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        run_shell("echo out; echo err >&2", tmp_path)
+    run_shell("sleep 5", tmp_path, timeout_ms=100)
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_duty_that_raises_leaves_no_command_behind(tmp_path: Path) -> None:
+    def broken(_elapsed: float) -> None:
+        raise RuntimeError("the client went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        run_shell("echo $$ > pid; sleep 30", tmp_path, timeout_ms=60_000, periodic=[Periodic(0.2, broken)])
+    assert wait_gone(int((tmp_path / "pid").read_text()))
