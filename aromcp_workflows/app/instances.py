@@ -229,10 +229,11 @@ class InstanceRegistry:
         masks a reply made from that very copy a moment ago.  Loads it when it is not live."""
         with self._guard:
             live = self._live.get(workflow_id)
-        if live is None:
-            live = self._current(workflow_id)
-        with live.lock:
-            return look(live.run, live.record)
+        if live is not None:
+            with live.lock:
+                if not live.dropped:
+                    return look(live.run, live.record)
+        return self.read(workflow_id, look)
 
     def _commit(self, live: LiveInstance) -> None:
         """Save what the change did — a delta of it, or now and then a full snapshot — with
