@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-fast lint bench clean
+.PHONY: setup run test test-fast lint bench bench-scale clean
 
 # A .venv is reused only if its python runs and is the version $(PYTHON) is; one made by
 # another Python (or whose interpreter is gone) is removed and made again.
@@ -56,6 +56,13 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_state.py
 	$(BIN)/python benchmarks/bench_server.py
 	$(BIN)/python benchmarks/bench_store.py
+	$(BIN)/python benchmarks/bench_step.py
+	$(BIN)/python benchmarks/bench_shell.py
+
+## bench-scale: many instances and server replicas (minutes; the replicas need PostgreSQL)
+bench-scale: $(STAMP)
+	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_replicas.py --sticky
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis $(DEMO)

@@ -46,6 +46,7 @@ class WorkflowService:
         self.loader = WorkflowLoader(self.resolver)
         self._maskers: dict[str, tuple[Any, Any]] = {}  # workflow id -> ((run, version), masker)
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
+        self.instances.settled = self._remember_masker
 
     @property
     def project_dir(self) -> Path:
@@ -260,17 +261,23 @@ class WorkflowService:
     def masker(self, workflow_id: str, latest: bool = True) -> Any:
         """The instance's masker, for replies, errors and logs: built once per saved version
         (under the instance lock; `run.masker()` re-walks only what changed).  `latest=False`
-        is for the reply guard, right after the call that loaded or committed the instance:
-        it masks with the live copy the reply was made from, without a version query."""
-        def look(run: WorkflowRun, record: Any) -> Any:
-            key = (id(run), record.version)
+        is for the reply guard, which runs on the event loop right after the call that
+        loaded or committed the instance: it takes the masker that call left behind
+        (`_remember_masker`), with no lock and no query, and reads only when there is none."""
+        if not latest:
             hit = self._maskers.get(workflow_id)
-            if hit is None or hit[0] != key:
-                hit = self._maskers[workflow_id] = (key, run.masker())
-            return hit[1]
+            if hit is not None:
+                return hit[1]
+        return self._guard(lambda: self.instances.read(workflow_id, self._remember_masker))
 
-        read = self.instances.read if latest else self.instances.peek
-        return self._guard(lambda: read(workflow_id, look))
+    def _remember_masker(self, run: WorkflowRun, record: Any) -> Any:
+        """The run's masker, cached per version; the instance layer calls this under the
+        instance lock at the end of every call."""
+        key = (id(run), record.version)
+        hit = self._maskers.get(run.workflow_id)
+        if hit is None or hit[0] != key:
+            hit = self._maskers[run.workflow_id] = (key, run.masker())
+        return hit[1]
 
     # -- helpers --------------------------------------------------------------------
     def _driver(self, workflow_id: str) -> Driver:

@@ -1,0 +1,119 @@
+"""A change made on a copy trusted without asking the store is still never wrong.
+
+After `TRUST_AFTER` calls that found its copy current, a process stops asking the store
+for the version before a change: the change's own compare-and-set says whether the copy
+was current, and a call that changed nothing asks afterwards.  Two services on one store
+(SQLite and PostgreSQL) take turns behind each other's back; every answer must be the one
+a fresh copy gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aromcp_workflows.app.instances import TRUST_AFTER
+from tests.server.srv_helpers import make_project
+
+RELAY = """
+name: relay
+default_state:
+  raw:
+    answers: []
+steps:
+  - id: loop
+    type: foreach
+    items: "{{ Array.from({length: 40}, (_, i) => i) }}"
+    steps:
+      - id: think
+        type: agent_prompt
+        prompt: "round {{ item }}"
+        state_update:
+          path: raw.answers
+          operation: append
+"""
+
+
+@pytest.fixture
+def pair(tmp_path: Path, location: str) -> Iterator[tuple[Any, Any]]:
+    from aromcp_workflows.app.service import WorkflowService
+
+    project = make_project(tmp_path / "project", {"relay": RELAY})
+    one, two = (WorkflowService(project_dir=project, store_path=location, home=tmp_path) for _ in range(2))
+    yield one, two
+    one.instances.store.close()
+    two.instances.store.close()
+
+
+def counting_versions(service: Any) -> list[int]:
+    asked: list[int] = []
+    store = service.instances.store
+    version = store.version
+
+    def counted(workflow_id: str) -> int:
+        asked.append(1)
+        return version(workflow_id)
+
+    store.version = counted
+    return asked
+
+
+def test_a_trusted_copy_skips_the_version_query_and_is_never_stale(pair: tuple[Any, Any]) -> None:
+    one, two = pair
+    asked = counting_versions(one)
+    wid = one.start("relay")["workflow_id"]
+    step = one.next_step(wid)["step"]
+    for _ in range(TRUST_AFTER + 2):
+        step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"])["next_step"]
+    before = len(asked)
+    for _ in range(5):  # trusted now: a change asks nothing, its save checks the version
+        step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"])["next_step"]
+    assert len(asked) == before, "a trusted change still asked the store for the version"
+
+    # the other service moves the instance on behind the first one's back
+    theirs = two.next_step(wid)["step"]
+    assert theirs["id"] == step["id"]
+    after = two.step_complete(wid, theirs["id"], result=theirs["definition"]["prompt"])["next_step"]
+    # a call that changes nothing on the stale copy notices afterwards and answers currently
+    assert one.next_step(wid)["step"]["id"] == after["id"]
+    # a change on a stale trusted copy: the compare-and-set fails inside, applied again
+    two.step_complete(wid, after["id"], result=after["definition"]["prompt"])
+    stale = one.step_complete(wid, after["id"], result="late")  # already done by the other
+    assert stale["success"] is True  # completing twice is harmless ...
+    answers = one.state_read(wid, ["raw.answers"])["state"]["raw.answers"]
+    assert answers == [f"round {n}" for n in range(len(answers))]  # ... and changes nothing
+
+
+def test_alternating_services_keep_every_answer_once(pair: tuple[Any, Any]) -> None:
+    one, two = pair
+    wid = one.start("relay")["workflow_id"]
+    services = [one] * (TRUST_AFTER + 3) + [two, one, one, two, two, one] * 5
+    for service in services:
+        step = service.next_step(wid)["step"]
+        if step is None:
+            break
+        service.step_complete(wid, step["id"], result=step["definition"]["prompt"])
+    answers = two.state_read(wid, ["raw.answers"])["state"]["raw.answers"]
+    assert answers == [f"round {n}" for n in range(40)]
+
+
+def test_a_copy_behind_a_full_snapshot_is_reloaded(pair: tuple[Any, Any]) -> None:
+    """The deltas a lagging copy would need are gone once a full snapshot was written:
+    it is loaded afresh (this once looped forever, asking the store again and again)."""
+    import threading
+
+    from aromcp_workflows.app.commits import MAX_DELTAS
+
+    one, two = pair
+    wid = one.start("relay")["workflow_id"]
+    assert two.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == []  # two holds a copy now
+    for n in range(MAX_DELTAS + 3):
+        one.state_update(wid, [{"path": "raw.n", "value": n}])
+    seen: list[Any] = []
+    reader = threading.Thread(target=lambda: seen.append(two.state_read(wid, ["raw.n"])), daemon=True)
+    reader.start()
+    reader.join(30)
+    assert seen and seen[0]["state"]["raw.n"] == MAX_DELTAS + 2, "the lagging copy never caught up"
