@@ -229,8 +229,13 @@ class InstanceRegistry:
                     continue  # nothing to save, and the copy was behind: again, on a current copy
                 except ConflictError:
                     self._drop(live)
-                except BaseException:
+                except Exception:
                     self._drop(live)  # whatever `change` did in memory is dropped with it
+                    if live.checked or self._is_current(live):
+                        raise
+                    continue  # refused by a copy that was behind: ask the current one
+                except BaseException:
+                    self._drop(live)
                     raise
             attempt += 1
             if time.monotonic() > deadline:

@@ -87,6 +87,19 @@ def test_a_trusted_copy_skips_the_version_query_and_is_never_stale(pair: tuple[A
     assert answers == [f"round {n}" for n in range(len(answers))]  # ... and changes nothing
 
 
+def test_a_step_completed_on_a_trusted_copy_that_is_behind_is_not_refused(pair: tuple[Any, Any]) -> None:
+    """The client got the next step from the other service; completing it here, where the
+    trusted copy still waits on the previous one, must not be refused as 'not current'."""
+    one, two = pair
+    wid = one.start("relay")["workflow_id"]
+    step = one.next_step(wid)["step"]
+    for _ in range(TRUST_AFTER + 2):
+        step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"])["next_step"]
+    newer = two.step_complete(wid, step["id"], result=step["definition"]["prompt"])["next_step"]
+    done = one.step_complete(wid, newer["id"], result=newer["definition"]["prompt"])
+    assert done["success"] is True and done["next_step"]["definition"]["prompt"] != newer["definition"]["prompt"]
+
+
 def test_alternating_services_keep_every_answer_once(pair: tuple[Any, Any]) -> None:
     one, two = pair
     wid = one.start("relay")["workflow_id"]
