@@ -12,9 +12,9 @@ below, in a shuffled order, so load swings hit all rows alike.  Rows:
 - ``noop (bare MCPServer)``: the bare server's no-op tool (a second reference);
 - ``plain: get_next_step``: the pending plain ``agent_prompt`` step handed out again;
 - ``plain: step_complete``: completing it, which delivers the next plain ``agent_prompt``
-  step (the per-step cost of an economical agent).  The steps sit in two nested
-  ``foreach`` loops over about sqrt(steps needed) items each, so the instance stays small
-  (a loop's items are part of the instance);
+  step (the per-step cost of an economical agent).  The steps sit in one
+  ``foreach`` (its items are stored once, beside the thread, so the loop's length does not
+  weigh on a step);
 - ``template + 2 increments``: ``step_complete`` that runs a ``user_message`` rendering a
   template (``{{ item }}``, ``{{ raw.done }}``, ``{{ raw.seen }}``) and a ``state_update``
   with two ``increment``s before it delivers the next plain step;
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import shutil
 import sqlite3
@@ -65,17 +64,13 @@ default_state:
   raw:
     big: []
 steps:
-  - id: outer
+  - id: loop
     type: foreach
     items: "{{ inputs.items }}"
     steps:
-      - id: loop
-        type: foreach
-        items: "{{ inputs.items }}"
-        steps:
-          - id: plain
-            type: agent_prompt
-            prompt: "Review the next file and report what you found."
+      - id: plain
+        type: agent_prompt
+        prompt: "Review the next file and report what you found."
 """
 TEMPLATE = """
 name: bench-step-template
@@ -87,25 +82,21 @@ default_state:
     done: 0
     seen: 0
 steps:
-  - id: outer
+  - id: loop
     type: foreach
     items: "{{ inputs.items }}"
     steps:
-      - id: loop
-        type: foreach
-        items: "{{ inputs.items }}"
-        steps:
-          - id: say
-            type: user_message
-            message: "File {{ item }}: {{ raw.done }} done, {{ raw.seen }} seen"
-          - id: count
-            type: state_update
-            updates:
-              - {path: raw.done, operation: increment}
-              - {path: raw.seen, operation: increment, value: 2}
-          - id: plain
-            type: agent_prompt
-            prompt: "Review the next file and report what you found."
+      - id: say
+        type: user_message
+        message: "File {{ item }}: {{ raw.done }} done, {{ raw.seen }} seen"
+      - id: count
+        type: state_update
+        updates:
+          - {path: raw.done, operation: increment}
+          - {path: raw.seen, operation: increment, value: 2}
+      - id: plain
+        type: agent_prompt
+        prompt: "Review the next file and report what you found."
 """
 TARGETS = {"plain: get_next_step": 1.1, "plain: step_complete": 1.1, "template + 2 increments": 1.3}
 BIG_TARGET = 1.5
@@ -241,7 +232,7 @@ def run(workdir: Path, store: str, probe: Any, calls: int, warmup: int, big: int
     try:
         ours.handshake()
         bare.handshake()
-        items = math.isqrt(calls + warmup + growth_steps + 10) + 2  # two nested loops: a small instance
+        items = calls + warmup + growth_steps + 10
         plain = Instance(ours, "bench-step-plain", items)
         template = Instance(ours, "bench-step-template", items)
         small = Instance(ours, "bench-step-plain", items, big=10)

@@ -28,8 +28,9 @@ class CannotCatchUp(Exception):
     """A delta this process cannot apply to its live run: reload the instance instead."""
 
 
-def apply_deltas(run: WorkflowRun, items: dict[str, Any], texts: list[str]) -> None:
-    """Apply committed deltas to `run`; `items` (the loop items the process holds) is
+def apply_to_run(run: WorkflowRun, items: dict[str, Any], texts: list[str]) -> None:
+    """Apply committed deltas to the live `run` (what `store.base.apply_deltas` does to a
+    stored record, done to the run's own objects); `items` (the loop items the process holds) is
     updated too.  Loop items and sections go first: a new thread's loops and a new
     state's definition may refer to them."""
     ops = [op for text in texts for op in json.loads(text)]

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from aromcp_workflows.app.catch_up import apply_deltas
+from aromcp_workflows.app.catch_up import apply_to_run
 from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of, threads_for_run
 from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.definition.loader import WorkflowBundle
@@ -93,7 +93,6 @@ class InstanceRegistry:
         self._engine: Any = None
         self._prompt: str | None = None
         self._live: dict[str, LiveInstance] = {}
-        self.caught_up = 0  # live copies brought up to date by deltas instead of a reload
         self.settled: Callable[[WorkflowRun, InstanceRecord], Any] | None = None
         self._guard = threading.Lock()
 
@@ -177,7 +176,7 @@ class InstanceRegistry:
             self._drop(live)
             return False
         try:
-            apply_deltas(live.run, live.baseline.items, progress.deltas)
+            apply_to_run(live.run, live.baseline.items, progress.deltas)
         except Exception:  # anything unexpected in a delta: the whole load is the safe road
             self._drop(live)
             return False
@@ -187,7 +186,6 @@ class InstanceRegistry:
         record.deltas += len(progress.deltas)
         record.delta_bytes += sum(len(text) for text in progress.deltas)
         live.baseline = baseline_of(live.run, record)
-        self.caught_up += 1
         return True
 
     def _reload(self, workflow_id: str) -> LiveInstance:

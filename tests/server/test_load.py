@@ -4,8 +4,9 @@
   `parallel_foreach` and appending 20 items to one shared list: exactly 1,000 items,
   each exactly once, and a shared counter at exactly 1,000.
 - Two server processes on one store file: a write from the process holding an old
-  version is refused with an error naming the other writer, never silently applied over
-  the other process's write.
+  version loses the store's compare-and-set and is applied again to the current instance
+  inside the server — never silently applied over the other process's write, and no
+  conflict reaches a client.
 """
 
 from __future__ import annotations
@@ -75,9 +76,10 @@ async def test_fifty_sub_agents_over_one_connection(dirs):
 
 
 async def test_two_server_processes_never_lose_each_others_writes(dirs):
-    """Each server checks the stored version before acting and reloads a stale instance,
-    so interleaved writers both land; a write that races past that check is refused by the
-    store's compare-and-set (tests/store and test_conflict_between_check_and_save below)."""
+    """Each server brings a stale copy up to date (by deltas, or by loading it) before it
+    acts, so interleaved writers both land; a write made on a stale copy loses the store's
+    compare-and-set and is applied again (tests/store and test_conflict_between_check_and_save
+    below)."""
     project, store, home = dirs
     async with Client(stdio(project, store, home), mode="legacy") as one, \
             Client(stdio(project, store, home), mode="legacy") as two:

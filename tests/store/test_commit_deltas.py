@@ -285,7 +285,7 @@ def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location:
 
 
 @pytest.mark.parametrize(("workflow", "inputs"), [("rich", {}), ("flaky", {}),
-                                                  ("fanout", {"items": ["a", "b", "c", "d"], "per_task": 3})])
+                                                  ("fanout", {"items": ["a", "b", "c", "d", "e", "f"], "per_task": 4})])
 def test_a_replica_catches_up_by_deltas_with_what_the_other_committed(
         tmp_path: Path, location: str, verified_catch_up: list[str], workflow: str,
         inputs: dict[str, Any]) -> None:
@@ -302,7 +302,7 @@ def test_a_replica_catches_up_by_deltas_with_what_the_other_committed(
     outcome = asyncio.run(drive())
     assert outcome["final"]["status"] == ("failed" if workflow == "flaky" else "completed"), outcome["final"]
     if workflow == "fanout":
-        assert outcome["state"]["count"] == 12 and len(outcome["state"]["shared"]) == 12
+        assert outcome["state"]["count"] == 24 and len(outcome["state"]["shared"]) == 24
     if workflow == "rich":
         assert outcome["state"]["n"] == 5 and len(outcome["state"]["notes"]) == 8
     assert len(verified_catch_up) >= 3, "the replicas never caught up by deltas"
