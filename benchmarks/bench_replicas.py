@@ -35,6 +35,10 @@ never sees them).
 
 PostgreSQL is a throwaway cluster (`tests/store/pg_cluster.py`: initdb as the postgres
 user, unix socket only, fsync=off); replicas start as in `tests/store/test_replicas.py`.
+``--replica-cpu 0.5`` holds each replica to half a CPU with a cgroup quota
+(`cpu_quota.py`, root only): on a machine with few cores, the replicas then have CPU
+budgets of their own, as on hosts of their own, and the ratio says what the design scales
+to rather than how many cores the client and PostgreSQL leave.
 ``--synchronous-commit off`` sets it for the store's connections (it barely matters with
 fsync=off; the product's default is PostgreSQL's, ``on``).
 """
@@ -59,6 +63,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "store"), str(Path(__file__).resolve().parent)]
 
+from cpu_quota import cpu_quota  # noqa: E402
 from machine_info import machine  # noqa: E402
 from pg_cluster import PgCluster, find_bin_dir  # noqa: E402
 from proc_cpu import CpuMeter, Usage  # noqa: E402
@@ -179,6 +184,7 @@ class PgStats:
 
     KINDS = (  # statement text prefix -> what it is for (store/postgres.py)
         ("SELECT version FROM instances", "version check"),
+        ("SELECT status, current_steps, error, version", "check + deltas since"),
         ("SELECT workflow_id, workflow, project_dir, status, definition", "full load"),
         ("UPDATE instances SET status", "save"),
         ("WITH base AS (UPDATE instances SET status", "save"),
@@ -261,6 +267,9 @@ async def bench(args: argparse.Namespace, pg: StatCluster, workdir: Path) -> lis
         lite = await stack.enter_async_context(replicas(workdir / "lite", str(workdir / "lite.sqlite3"), 1))
         pg_clients = await open_clients(stack, pair, args.client)
         lite_clients = await open_clients(stack, lite, args.client)
+        if args.replica_cpu:
+            for replica in [*pair, *lite]:
+                stack.enter_context(cpu_quota(replica.proc.pid, args.replica_cpu))
         meter = CpuMeter({"replica 1": [pair[0].proc.pid], "replica 2": [pair[1].proc.pid],
                           "sqlite replica": [lite[0].proc.pid], "postgres": [pg.postmaster_pid()]},
                          split=("replica 1", "replica 2", "sqlite replica"))
@@ -293,7 +302,7 @@ def summary_line(phase: Phase) -> str:
             f"errors {len(phase.errors)}, conflicts {phase.conflicts}")
 
 
-def report(phases: list[Phase], cores: int) -> dict[str, Any]:
+def report(phases: list[Phase], cores: int, replica_cpu: float | None = None) -> dict[str, Any]:
     """Medians over rounds per phase name, the b/a ratio, CPU per call and the ceilings."""
     out: dict[str, Any] = {}
     for name in dict.fromkeys(p.name for p in phases):
@@ -315,7 +324,7 @@ def report(phases: list[Phase], cores: int) -> dict[str, Any]:
             "cores busy (ours, other)": (round(sum(u.ours for u in usage) / wall, 2),
                                          round(sum(u.other for u in usage) / wall, 2)),
         }
-        out[name].update(ceilings(cpu, total_ms, cores, sum(u.other for u in usage) / wall))
+        out[name].update(ceilings(cpu, total_ms, cores, sum(u.other for u in usage) / wall, replica_cpu))
         if mine[0].statements or name.startswith(("a", "b", "d")):
             stmts: dict[str, int] = {}
             for p in mine:
@@ -337,14 +346,15 @@ def report(phases: list[Phase], cores: int) -> dict[str, Any]:
     return out
 
 
-def ceilings(cpu_ms: dict[str, float], total_ms: float, cores: int, other_cores: float) -> dict[str, Any]:
+def ceilings(cpu_ms: dict[str, float], total_ms: float, cores: int, other_cores: float,
+             replica_cpu: float | None = None) -> dict[str, Any]:
     """The most calls/s the CPU allows: all cores / CPU per call of everything, and each
-    server process (one GIL) at most one core: 1 / its CPU per call.  Also with only the
-    cores other work left us during the run."""
+    server process (one GIL) at most one core (or its `--replica-cpu` quota): that / its
+    CPU per call.  Also with only the cores other work left us during the run."""
     if not total_ms:
         return {}
     servers = [v for k, v in cpu_ms.items() if "replica" in k and not k.endswith("children")]
-    gil = 1000 / max(servers) if servers else float("inf")
+    gil = min(1.0, replica_cpu or 1.0) * 1000 / max(servers) if servers else float("inf")
     return {"ceiling calls/s": round(min(cores * 1000 / total_ms, gil), 1),
             "ceiling calls/s on the cores other work left": round(min((cores - other_cores) * 1000 / total_ms, gil),
                                                                   1)}
@@ -361,6 +371,9 @@ def main() -> None:
     parser.add_argument("--synchronous-commit", choices=["on", "off"], help="for the store's connections")
     parser.add_argument("--client", choices=["mcp", "raw"], default="raw",
                         help="mcp: the SDK's Client; raw: benchmarks/raw_mcp.py, same requests, far less client CPU")
+    parser.add_argument("--replica-cpu", type=float, metavar="CORES",
+                        help="hold each replica (and its children) to this many CPUs with a cgroup quota "
+                             "(root only; benchmarks/cpu_quota.py): a CPU budget of its own, as on its own host")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args()
@@ -368,7 +381,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-replicas-") as tmp, cluster() as pg:
         phases = asyncio.run(bench(args, pg, Path(tmp)))
     result = {"machine": machine(), "settings": {k: str(v) for k, v in vars(args).items()},
-              "results": report(phases, cores)}
+              "results": report(phases, cores, args.replica_cpu)}
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

@@ -34,6 +34,7 @@ from aromcp_workflows.store import (
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
+    Progress,
     Store,
     StoreError,
     utc_now,
@@ -156,10 +157,21 @@ class InstanceRegistry:
                 if live.dropped:
                     continue
                 live.checked = fresh or verify or live.streak < TRUST_AFTER
-                if fresh or not live.checked or self._is_current(live) or self._catch_up(live):
+                if fresh or not live.checked or self._brought_up_to_date(live):
                     yield live
                     return
             # behind, and not brought up to date by deltas: `_catch_up` dropped it; load it
+
+    def _brought_up_to_date(self, live: LiveInstance) -> bool:
+        """The live copy is current, or was just caught up by deltas; False (and the copy
+        dropped) when it must be reloaded.  A store whose `deltas_since` costs what its
+        `version` costs answers both questions in one trip."""
+        if not self.store.check_with_deltas:
+            return self._is_current(live) or self._catch_up(live)
+        progress = self._progress(live)
+        current = progress is not None and progress.version == live.record.version
+        live.streak = live.streak + 1 if current else 0
+        return current or self._apply(live, progress)
 
     def _is_current(self, live: LiveInstance) -> bool:
         """Ask the store whether the live copy is the latest version (and keep count)."""
@@ -167,11 +179,17 @@ class InstanceRegistry:
         live.streak = live.streak + 1 if current else 0
         return current
 
+    def _progress(self, live: LiveInstance) -> Progress | None:
+        workflow_id, version = live.run.workflow_id, live.record.version
+        return self._translate(lambda: self.store.deltas_since(workflow_id, version))
+
     def _catch_up(self, live: LiveInstance) -> bool:
         """Apply the deltas committed since the live copy's version; False (and the live
         copy dropped) when they cannot tell the change, so the caller reloads."""
-        workflow_id = live.run.workflow_id
-        progress = self._translate(lambda: self.store.deltas_since(workflow_id, live.record.version))
+        return self._apply(live, self._progress(live))
+
+    def _apply(self, live: LiveInstance, progress: Progress | None) -> bool:
+        """Bring the live copy to `progress`; False (and the copy dropped) when that cannot be done."""
         if progress is None:  # a full snapshot since: this copy can only be replaced
             self._drop(live)
             return False

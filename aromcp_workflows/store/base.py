@@ -198,6 +198,12 @@ class Store(Protocol):
     """
 
     path: str
+    # True when `deltas_since` costs about what `version` costs (one round trip to a
+    # database server either way): a process then checks a cached copy with
+    # `deltas_since` and, when it is behind, catches up in the same trip.  False for an
+    # in-process database, where `version` is one cheap SELECT and `deltas_since` a
+    # read transaction.
+    check_with_deltas: bool
 
     def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
         """Insert a new instance at version 1 (set on `record` too) with its first events.

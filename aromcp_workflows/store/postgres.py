@@ -120,6 +120,8 @@ _INSERT_HISTORY = (
 class PostgresStore:
     """A `Store` in one PostgreSQL database; shared by any number of threads and processes."""
 
+    check_with_deltas = True  # one statement, one round trip: see `Store.check_with_deltas`
+
     def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         if not is_postgres_url(url):
             raise ValueError(f"not a postgresql:// URL: {redact(url)!r}")

@@ -97,6 +97,8 @@ def _create_private(path: Path) -> None:
 class SqliteStore:
     """A `Store` in one SQLite file. Thread-safe; safe to share a file across processes."""
 
+    check_with_deltas = False  # `version` is one SELECT in process: see `Store.check_with_deltas`
+
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):
             raise ValueError(f"synchronous must be FULL, NORMAL, EXTRA or OFF, not {synchronous!r}")

@@ -276,11 +276,11 @@ def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location:
     from aromcp_workflows.app.service import WorkflowService
 
     caught: list[str] = []
-    catch_up = InstanceRegistry._catch_up
+    apply = InstanceRegistry._apply  # both ways of catching up (version check first, or in one trip) end here
     fresh = WorkflowService(project_dir=tmp_path, store_path=location, home=tmp_path).instances
 
-    def checked(self: InstanceRegistry, live: Any) -> bool:
-        done = catch_up(self, live)
+    def checked(self: InstanceRegistry, live: Any, progress: Any) -> bool:
+        done = apply(self, live, progress)
         if done:
             fresh.forget(live.run.workflow_id)
             with fresh._current(live.run.workflow_id) as reloaded:
@@ -293,7 +293,7 @@ def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location:
             caught.append(live.run.workflow_id)
         return done
 
-    monkeypatch.setattr(InstanceRegistry, "_catch_up", checked)
+    monkeypatch.setattr(InstanceRegistry, "_apply", checked)
     yield caught
     fresh.store.close()
 

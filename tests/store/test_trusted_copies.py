@@ -48,16 +48,19 @@ def pair(tmp_path: Path, location: str) -> Iterator[tuple[Any, Any]]:
     two.instances.store.close()
 
 
-def counting_versions(service: Any) -> list[int]:
-    asked: list[int] = []
+def counting_versions(service: Any) -> list[str]:
+    """Every question the service asks its store about an instance it holds a copy of:
+    the version, the deltas since a version, a whole load."""
+    asked: list[str] = []
     store = service.instances.store
-    version = store.version
+    def counting(name: str, real: Any) -> Any:
+        def counted(*args: Any) -> Any:
+            asked.append(name)
+            return real(*args)
+        return counted
 
-    def counted(workflow_id: str) -> int:
-        asked.append(1)
-        return version(workflow_id)
-
-    store.version = counted
+    for name in ("version", "deltas_since", "load"):
+        setattr(store, name, counting(name, getattr(store, name)))
     return asked
 
 
@@ -71,7 +74,7 @@ def test_a_trusted_copy_skips_the_version_query_and_is_never_stale(pair: tuple[A
     before = len(asked)
     for _ in range(5):  # trusted now: a change asks nothing, its save checks the version
         step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"])["next_step"]
-    assert len(asked) == before, "a trusted change still asked the store for the version"
+    assert asked[before:] == [], "a trusted change still asked the store for the version"
 
     # the other service moves the instance on behind the first one's back
     theirs = two.next_step(wid)["step"]
@@ -130,3 +133,20 @@ def test_a_copy_behind_a_full_snapshot_is_reloaded(pair: tuple[Any, Any]) -> Non
     reader.start()
     reader.join(30)
     assert seen and seen[0]["state"]["raw.n"] == MAX_DELTAS + 2, "the lagging copy never caught up"
+
+
+def test_a_copy_behind_catches_up_in_one_trip_where_the_store_allows(pair: tuple[Any, Any]) -> None:
+    """PostgreSQL answers "is this copy current?" and "what changed since?" in one
+    statement, so a copy behind another replica's commit costs one round trip; SQLite asks
+    the cheap version first (one SELECT in process) and reads the deltas only when behind."""
+    one, two = pair
+    wid = one.start("relay")["workflow_id"]
+    step = one.next_step(wid)["step"]
+    two.step_complete(wid, step["id"], result=step["definition"]["prompt"])  # one's copy is behind now
+    asked = counting_versions(one)
+    assert one.next_step(wid)["step"]["definition"]["prompt"] == "round 1"
+    expected = ["deltas_since"] if one.instances.store.check_with_deltas else ["version", "deltas_since"]
+    assert asked == expected
+    asked.clear()
+    one.next_step(wid)  # current: one question, never a load
+    assert asked == (["deltas_since"] if one.instances.store.check_with_deltas else ["version"])
