@@ -109,11 +109,10 @@ _UPDATE_DELTA = (  # the small columns and one delta row; the large columns stay
 # Appended to a `WITH base AS (<write> RETURNING … AS first)`: the write and its history
 # rows are one statement (one round trip, atomic in autocommit); no base row, no history.
 _FIRST = "SELECT first FROM base"
-_INSERT_HISTORY = (
+_INSERT_HISTORY = (  # the events travel as one JSON array of [kind, step_id, task_id, timestamp, data]
     "INSERT INTO history (workflow_id, seq, kind, step_id, task_id, timestamp, data) "
-    "SELECT %s, base.first + e.n - 1, e.kind, e.step_id, e.task_id, e.ts, e.data "
-    "FROM base, unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
-    "WITH ORDINALITY AS e(kind, step_id, task_id, ts, data, n) RETURNING seq"
+    "SELECT %s, base.first + e.n - 1, e.r->>0, e.r->>1, e.r->>2, e.r->>3, e.r->>4 "
+    "FROM base, json_array_elements(%s::json) WITH ORDINALITY AS e(r, n) RETURNING seq"
 )
 
 
@@ -227,7 +226,7 @@ class PostgresStore:
         with self._conn("create an instance in") as conn:
             if events:
                 cur = conn.execute(f"WITH base AS ({_INSERT_INSTANCE}) {_INSERT_HISTORY}",
-                                   (*row, len(events), record.workflow_id, *columns))
+                                   (*row, len(events), record.workflow_id, columns))
             else:
                 cur = conn.execute(_INSERT_INSTANCE, (*row, 0))
             written = cur.rowcount
@@ -296,7 +295,7 @@ class PostgresStore:
             write, params = _UPDATE_DELTA, (record.status, steps, record.error, *cas, wid, new_version, delta)
         with self._conn("save an instance in") as conn:
             if events:  # one statement: compare-and-set, body or delta, numbering and history rows
-                rows = conn.execute(write + _INSERT_HISTORY, (*params, wid, *columns)).fetchall()
+                rows = conn.execute(write + _INSERT_HISTORY, (*params, wid, columns)).fetchall()
             else:
                 rows = conn.execute(write + _FIRST, params).fetchall()
             first = min((int(r[0]) for r in rows), default=None)
@@ -393,7 +392,7 @@ class PostgresStore:
                 kind="checkpoint", step_id=step_id, data={"checkpoint_id": checkpoint_id, "reason": reason},
             )
             columns = _event_columns(workflow_id, [event], now)
-            conn.execute(f"WITH base AS (SELECT %s::bigint AS first) {_INSERT_HISTORY}", (seq, workflow_id, *columns))
+            conn.execute(f"WITH base AS (SELECT %s::bigint AS first) {_INSERT_HISTORY}", (seq, workflow_id, columns))
         # A detached copy: later changes to the caller's state must not alter the checkpoint.
         return Checkpoint(checkpoint_id, workflow_id, step_id, reason, now, json.loads(text))
 
@@ -424,10 +423,12 @@ def _instance_values(record: InstanceRecord, *, version: int, created_at: str, u
     return (*row[:4], *body[1:], *row[4:])
 
 
-def _event_columns(workflow_id: str, events: list[HistoryEvent], now: str) -> list[list[str | None]]:
-    """The events as five arrays (kind, step_id, task_id, timestamp, data) for `unnest`;
-    checks them and fills in `workflow_id` and `timestamp` in place, as SQLite does."""
-    columns: list[list[str | None]] = [[], [], [], [], []]
+def _event_columns(workflow_id: str, events: list[HistoryEvent], now: str) -> str:
+    """The events as one JSON array of `[kind, step_id, task_id, timestamp, data]` rows
+    for `_INSERT_HISTORY`; checks them and fills in `workflow_id` and `timestamp` in
+    place, as SQLite does.  One text parameter: psycopg adapts it at C speed, where five
+    text arrays cost about 0.04 ms of Python per save."""
+    rows: list[list[str | None]] = []
     for event in events:
         if not event.kind:
             raise ValueError(f"history event for {workflow_id!r} has an empty kind")
@@ -438,10 +439,9 @@ def _event_columns(workflow_id: str, events: list[HistoryEvent], now: str) -> li
             )
         event.workflow_id = workflow_id
         event.timestamp = event.timestamp or now
-        for column, value in zip(columns, (event.kind, event.step_id, event.task_id, event.timestamp,
-                                            _dumps(event.data, f"history event {event.kind!r} data")), strict=True):
-            column.append(value)
-    return columns
+        rows.append([event.kind, event.step_id, event.task_id, event.timestamp,
+                     _dumps(event.data, f"history event {event.kind!r} data")])
+    return json.dumps(rows, ensure_ascii=False)
 
 
 def _number(events: list[HistoryEvent], first: int) -> None:
