@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from aromcp_workflows.app.shell_dialect import runs_same_under_sh, sh_path
+from aromcp_workflows.app.shell_dialect import runs_same_under_sh, sh_path, sh_text
 from aromcp_workflows.interpreter.output import ShellResult
 
 OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
@@ -149,10 +149,11 @@ def _spawn(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Po
     full_env = {**os.environ, **env} if env else None
     bash = _bash_for(full_env)
     dash = _fast_shell(command, full_env, cwd) if bash != "bash" else None  # bash not found: keep its error
-    if dash is not None:  # argv[0] stays "bash": $0 and message prefixes are bash's
+    if dash is not None:  # argv[0] stays "bash": $0 and message prefixes are bash's; sh_text: see there
         try:
-            return subprocess.Popen(["bash", "-c", command], executable=dash, cwd=cwd, env=full_env, stdin=_devnull(),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            return subprocess.Popen(["bash", "-c", sh_text(command)], executable=dash, cwd=cwd, env=full_env,
+                                    stdin=_devnull(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True)
         except FileNotFoundError:
             sh_path.cache_clear()  # dash went away: bash runs it, and /bin/sh is looked at again next time
     try:
