@@ -22,6 +22,8 @@ b. a server-side `true` step through the real server over stdio (JSON-RPC over t
    CPU time in process (this process's threads + the reaped commands, `getrusage`) per
    shell step and per bare spawn is printed as well: on a loaded machine wall times
    include queueing for a core, CPU times do not.
+d. the classifier that picks dash (`app.shell_dialect.runs_same_under_sh`, texts cached),
+   microseconds per call for a builtin, two programs and a pipe, with os.environ.
 c. a 20-iteration server-side shell loop: the whole call, and its loop part (minus the
    0-step call).  (The issue compares this with AroMCP's 61 ms.)
 
@@ -273,6 +275,19 @@ def report(figures: dict[str, Any], rounds: int) -> None:
           f"in process {figures['ratio b/a']['in process, needs bash']:.2f}")
 
 
+CLASSIFIED = ["true", "echo \"$HOME\"", "ls -l | wc -l >/dev/null 2>&1", "[[ 1 ]]"]
+
+
+def classifier_cost(project: Path) -> dict[str, float]:
+    """Microseconds per `runs_same_under_sh` call (warm caches), best of 5 runs of 20000 calls."""
+    import timeit
+
+    from aromcp_workflows.app.shell_dialect import runs_same_under_sh
+
+    return {command: min(timeit.repeat(lambda c=command: runs_same_under_sh(c, os.environ, project),
+                                       number=20000, repeat=5)) / 20000 * 1e6 for command in CLASSIFIED}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="measured rounds (after 2 warm-up rounds)")
@@ -285,9 +300,11 @@ def main() -> None:
     print("machine:", ", ".join(f"{k}={v}" for k, v in info.items()))
     try:
         figures = run(workdir, args.rounds, args.steps)
+        cost = classifier_cost(workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report(figures, args.rounds)
+    print("\nd classifier, µs per call (warm): " + ", ".join(f"{c!r} {us:.2f}" for c, us in cost.items()))
     if args.json:
         print(json.dumps({"machine": info, **figures}, indent=2))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import stat
 import time
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ from aromcp_workflows.app.shell_grammar import SAME_BUILTINS, shape
 _STARTUP_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "POSIXLY_CORRECT", "GLOBIGNORE",
                 "EXECIGNORE", "BASH_COMPAT", "BASH_XTRACEFD", "PS4")
 _STARTUP_ENV_BYTES = frozenset(os.fsencode(key) for key in _STARTUP_ENV)
+_SHEBANG = re.compile(rb"[ \t]*(/[^ \t\r]*)([ \t][^\r]*)?")  # the interpreter as the kernel reads it, no CR
 _LOOKUP_TTL_S = 1.0  # a PATH search result is trusted this long (a newly installed program is seen after it)
 _lookups: dict[tuple[str, str], tuple[str | None, float]] = {}
 
@@ -131,9 +133,8 @@ def _runnable(target: str, dev: int, ino: int, mtime_ns: int, mode: int) -> bool
         return True
     if not head.startswith(b"#!") or b"\n" not in head:
         return False
-    parts = head[2:head.index(b"\n")].split()
-    interpreter = os.fsdecode(parts[0]) if parts else ""
-    return interpreter.startswith("/") and _head(interpreter, need_x=True).startswith(b"\x7fELF")
+    line = _SHEBANG.fullmatch(head[2:head.index(b"\n")])  # a CR makes "bad interpreter" (bash) vs "not found" (dash)
+    return line is not None and _head(os.fsdecode(line.group(1)), need_x=True).startswith(b"\x7fELF")
 
 
 def _head(path: str, need_x: bool = False) -> bytes:

@@ -48,6 +48,7 @@ _ENV_PRINTERS = frozenset({"env", "printenv"})  # they print `_` and SHLVL, whic
 # What may follow the last command for bash to exec it instead of forking (bash 5.2, measured:
 # `P\n` and `P # c` are exec'd, `P\n\n` and `P\n ` are not).
 _EXEC_TAIL = re.compile(r"[ \t]*(;[ \t]*)?(#[^\n]*)?\n?")
+MAX_LENGTH = 4096
 _WORD_END = " \t\n;&|<>"
 _DELIMITERS = " \t\n;&|"
 
@@ -289,8 +290,9 @@ class _Parser:
 
 @functools.lru_cache(maxsize=2048)
 def shape(command: str) -> Shape | None:
-    """The command's `Shape` if its text is inside the subset, else None (pure; cached)."""
-    if not command.isascii() or any(not (c.isprintable() or c in "\t\n") for c in command):
+    """The command's `Shape` if its text is inside the subset, else None (pure; cached, so
+    long texts, rare and spawned at a relative saving too small to matter, are left to bash)."""
+    if len(command) > MAX_LENGTH or not command.isascii() or any(not (c.isprintable() or c in "\t\n") for c in command):
         return None
     try:
         return _Parser(command).parse()

@@ -37,6 +37,8 @@ def cwd(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "plain.sh").write_text("echo [[ ran as $0 ]]\n[[ 1 == 1 ]] && echo bash-only\n")
     (root / "shebang.sh").write_text("#!/bin/bash\necho from-shebang $#\n")
     (root / "noexec").write_text("#!/bin/bash\necho never\n")
+    (root / "crlf.sh").write_bytes(b"#!/bin/bash\r\necho crlf\r\n")
+    (root / "crlf.sh").chmod(0o755)
     (root / "plain.sh").chmod(0o755)
     (root / "shebang.sh").chmod(0o755)
     (root / "sub").mkdir()
@@ -138,6 +140,8 @@ REJECTED = [
     ("'ls'", "a quoted command word"),
     ("./plain.sh", "a script without #!: bash runs it as bash, dash as sh"),
     ("./noexec", "not executable"),
+    ("./crlf.sh", "a #! line ending in CR: the kernel looks for '/bin/bash\\r'"),
+    ("true " + "x" * 5000, "longer than the cached texts"),
     ("./sub", "a directory"),
     ("no-such-program-xyz", "not found: the messages differ"),
     ("env", "prints the environment, where _ and SHLVL differ"),
@@ -181,7 +185,7 @@ def test_rejected_commands(command: str, why: str, cwd: Path) -> None:
 
 @pytest.mark.parametrize("command", [
     "echo 'a\\nb'", "[ a == a ] && echo eq", "cd /nonexistent", "true > /nonexistent/x", "./plain.sh",
-    "echo $SHELL", "A=1 :; echo \"$A\"", "no-such-program-xyz", 'echo "$DASHED" x', "ls ?",
+    "echo $SHELL", "A=1 :; echo \"$A\"", "no-such-program-xyz", "./crlf.sh", 'echo "$DASHED" x', "ls ?",
 ])
 def test_rejected_commands_really_differ(command: str, cwd: Path) -> None:
     """Each of these is rejected by a rule; running it shows the rule is needed."""
