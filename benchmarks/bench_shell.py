@@ -284,8 +284,11 @@ def classifier_cost(project: Path) -> dict[str, float]:
 
     from aromcp_workflows.app.shell_dialect import runs_same_under_sh
 
-    return {command: min(timeit.repeat(lambda c=command: runs_same_under_sh(c, os.environ, project),
-                                       number=20000, repeat=5)) / 20000 * 1e6 for command in CLASSIFIED}
+    def one(command: str) -> float:
+        calls = timeit.repeat(lambda: runs_same_under_sh(command, os.environ, project), number=20000, repeat=5)
+        return min(calls) / 20000 * 1e6
+
+    return {command: one(command) for command in CLASSIFIED}
 
 
 def main() -> None:
