@@ -12,8 +12,11 @@ the accepted commands and compares stdout, stderr and exit codes.
 
 Known residual differences (not decidable from the text): a program that prints its own
 environment sees no `_` and `SHLVL` from dash (so `env` and `printenv` are rejected by
-name), `/proc/PID/comm` of the shell says "dash", and a program killed by a signal other
-than SIGINT/SIGPIPE is reported differently on stderr.
+name); a program whose parent is the shell sees `dash` in /proc/PPID/comm; a program that
+is not the last one and dies of a signal such as SIGSEGV is reported on stderr in other
+words; a binary the kernel cannot start (missing loader, other architecture) gets another
+message.  (Where bash execs the last program instead of forking, dash is told to `exec` it
+too, see `sh_text`: its parent and its death by a signal then look the same.)
 """
 
 from __future__ import annotations
