@@ -7,18 +7,23 @@ load on a shared machine hits all rows alike):
 
 a. the floor: a bare spawn from Python, `subprocess.run(["bash", "-c", "true"])`, and
    `os.posix_spawn` of `/bin/sh -c true` (and of `bash -c true`) + `waitpid`; plus the
-   server's own `app.shell.run_shell("true")` called directly (spawn + capture, no store).
+   server's own `app.shell.run_shell("true")` called directly (spawn + capture, no store),
+   and `run_shell("[[ 1 ]]")`, a command that needs bash: `true` runs under dash
+   (`app.shell_dialect`, unless AROMCP_SHELL_FAST=off), `[[ 1 ]]` always under bash.
 b. a server-side `true` step through the real server over stdio (JSON-RPC over the
    server's stdin/stdout, the client of `bench_server.py`): a workflow whose `foreach`
    runs N `shell_command: "true"` steps between two agent steps.  The timed call is the
    `workflow_step_complete` of the first agent step, which runs the whole loop and answers
    with the second agent step.  Per shell step = (that call with N steps − the same call
    with 0 steps) / N.  The same loop with a `state_update` body instead of the command
-   says how much of that is the loop and a commit rather than the command.  The same
+   says how much of that is the loop and a commit rather than the command; the same loop
+   with `[[ 1 ]]` gives the per-step cost of a command that needs bash.  The same
    figures in process (`WorkflowService.step_complete`, no stdio) are printed too.
    CPU time in process (this process's threads + the reaped commands, `getrusage`) per
    shell step and per bare spawn is printed as well: on a loaded machine wall times
    include queueing for a core, CPU times do not.
+d. the classifier that picks dash (`app.shell_dialect.runs_same_under_sh`, texts cached),
+   microseconds per call for a builtin, two programs and a pipe, with os.environ.
 c. a 20-iteration server-side shell loop: the whole call, and its loop part (minus the
    0-step call).  (The issue compares this with AroMCP's 61 ms.)
 
@@ -79,6 +84,9 @@ PLAIN_LOOP = SHELL_LOOP.replace("bench-shell", "bench-noshell").replace(
         value: 1
 """)
 
+# The same loop with a command that needs bash (`[[`): the step always runs under bash.
+BASH_LOOP = SHELL_LOOP.replace("bench-shell", "bench-shellbash").replace('command: "true"', 'command: "[[ 1 ]]"')
+
 BASH = shutil.which("bash") or "/bin/bash"
 
 
@@ -87,6 +95,7 @@ def make_project(root: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     (target / "bench-shell.yaml").write_text(SHELL_LOOP)
     (target / "bench-noshell.yaml").write_text(PLAIN_LOOP)
+    (target / "bench-shellbash.yaml").write_text(BASH_LOOP)
     return root
 
 
@@ -119,15 +128,18 @@ def spawn_rows(project: Path) -> dict[str, Callable[[], Any]]:
             os.waitpid(pid, 0)
         return spawn
 
-    def via_run_shell() -> None:
-        result = run_shell("true", project)
-        assert result.exit_code == 0, result
+    def via_run_shell(command: str) -> Callable[[], None]:
+        def call() -> None:
+            result = run_shell(command, project)
+            assert result.exit_code == 0, result
+        return call
 
     return {
         "subprocess.run bash -c true": lambda: subprocess.run(["bash", "-c", "true"], check=True),
         "posix_spawn /bin/sh -c true": posix_spawn(["/bin/sh", "-c", "true"]),
         "posix_spawn bash -c true": posix_spawn([BASH, "-c", "true"]),
-        "app.shell.run_shell('true')": via_run_shell,
+        "app.shell.run_shell('true')": via_run_shell("true"),
+        "app.shell.run_shell('[[ 1 ]]') (needs bash)": via_run_shell("[[ 1 ]]"),
     }
 
 
@@ -195,7 +207,7 @@ def run(workdir: Path, rounds: int, steps: int) -> dict[str, Any]:
                     add(f"a {label}", elapsed)
                     add(f"cpu {label}", cpu_now() - c0)
         for where, loop in loops.items():
-            for workflow in ("bench-shell", "bench-noshell"):
+            for workflow in ("bench-shell", "bench-noshell", "bench-shellbash"):
                 for n in sorted({0, steps, 20}):
                     elapsed, cpu = loop.time(workflow, n)
                     if keep:
@@ -217,10 +229,12 @@ def summarize(samples: dict[str, list[float]], steps: int) -> dict[str, Any]:
     for where in ("stdio", "in process"):
         shell = per_step(samples, where, "bench-shell", steps)
         plain = per_step(samples, where, "bench-noshell", steps)
+        needs_bash = per_step(samples, where, "bench-shellbash", steps)
         loop20 = per_step(samples, where, "bench-shell", 20)
         out[f"b {where}"] = {
             f"per shell step (N={steps})": stats(shell),
             f"per state_update step, same loop (N={steps})": stats(plain),
+            f"per shell step '[[ 1 ]]' (needs bash; N={steps})": stats(needs_bash),
             "shell step minus state_update step": stats([s - p for s, p in zip(shell, plain, strict=True)]),
             "call with 0 steps": stats(samples[f"{where} bench-shell n=0"]),
         }
@@ -238,6 +252,9 @@ def summarize(samples: dict[str, list[float]], steps: int) -> dict[str, Any]:
     out["ratio b/a"] = {where: out[f"b {where}"][f"per shell step (N={steps})"]["median_ms"] / bash
                         for where in ("stdio", "in process")}
     out["ratio b/a"]["cpu in process"] = statistics.median(cpu_shell) / bash_cpu
+    for where in ("stdio", "in process"):
+        out["ratio b/a"][f"{where}, needs bash"] = (
+            out[f"b {where}"][f"per shell step '[[ 1 ]]' (needs bash; N={steps})"]["median_ms"] / bash)
     return out
 
 
@@ -253,6 +270,25 @@ def report(figures: dict[str, Any], rounds: int) -> None:
           f"(target <= 1.2): stdio {figures['ratio b/a']['stdio']:.2f}, "
           f"in process {figures['ratio b/a']['in process']:.2f}; CPU in process "
           f"{figures['ratio b/a']['cpu in process']:.2f}")
+    print("ratio for a command that needs bash ('[[ 1 ]]'): "
+          f"stdio {figures['ratio b/a']['stdio, needs bash']:.2f}, "
+          f"in process {figures['ratio b/a']['in process, needs bash']:.2f}")
+
+
+CLASSIFIED = ["true", "echo \"$HOME\"", "ls -l | wc -l >/dev/null 2>&1", "[[ 1 ]]"]
+
+
+def classifier_cost(project: Path) -> dict[str, float]:
+    """Microseconds per `runs_same_under_sh` call (warm caches), best of 5 runs of 20000 calls."""
+    import timeit
+
+    from aromcp_workflows.app.shell_dialect import runs_same_under_sh
+
+    def one(command: str) -> float:
+        calls = timeit.repeat(lambda: runs_same_under_sh(command, os.environ, project), number=20000, repeat=5)
+        return min(calls) / 20000 * 1e6
+
+    return {command: one(command) for command in CLASSIFIED}
 
 
 def main() -> None:
@@ -267,9 +303,11 @@ def main() -> None:
     print("machine:", ", ".join(f"{k}={v}" for k, v in info.items()))
     try:
         figures = run(workdir, args.rounds, args.steps)
+        cost = classifier_cost(workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report(figures, args.rounds)
+    print("\nd classifier, µs per call (warm): " + ", ".join(f"{c!r} {us:.2f}" for c, us in cost.items()))
     if args.json:
         print(json.dumps({"machine": info, **figures}, indent=2))
 
