@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from aromcp_workflows.app.shell_dialect import runs_same_under_sh, sh_path, sh_text
+from aromcp_workflows.app.shell_dialect import dash_text, sh_path
 from aromcp_workflows.interpreter.output import ShellResult
 
 OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
@@ -148,10 +148,11 @@ def _spawn(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Po
     from /dev/null, the environment copied only when the step adds to it."""
     full_env = {**os.environ, **env} if env else None
     bash = _bash_for(full_env)
-    dash = _fast_shell(command, full_env, cwd) if bash != "bash" else None  # bash not found: keep its error
-    if dash is not None:  # argv[0] stays "bash": $0 and message prefixes are bash's; sh_text: see there
+    fast = _fast_shell(command, full_env, cwd) if bash != "bash" else None  # bash not found: keep its error
+    if fast is not None:  # argv[0] stays "bash": $0 and message prefixes are bash's; the text: see dash_text
+        dash, text = fast
         try:
-            return subprocess.Popen(["bash", "-c", sh_text(command)], executable=dash, cwd=cwd, env=full_env,
+            return subprocess.Popen(["bash", "-c", text], executable=dash, cwd=cwd, env=full_env,
                                     stdin=_devnull(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True)
         except FileNotFoundError:
@@ -167,13 +168,15 @@ def _spawn(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Po
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
-def _fast_shell(command: str, env: dict[str, str] | None, cwd: Path) -> str | None:
-    """dash's path when it gives exactly what bash gives for this command (it starts in about
-    0.6 of bash's time; `app.shell_dialect` decides), else None.  FAST_SHELL_ENV=off: never."""
+def _fast_shell(command: str, env: dict[str, str] | None, cwd: Path) -> tuple[str, str] | None:
+    """dash's path and the text to give it when it gives exactly what bash gives for this
+    command (it starts in about 0.6 of bash's time; `app.shell_dialect` decides), else None.
+    FAST_SHELL_ENV=off: never."""
     sh = sh_path()
     if sh is None or os.environ.get(FAST_SHELL_ENV, "auto") == "off":
         return None
-    return sh if runs_same_under_sh(command, os.environ if env is None else env, cwd) else None
+    text = dash_text(command, os.environ if env is None else env, cwd)
+    return None if text is None else (sh, text)
 
 
 def _bash_for(env: dict[str, str] | None) -> str:

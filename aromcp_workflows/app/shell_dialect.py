@@ -10,13 +10,14 @@ way, and nothing in the environment may change bash's start-up.  Anything else, 
 anything in doubt, runs under bash.  `tests/app/test_shell_dialect.py` runs both shells on
 the accepted commands and compares stdout, stderr and exit codes.
 
-Known residual differences (not decidable from the text): a program that prints its own
-environment sees no `_` and `SHLVL` from dash (so `env` and `printenv` are rejected by
-name); a program whose parent is the shell sees `dash` in /proc/PPID/comm; a program that
+What bash puts in a program's environment (`SHLVL`, `_`) is given to dash explicitly (see
+`dash_text`).  Known residual differences (not decidable from the text): the order of the
+variables in a program's environment (so `env` and `printenv` are rejected by name); a
+program whose parent is the shell sees `dash` in /proc/PPID/comm; a program that
 is not the last one and dies of a signal such as SIGSEGV is reported on stderr in other
 words; a binary the kernel cannot start (missing loader, other architecture) gets another
 message.  (Where bash execs the last program instead of forking, dash is told to `exec` it
-too, see `sh_text`: its parent and its death by a signal then look the same.)
+too, see `dash_text`: its parent and its death by a signal then look the same.)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import stat
 import time
 from collections.abc import Mapping
@@ -35,6 +37,7 @@ _STARTUP_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "POSIXLY_CORR
                 "EXECIGNORE", "BASH_COMPAT", "BASH_XTRACEFD", "PS4")
 _STARTUP_ENV_BYTES = frozenset(os.fsencode(key) for key in _STARTUP_ENV)
 _SHEBANG = re.compile(rb"[ \t]*(/[^ \t\r]*)([ \t][^\r]*)?")  # the interpreter as the kernel reads it, no CR
+_LEVEL = re.compile(r"[0-9]{1,3}")
 _LOOKUP_TTL_S = 1.0  # a PATH search result is trusted this long (a newly installed program is seen after it)
 _lookups: dict[tuple[str, str], tuple[str | None, float]] = {}
 
@@ -45,12 +48,29 @@ def posix_words(command: str) -> tuple[str, ...] | None:
     return None if found is None else found.words
 
 
-def sh_text(command: str) -> str:
-    """The text dash is given for an accepted command: the same, with `exec ` before the last
-    command where bash would exec it rather than fork (see `shell_grammar._Parser._exec_at`)."""
+def dash_text(command: str, env: Mapping[str, str], cwd: str | os.PathLike[str]) -> str | None:
+    """The text to give dash when it runs `command` with exactly bash's result, else None.
+
+    It is the command with what bash adds for each program it runs made explicit: `SHLVL`
+    and `_` in the program's environment (bash raises SHLVL by one, and lowers it again
+    for a program it execs; `_` is the path it ran), as assignments before the program's
+    word, and `exec ` before the last program where bash would exec it rather than fork
+    (see `shell_grammar._Parser._exec_at`)."""
+    if not runs_same_under_sh(command, env, cwd):
+        return None
     found = shape(command)
-    at = None if found is None else found.exec_at
-    return command if at is None else f"{command[:at]}exec {command[at:]}"
+    assert found is not None
+    level, path = int(env.get("SHLVL") or 0), env.get("PATH", "")
+    parts, done = [], 0
+    for start, word in found.programs:
+        target = word if "/" in word else _lookup(word, path)
+        if target is None:  # gone from PATH since the check a moment ago: let bash say so
+            return None
+        execs = start == found.exec_at
+        parts += [command[done:start], f"SHLVL={level if execs else level + 1} _={shlex.quote(target)} ",
+                  "exec " if execs else ""]
+        done = start
+    return "".join(parts) + command[done:]
 
 
 def runs_same_under_sh(command: str, env: Mapping[str, str], cwd: str | os.PathLike[str]) -> bool:
@@ -77,12 +97,27 @@ def runs_same_under_sh(command: str, env: Mapping[str, str], cwd: str | os.PathL
 
 
 def _env_ok(env: Mapping[str, str]) -> bool:
-    """No key that changes bash's start-up, and no exported bash function (BASH_FUNC_*).  For
+    """No key that changes bash's start-up, no exported bash function (BASH_FUNC_*), and the
+    two variables bash rewrites for its programs in a form `dash_text` reproduces.  For
     os.environ its bytes keys are read directly: iterating os.environ decodes every key (~10 µs)."""
     if env is os.environ:
         data = os.environ._data  # type: ignore[attr-defined]
-        return bool(data.keys().isdisjoint(_STARTUP_ENV_BYTES) and b"\0BASH_FUNC_" not in b"\0" + b"\0".join(data))
-    return env.keys().isdisjoint(_STARTUP_ENV) and "\0BASH_FUNC_" not in "\0" + "\0".join(env)
+        startup = data.keys().isdisjoint(_STARTUP_ENV_BYTES) and b"\0BASH_FUNC_" not in b"\0" + b"\0".join(data)
+    else:
+        startup = env.keys().isdisjoint(_STARTUP_ENV) and "\0BASH_FUNC_" not in "\0" + "\0".join(env)
+    return bool(startup) and _levels_ok(env.get("SHLVL")) and _oldpwd_ok(env.get("OLDPWD"))
+
+
+def _levels_ok(level: str | None) -> bool:
+    """SHLVL unset or a plain number below 999: bash then gives its programs that number plus
+    one (the number itself to one it execs); other forms have rules of their own (a warning
+    at 1000), left to bash."""
+    return level is None or (_LEVEL.fullmatch(level) is not None and int(level) < 999)
+
+
+def _oldpwd_ok(oldpwd: str | None) -> bool:
+    """bash drops an OLDPWD that is not a directory from its programs' environment; dash keeps it."""
+    return oldpwd is None or os.path.isdir(oldpwd)
 
 
 def _c_locale(env: Mapping[str, str]) -> bool:

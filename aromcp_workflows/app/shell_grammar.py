@@ -1,7 +1,7 @@
 """The text half of `app.shell_dialect`: is a command inside the subset of the shell language
 that bash and dash run alike, and what must the run-time check look at?
 
-One pass over the text (no general shell parser): lists (`;` `&&` `||` `&` newline) of
+One pass over the text (no general shell parser): lists (`;` `&&` `||` newline) of
 pipelines of simple commands, leading `NAME=value` assignments, comments, single quotes,
 double quotes holding only `$NAME`/`${NAME}`/`$?` and `\\ \\" \\$`, backslash escapes,
 redirections that cannot fail (fd dups onto 0-2, files only /dev/null), and the builtins
@@ -66,6 +66,7 @@ class Shape:
     unquoted: frozenset[str]  # names expanded outside quotes: split and globbed
     echoed: frozenset[str]  # names expanded in echo's arguments
     exec_at: int | None  # where the last command's word starts when bash execs it (dash must too)
+    programs: tuple[tuple[int, str], ...] = ()  # (where its word starts, the word) of each program run
 
 
 @dataclass
@@ -93,9 +94,10 @@ class _Parser:
         self.assigned: set[str] = set()
         self._reset()
         self.pending = False  # after && || |: a command must follow
-        self.after_pipe = self.line_background = False
+        self.after_pipe = False
         self.token_end = 0
         self.last: tuple[int, int, bool] | None = None  # (word start, end, bash would exec it) of the last command
+        self.programs: list[tuple[int, str]] = []
 
     def _reset(self) -> None:
         self.cmd: list[_Word] = []
@@ -122,11 +124,12 @@ class _Parser:
         self._finish("")
         if (self.unquoted | self.echoed) & self.assigned:
             raise _Reject("a name set by the command is expanded where its value matters")
-        return Shape(tuple(self.words), self.globs, frozenset(self.unquoted), frozenset(self.echoed), self._exec_at())
+        return Shape(tuple(self.words), self.globs, frozenset(self.unquoted), frozenset(self.echoed), self._exec_at(),
+                     tuple(self.programs))
 
     def _exec_at(self) -> int | None:
         """bash -c execs its last command when it is a program without redirections, not in
-        a pipeline, with no `&` earlier on its line, followed by nothing but `;`, a comment and
+        a pipeline, followed by nothing but `;`, a comment and
         one newline.  Then the program's parent and its death by a signal (exit code -N, no
         message) show it, so dash is told to `exec` it too; otherwise both shells fork."""
         if self.last is None or not self.last[2] or not _EXEC_TAIL.fullmatch(self.s, self.last[1]):
@@ -138,6 +141,8 @@ class _Parser:
         if two in (";;", "&>", "|&"):
             raise _Reject(two)
         op = two if two in ("&&", "||") else c
+        if op == "&":  # bash execs a backgrounded program in its subshell, with SHLVL lowered again
+            raise _Reject("a background job")
         self._finish(op)
         self.i += len(op)
 
@@ -150,13 +155,14 @@ class _Parser:
         else:
             self._check_command()
             program = bool(self.cmd) and self.cmd[0].raw not in SAME_BUILTINS
-            alone = not (self.redirects or self.after_pipe or self.line_background)
+            if program:
+                self.programs.append((self.cmd[0].start, self.cmd[0].raw))
+            alone = not (self.redirects or self.after_pipe)
             execs = program and alone and op in (";", "\n", "")
             self.last = (self.cmd[0].start if self.cmd else 0, self.token_end, execs)
             self._reset()
         self.pending = op in ("&&", "||", "|")
         self.after_pipe = op == "|"
-        self.line_background = op == "&" or (self.line_background and op != "\n")
 
     def _redirect(self) -> None:
         """Only fd duplications onto 0-2 and files opened on /dev/null: neither can fail."""

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from aromcp_workflows.app import shell_dialect
 from aromcp_workflows.app.shell import run_shell
-from aromcp_workflows.app.shell_dialect import posix_words, runs_same_under_sh, sh_path, sh_text
+from aromcp_workflows.app.shell_dialect import dash_text, posix_words, runs_same_under_sh, sh_path
 
 DASH = sh_path()
 BASH = shutil.which("bash")
@@ -73,11 +73,11 @@ ACCEPTED = [
     ("echo one\necho two\n\n", "newlines"),
     ("./shebang.sh x y", "a script with a #! line, by relative path"),
     ("cat a.txt 'c d'", "a program found on PATH"),
-    ("sleep 0.01 & echo started", "background &"),
     ("exit 7 | true; echo $?", "the exit status of a pipeline"),
     ("ls a\\ b", "a backslash escape outside quotes"),
 ]
 REJECTED = [
+    ("sleep 0.01 & echo started", "a background job: bash gives its program another SHLVL"),
     ("echo 'a\\nb'", "echo and a backslash: dash's echo reads escapes"),
     ("echo -n x", "echo with an option"),
     ('echo "-e" x', "echo with a quoted option"),
@@ -157,10 +157,10 @@ def verdict(command: str, cwd: Path, env: dict[str, str] = ENV) -> bool:
 
 
 def both(command: str, cwd: Path, env: dict[str, str] = ENV) -> tuple[tuple[str, str, int], tuple[str, str, int]]:
-    """(stdout, stderr, exit code) under bash and under dash (given `sh_text(command)`, as the
+    """(stdout, stderr, exit code) under bash and under dash (given `dash_text(command)`, as the
     server does), argv[0] "bash" for both."""
     results = []
-    for shell, text in ((BASH, command), (DASH, sh_text(command))):
+    for shell, text in ((BASH, command), (DASH, dash_text(command, env, cwd) or command)):
         proc = subprocess.run(["bash", "-c", text], executable=shell, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, timeout=30, check=False)
         results.append((proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"), proc.returncode))
@@ -202,16 +202,16 @@ def test_rejected_commands_really_differ(command: str, cwd: Path) -> None:
 PROBE = "/bin/sh -c 'case `cat /proc/$PPID/comm` in bash|dash) echo forked;; *) echo exec;; esac'"
 EXEC_SHAPES = ["P", "A=1 B=2 P", "P 2>/dev/null", "P >/dev/null 2>&1", "true; P", "true && P", "false || P",
                "true || true && P", "false && true || P", "true\nP", "true\nP\n", "P\n\n", "P\n ", "P # c",
-               "P; # c", "P ;", "P;\n", "true | P", "true & P", "true &\nP", "P; true", "P | cat",
-               "true | true && P", "true 2>&1; P", "echo x; P", "\nP", "#c\nP", "P &\nwait_not"]
+               "P; # c", "P ;", "P;\n", "true | P", "P; true", "P | cat",
+               "true | true && P", "true 2>&1; P", "echo x; P", "\nP", "#c\nP"]
 
 
 @pytest.mark.parametrize("shape", EXEC_SHAPES)
 def test_dash_execs_the_last_program_where_bash_does(shape: str, cwd: Path) -> None:
     """bash -c execs its last command in some shapes and forks in others; the program can see
     which (its parent, and a death by signal: exit code -N without a message vs 128+N with
-    one).  `sh_text` makes dash do the same; the probe reports what happened."""
-    command = shape.replace("P", PROBE).replace("wait_not", "true")
+    one).  `dash_text` makes dash do the same; the probe reports what happened."""
+    command = shape.replace("P", PROBE)
     assert verdict(command, cwd)
     on_bash, on_dash = both(command, cwd)
     assert on_bash == on_dash, f"{command!r}: bash {on_bash} != dash {on_dash}"
@@ -319,3 +319,47 @@ def test_run_shell_uses_dash_only_for_accepted_commands(cwd: Path, monkeypatch: 
 def test_sh_path_is_dash() -> None:
     assert DASH is not None and os.path.basename(DASH) == "dash"
     assert shell_dialect.sh_path() == os.path.realpath("/bin/sh")
+
+
+ENV_SHAPES = ["./showenv", "./showenv; true", "./showenv | cat", "A=1 ./showenv", "true && ./showenv",
+              "showenv", "true | showenv", "showenv 2>/dev/null"]
+
+
+@pytest.mark.parametrize("level", [None, "0", "3", "998"])
+@pytest.mark.parametrize("shape", ENV_SHAPES)
+def test_programs_get_the_environment_bash_gives_them(shape: str, level: str | None, cwd: Path) -> None:
+    """bash puts SHLVL (one more than its own, or its own for a program it execs) and `_`
+    (the program's path) in each program's environment; dash is given them explicitly.
+    The variables' order differs, so the program's output is compared sorted."""
+    shutil.copy("/usr/bin/printenv", cwd / "showenv")
+    env = {**ENV, "PATH": f"{cwd}:/usr/bin:/bin", "OLDPWD": str(cwd / "sub")}
+    if level is not None:
+        env["SHLVL"] = level
+    command = shape
+    assert verdict(command, cwd, env)
+    on_bash, on_dash = both(command, cwd, env)
+    assert sorted(on_bash[0].splitlines()) == sorted(on_dash[0].splitlines()), command
+    assert "SHLVL=" in on_bash[0] and "_=" in on_bash[0]
+    assert on_bash[1:] == on_dash[1:]
+
+
+def test_a_background_program_gets_another_shlvl_from_bash(cwd: Path) -> None:
+    """Why `&` is refused: bash execs a backgrounded program in its subshell and lowers
+    SHLVL for it again, where a program before `&&` in the same place gets one more."""
+    shutil.copy("/usr/bin/printenv", cwd / "showenv")
+    command = "./showenv SHLVL & wait"
+    assert not verdict(command, cwd)
+    text = "SHLVL=1 _=./showenv ./showenv SHLVL & wait"  # what the foreground rule would give dash
+    on_bash = subprocess.run(["bash", "-c", command], executable=BASH, cwd=cwd, env=ENV, capture_output=True)
+    on_dash = subprocess.run(["bash", "-c", text], executable=DASH, cwd=cwd, env=ENV, capture_output=True)
+    assert (on_bash.stdout, on_dash.stdout) == (b"0\n", b"1\n")
+
+
+@pytest.mark.parametrize("extra", [{"SHLVL": "abc"}, {"SHLVL": " 5"}, {"SHLVL": "999"}, {"SHLVL": "-1"},
+                                   {"SHLVL": ""}, {"OLDPWD": "/nonexistent-dir"}])
+def test_environment_values_bash_rewrites_otherwise_force_bash(extra: dict[str, str], cwd: Path) -> None:
+    shutil.copy("/usr/bin/printenv", cwd / "showenv")
+    env = {**ENV, **extra}
+    assert not verdict("./showenv", cwd, env)
+    on_bash, on_dash = both("./showenv", cwd, env)
+    assert sorted(on_bash[0].splitlines()) != sorted(on_dash[0].splitlines()), extra
