@@ -115,18 +115,19 @@ class WorkflowLoader:
         self.names_only = names_only  # True over MCP: only names in the workflow directories
         self.allowed_files: frozenset[Path] = frozenset()  # files a names-only loader may still read
         self._cache: dict[Path, tuple[dict[Path, Stamp], list[LoadedWorkflow] | DefinitionError]] = {}
+        self._resolved: dict[str, tuple[Path, tuple[int, int]]] = {}  # absolute path -> real path, file id
 
     # -- single files -------------------------------------------------------------
     def load_file(self, path: str | os.PathLike[str], source: Source | str = "file",
                   _importing: tuple[Path, ...] = ()) -> list[LoadedWorkflow]:
         """Every workflow a file holds, with its own imports resolved."""
-        resolved = Path(path).resolve()
-        stamp = _stamp(resolved, str(path))
+        resolved = self._resolve(path)
         cached = self._cache.get(resolved)
-        if cached and all(_stamp_or_none(p) == s for p, s in cached[0].items()):
+        if cached and all(_stamp_or_none(p) == s for p, s in cached[0].items()):  # the file's own stamp included
             if isinstance(cached[1], DefinitionError):
                 raise DefinitionError(cached[1].problems)
             return cached[1]
+        stamp = _stamp(resolved, str(path))
         if source == "file":  # a path into a workflow directory counts as that directory
             source = self.resolver.source_of(resolved)
         try:
@@ -143,6 +144,25 @@ class WorkflowLoader:
                 stamps.update(self._cache[Path(child.file)][0])
         self._cache[resolved] = (stamps, loaded)
         return loaded
+
+    def _resolve(self, path: str | os.PathLike[str]) -> Path:
+        """`Path.resolve()`, remembered for an absolute path while it still names the same file
+        (device and inode of what it points to now): resolving costs an `lstat` per path
+        component, about 25 µs, and `workflow_list` asks for every workflow on every call.
+        A symlink pointed elsewhere names another file, so it is resolved again."""
+        key = os.fspath(path)
+        if not os.path.isabs(key):
+            return Path(key).resolve()
+        try:
+            info = os.stat(key)
+        except OSError:
+            return Path(key).resolve()
+        known = self._resolved.get(key)
+        if known is not None and known[1] == (info.st_dev, info.st_ino):
+            return known[0]
+        resolved = Path(key).resolve()
+        self._resolved[key] = (resolved, (info.st_dev, info.st_ino))
+        return resolved
 
     def load_one_file(self, path: str | os.PathLike[str], source: Source | str = "file") -> LoadedWorkflow:
         workflows = self.load_file(path, source)

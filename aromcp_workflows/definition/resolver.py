@@ -104,11 +104,10 @@ class WorkflowResolver:
         """Every reachable workflow once; a project file shadows a global or built-in one."""
         found: dict[str, WorkflowLocation] = {}
         for source, directory in self.search_dirs(include_global):
-            if not directory.is_dir():
-                continue
-            for path in sorted(directory.glob("*.yaml")):
-                if path.is_file() and VALID_NAME.match(path.stem):
-                    found.setdefault(path.stem, WorkflowLocation(path.stem, path, source))
+            for name in _yaml_files(directory):
+                stem = name[:-len(".yaml")]
+                if VALID_NAME.match(stem):
+                    found.setdefault(stem, WorkflowLocation(stem, directory / name, source))
         return sorted(found.values(), key=lambda w: w.name)
 
     def source_of(self, path: Path) -> Source:
@@ -121,3 +120,14 @@ class WorkflowResolver:
     def roots(self) -> builtins.list[Path]:
         """Directories that imports may reach into."""
         return [d.resolve() for _, d in self.search_dirs()]
+
+
+def _yaml_files(directory: Path) -> builtins.list[str]:
+    """The names of the `*.yaml` files in `directory` (none when it is missing), sorted.
+    One `scandir`: an entry's type comes with the listing, where a glob and an `is_file`
+    per file cost a `stat` each (`workflow_list` runs this on every call)."""
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(e.name for e in entries if e.name.endswith(".yaml") and e.is_file())
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -152,3 +152,31 @@ def test_a_path_into_a_workflow_directory_is_treated_as_found_there(project: Pat
     assert [w.message for w in report.warnings] == [
         ("workflow name 'tools:format' differs from its file name 'tools:fmt'; it is found by "
         "the file name")]
+
+
+def test_a_workflow_symlink_pointed_elsewhere_is_read_from_its_new_target(project: Path, tmp_path: Path,
+                                                                         loader: WorkflowLoader) -> None:
+    """The loader remembers where a listed path resolves to (resolving costs an lstat per
+    component, on every `workflow_list`), but only while the path still names the same file."""
+    first = write(tmp_path / "shared" / "one.yaml", minimal("demo:linked", "first"))
+    second = write(tmp_path / "shared" / "two.yaml", minimal("demo:linked", "second"))
+    link = project / ".aromcp" / "workflows" / "demo:linked.yaml"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(first)
+    assert loader.load_one_file(link).file == str(first)
+    link.unlink()
+    link.symlink_to(second)
+    reread = loader.load_one_file(link)
+    assert reread.file == str(second)
+    assert "second" in str(reread.definition.steps[0].model_dump())
+
+
+def test_listing_skips_what_is_not_a_yaml_file(project: Path, home: Path) -> None:
+    put(project, "demo:real", "x")
+    workflows = project / ".aromcp" / "workflows"
+    (workflows / "demo:dir.yaml").mkdir()
+    (workflows / "notes.txt").write_text("not a workflow")
+    (workflows / "bad name!.yaml").write_text("")
+    names = [w.name for w in resolver(project, home).list(include_global=False)]
+    assert "demo:real" in names and "demo:dir" not in names and "notes" not in names
+    assert not any("!" in n for n in names)
