@@ -107,7 +107,7 @@ def baseline_of(run: WorkflowRun, record: InstanceRecord) -> Baseline:
 
 def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, journalled: bool) -> Commit:
     """The write that brings the store from `baseline` to `run`."""
-    ops: list[list[Any]] = []
+    ops: list[Any] = []  # operations, or the JSON text of one already encoded
     entries = _thread_ops(run, baseline, ops)
     record = record_of(run, live_record, entries)
     _state_ops(run, record, baseline, ops)
@@ -118,7 +118,7 @@ def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, jour
     commit = Commit(record, after, changed=bool(ops) or journalled or meta != baseline.meta)
     if not commit.changed:
         return commit
-    delta = encode(ops)
+    delta = "[" + ",".join(op if isinstance(op, str) else encode(op) for op in ops) + "]"
     budget = max(MIN_DELTA_BYTES, record.body_bytes)
     most = max(MAX_DELTAS, int(record.body_bytes * DELTAS_PER_SNAPSHOT_BYTE))
     if record.deltas >= most or record.delta_bytes + len(delta) > budget:
@@ -159,7 +159,7 @@ def _section_ops(record: InstanceRecord, baseline: Baseline, ops: list[list[Any]
     return sections
 
 
-def _thread_ops(run: WorkflowRun, baseline: Baseline, ops: list[list[Any]]) -> dict[str, ThreadEntry]:
+def _thread_ops(run: WorkflowRun, baseline: Baseline, ops: list[Any]) -> dict[str, ThreadEntry]:
     """Every thread in stored form; those the call reached are encoded again and written
     when their JSON changed, the others are taken from the baseline as they are."""
     reached = run.threads.take_reached()
@@ -170,8 +170,8 @@ def _thread_ops(run: WorkflowRun, baseline: Baseline, ops: list[list[Any]]) -> d
             entries[tid] = before
             continue
         entries[tid] = entry = entry_of(tid, thread)
-        if before is None or before.text != entry.text:
-            ops.append(["s", "threads", [tid], entry.data])
+        if before is None or before.text != entry.text:  # its text is reused, not encoded again
+            ops.append(f'["s","threads",{encode([tid])},{entry.text}]')
     ops.extend(["d", "threads", [tid]] for tid in baseline.threads if tid not in entries)
     return entries
 
