@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from srv_helpers import fails, ok
 
+from aromcp_workflows.app.shell_dialect import dash_text, sh_path
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
 
 PAYLOADS = ['$(touch {p})', '`touch {p}`', '"; touch {p}; "', "'; touch {p}; '", "x\ntouch {p}",
@@ -31,6 +32,10 @@ COMMANDS = {
     "dq_in_subst_in_dq": 'printf %s "v=$(printf %s "{{ inputs.x }}")"',
     "heredoc": "cat <<EOF\nv={{ inputs.x }}\nEOF",
     "heredoc_quoted": "cat <<'EOF'\nv={{ inputs.x }}\nEOF",
+    # a program, not a builtin: these run under dash when the escaped text lets them
+    "dq_program": '/usr/bin/printf %s "v={{ inputs.x }}"',
+    "sq_program": "/usr/bin/printf %s 'v={{ inputs.x }}'",
+    "bare_program": "/usr/bin/printf %s v={{ inputs.x }}",
 }
 
 
@@ -128,6 +133,61 @@ def test_every_context_carries_any_value_literally(value: str, case: str):
     if case == "heredoc_dash":
         want = "[" + "\n".join(line.lstrip("\t") if i else line for i, line in enumerate(value.split("\n"))) + "]\n"
     assert out == want, f"{case}: {command!r}"
+
+
+PROGRAM_CASES = {
+    "bare": ("/usr/bin/printf %s {{ x }}", "{v}"),
+    "bare_in_word": ("/usr/bin/printf %s a{{ x }}b", "a{v}b"),
+    "dq": ('/usr/bin/printf %s "v={{ x }}."', "v={v}."),
+    "sq": ("/usr/bin/printf %s 'v={{ x }}.'", "v={v}."),
+    "two_values": ('/usr/bin/printf %s "{{ x }}"\'{{ x }}\'{{ x }}', "{v}{v}{v}"),
+}
+DASH_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C"}
+
+
+def _under_dash(command: str, cwd: Path) -> str | None:
+    """What dash prints for `command` when the server would run it with dash, else None."""
+    text = dash_text(command, DASH_ENV, cwd)
+    if text is None:
+        return None
+    dash = sh_path()
+    assert dash is not None
+    run = subprocess.run(["bash", "-c", text], executable=dash, cwd=cwd, env=DASH_ENV, capture_output=True,
+                         check=False)
+    return run.stdout.decode()
+
+
+@pytest.mark.skipif(sh_path() is None, reason="/bin/sh is not dash")
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(value=VALUES, case=st.sampled_from(sorted(PROGRAM_CASES)))
+def test_a_command_run_by_dash_carries_any_value_literally_too(value: str, case: str, tmp_path: Path):
+    """The escaping is bash's; the server hands a command to dash only when its text, values
+    included, means the same to both shells.  Whatever dash is given prints the value."""
+    template, expected = PROGRAM_CASES[case]
+    _, command = ENGINE.render_with_command({}, template, {"x": value})
+    if "\x00" in value:
+        return
+    out = _under_dash(command, tmp_path)
+    if out is not None:
+        assert out == expected.format(v=value), f"{case}: {command!r}"
+
+
+@pytest.mark.skipif(sh_path() is None, reason="/bin/sh is not dash")
+def test_injection_payloads_do_reach_dash_and_stay_data(tmp_path: Path):
+    """Not vacuous: most attack payloads, escaped, leave a text dash may run, and none runs."""
+    target = tmp_path / "PWNED"
+    reached = 0
+    for payload in PAYLOADS:
+        value = payload.format(p=target)
+        for template, expected in PROGRAM_CASES.values():
+            _, command = ENGINE.render_with_command({}, template, {"x": value})
+            out = _under_dash(command, tmp_path)
+            if out is not None:
+                reached += 1
+                assert out == expected.format(v=value)
+    assert not target.exists()
+    assert reached >= len(PAYLOADS) * len(PROGRAM_CASES) // 2, reached
 
 
 # -- contexts that cannot be made safe are refused at load --------------------------------
