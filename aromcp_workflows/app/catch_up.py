@@ -54,8 +54,10 @@ def apply_to_run(run: WorkflowRun, items: dict[str, Any], texts: list[str]) -> N
 def _put(target: dict[str, Any], key: str, op: list[Any]) -> None:
     if op[0] == "s":
         target[key] = op[3]
-    else:
+    elif op[0] == "d":
         target.pop(key, None)
+    else:
+        raise CannotCatchUp(f"unexpected loop items operation {op[:3]!r}")
 
 
 def _section(run: WorkflowRun, op: list[Any]) -> None:
@@ -68,6 +70,8 @@ def _state(run: WorkflowRun, op: list[Any]) -> None:
     """A whole state (new include or task) or one top-level value of one tier."""
     path = op[2]
     if len(path) == 2:
+        if op[0] not in ("s", "d"):
+            raise CannotCatchUp(f"unexpected state operation {op[:3]!r}")
         key = path[1]
         if op[0] == "d":
             run.states.pop(key, None)
@@ -77,11 +81,26 @@ def _state(run: WorkflowRun, op: list[Any]) -> None:
         return
     if len(path) != 4 or path[1] not in run.states:
         raise CannotCatchUp(f"unexpected state path {path!r}")
-    run.states[path[1]].restore_value(path[2], path[3], op[3] if op[0] == "s" else MISSING)
+    store = run.states[path[1]]
+    if op[0] == "a":
+        store.restore_value(path[2], path[3], _appended(store, path, op[3], op[4]))
+    else:
+        store.restore_value(path[2], path[3], op[3] if op[0] == "s" else MISSING)
+
+
+def _appended(store: StateStore, path: list[str], kept: int, items: list[Any]) -> list[Any]:
+    """The list at `path` with `items` appended: a new list (the old one may be shared)."""
+    tiers = {"raw": store.raw, "state": store.state}
+    current = tiers[path[2]].get(path[3]) if path[2] in tiers else None
+    if not isinstance(current, list) or len(current) != kept:
+        raise CannotCatchUp(f"append to {path!r} after {kept} items does not fit this copy")
+    return [*current, *items]
 
 
 def _thread(run: WorkflowRun, items: dict[str, Any], op: list[Any]) -> None:
     tid = op[2][0]
+    if op[0] not in ("s", "d"):
+        raise CannotCatchUp(f"unexpected thread operation {op[:3]!r}")
     if op[0] == "d":
         run.threads.pop(tid, None)
         return

@@ -4,7 +4,8 @@ A step usually changes a few state values, one thread and the status; the instan
 hold a 100,000-item list it never touches.  Writing the whole instance per commit made a
 step's cost grow with everything the instance holds.  So a commit compares the run with
 its `Baseline` (what the store holds) and writes a *delta*: the top-level state values
-the state store marked as written, the threads and small sections whose JSON changed.
+the state store marked as written (for a list that was only appended to, the new items),
+the threads and small sections whose JSON changed.
 The store keeps the deltas beside the last full snapshot and applies them on load.
 
 A full snapshot is written instead when the deltas since the last one are many or add up
@@ -133,17 +134,23 @@ def _tracked(section: str) -> bool:
 
 
 def _state_ops(run: WorkflowRun, record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]) -> None:
-    """The top-level state values written since the last save; a state store that is new
-    (an include or a task started) is written whole."""
+    """The top-level state values written since the last save (of a list only appended
+    to, the items appended); a state store that is new (an include or a task started)
+    is written whole."""
     snapshots = record.state["states"]
     for key, store in run.states.items():
         if baseline.states.get(key) is not store:
             store.take_dirty()
             ops.append(["s", "state", ["states", key], snapshots[key]])
             continue
-        for tier, name, value in store.take_dirty():
+        for tier, name, value, kept in store.take_dirty():
             path = ["states", key, tier, name]
-            ops.append(["d", "state", path] if value is MISSING else ["s", "state", path, value])
+            if value is MISSING:
+                ops.append(["d", "state", path])
+            elif kept is not None:  # appends only: the new items, not the whole list again
+                ops.append(["a", "state", path, kept, value[kept:]])
+            else:
+                ops.append(["s", "state", path, value])
     ops.extend(["d", "state", ["states", key]] for key in baseline.states if key not in run.states)
 
 

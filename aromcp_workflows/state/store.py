@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..expressions import MISSING, ExpressionEngine, ExpressionError
 from .computed import ComputedFieldSpec, Ref, shared_graph
@@ -21,6 +21,16 @@ from .recompute import StateView, V8Cache, recompute
 from .updates import Update, UpdateResult, apply_updates, check_value_keys, describe_changes
 
 SNAPSHOT_VERSION = 1
+
+
+class Written(NamedTuple):
+    """A top-level value written since the last commit.  `kept`: when every write since
+    only appended to a list, how many of its first items the store already holds."""
+
+    tier: str
+    name: str
+    value: Any
+    kept: int | None
 
 
 class StateStore:
@@ -39,7 +49,9 @@ class StateStore:
         self._lock = threading.RLock()
         self._v8_cache = V8Cache()
         # (tier, top-level name) written since the last `take_dirty`: what a commit stores.
-        self._dirty: set[tuple[str, str]] = set()
+        # The value is the length the stored list had when every write since was an
+        # `append` to it (the commit stores the new items only), else None (store it whole).
+        self._dirty: dict[tuple[str, str], int | None] = {}
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -119,7 +131,7 @@ class StateStore:
             result = self._recompute(view, set(self._names), trigger)
             self._raw, self._state = raw, state
             result.changed_paths = [f"raw.{k}" for k in raw] + [f"state.{k}" for k in state]
-            self._dirty.update([("raw", k) for k in raw] + [("state", k) for k in state])
+            self._dirty.update({("raw", k): None for k in raw} | {("state", k): None for k in state})
             self._mark_computed(result)
             return result
 
@@ -127,7 +139,7 @@ class StateStore:
         """Apply a batch atomically and recompute what it affects (one V8 crossing)."""
         batch = [u if isinstance(u, Update) else Update.from_dict(u) for u in updates]
         with self._lock:
-            tiers, changed = apply_updates({"raw": self._raw, "state": self._state}, batch)
+            tiers, changed, kept = apply_updates({"raw": self._raw, "state": self._state}, batch)
             if not changed:
                 return UpdateResult()
             keys = [key_tuple(t, s) for t, s in changed]
@@ -136,9 +148,20 @@ class StateStore:
             result = self._recompute(view, direct, trigger)
             self._raw, self._state = tiers["raw"], tiers["state"]
             result.changed_paths = describe_changes(changed)
-            self._dirty.update((tier, str(segments[0])) for tier, segments in changed)
+            self._mark_written(changed, kept)
             self._mark_computed(result)
             return result
+
+    def _mark_written(self, changed: list[tuple[str, list[Any]]], kept: list[int | None]) -> None:
+        """Mark the top-level values a batch changed.  A value stays "appended to" while
+        every write since the last commit appended to it; its stored length is the one
+        before the first of those appends."""
+        for (tier, segments), length in zip(changed, kept, strict=True):
+            key = (tier, str(segments[0]))
+            if key not in self._dirty:
+                self._dirty[key] = length
+            elif length is None:
+                self._dirty[key] = None
 
     def recompute_all(self, trigger: str = "recompute") -> UpdateResult:
         """Recompute every field from the current tiers (e.g. after a definition change)."""
@@ -146,7 +169,7 @@ class StateStore:
             return self._mark_computed(self._recompute(self._view(), set(self._names), trigger))
 
     def _mark_computed(self, result: UpdateResult) -> UpdateResult:
-        self._dirty.update(("computed", name) for name in result.computed_changed)
+        self._dirty.update(dict.fromkeys((("computed", name) for name in result.computed_changed), None))
         return result
 
     def restore_value(self, tier: str, name: str, value: Any) -> None:
@@ -171,13 +194,16 @@ class StateStore:
                 self._state = updated
             else:
                 self._computed = updated
+            if (tier, name) in self._dirty:  # no longer a known number of appends to the stored list
+                self._dirty[(tier, name)] = None
 
-    def take_dirty(self) -> list[tuple[str, str, Any]]:
-        """`(tier, name, value)` of every top-level value written since the last call
-        (`MISSING` for one that is gone), and forget them: a commit stores exactly these."""
+    def take_dirty(self) -> list[Written]:
+        """Every top-level value written since the last call (`MISSING` for one that is
+        gone), and forget them: a commit stores exactly these."""
         with self._lock:
             tiers = {"raw": self._raw, "state": self._state, "computed": self._computed}
-            out = [(tier, name, tiers[tier].get(name, MISSING)) for tier, name in sorted(self._dirty)]
+            out = [Written(tier, name, tiers[tier].get(name, MISSING), self._dirty[(tier, name)])
+                   for tier, name in sorted(self._dirty)]
             self._dirty.clear()
             return out
 

@@ -122,13 +122,17 @@ def _leaf(update: Update) -> Any:
 
 
 def apply_updates(tiers: Mapping[str, dict[str, Any]], updates: Sequence[Update]
-                  ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, list[Segment]]]]:
-    """Apply a batch to copies of the tiers; return (new tiers, changed (tier, segments)).
+                  ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, list[Segment]]], list[int | None]]:
+    """Apply a batch to copies of the tiers; return (new tiers, changed (tier, segments),
+    kept), where `kept[i]` is the length of the list change `i` appended one item to when
+    it was an `append` to an existing top-level list, else None: a commit then stores the
+    new item instead of the whole list.
 
     Raises StateError (naming the update) and leaves `tiers` untouched on any refusal.
     """
     draft = dict(tiers)
     changed: list[tuple[str, list[Segment]]] = []
+    kept: list[int | None] = []
     for update in updates:
         if update.operation not in OPERATIONS:
             raise StateError(f"refused update of {update.path!r}: unknown operation "
@@ -151,7 +155,9 @@ def apply_updates(tiers: Mapping[str, dict[str, Any]], updates: Sequence[Update]
             continue
         draft[tier] = new_root
         changed.append((tier, segments))
-    return draft, changed
+        appended = update.operation == "append" and len(segments) == 1 and isinstance(old, list)
+        kept.append(len(old) if appended else None)
+    return draft, changed, kept
 
 
 def _same(a: Any, b: Any) -> bool:

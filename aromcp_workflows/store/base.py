@@ -308,20 +308,34 @@ def apply_delta(record: InstanceRecord, text: str) -> None:
     """Apply one stored delta to `record.state`/`record.threads` in place.
 
     A delta is a JSON list of operations, in order: `["s", column, path, value]` sets the
-    value at `path` (a list of object keys; missing objects on the way are created) and
-    `["d", column, path]` deletes it.  `column` is `state` or `threads`.  The store never
-    interprets the values, exactly as it never interprets a full snapshot."""
+    value at `path` (a list of object keys; missing objects on the way are created),
+    `["d", column, path]` deletes it and `["a", column, path, kept, items]` appends
+    `items` to the list there, which must hold `kept` items (an append to a long list
+    stores the new items, not the list).  `column` is `state` or `threads`.  The store
+    never interprets the values, exactly as it never interprets a full snapshot."""
     for op in json.loads(text):
         kind, column, path = op[0], op[1], op[2]
-        if column not in DELTA_COLUMNS or not path:
+        if column not in DELTA_COLUMNS or not path or kind not in ("s", "d", "a"):
             raise StoreError(f"instance {record.workflow_id}: unreadable delta operation {op[:3]!r}")
         node = record.state if column == "state" else record.threads
         for key in path[:-1]:
             node = node.setdefault(key, {})
         if kind == "s":
             node[path[-1]] = op[3]
-        else:
+        elif kind == "d":
             node.pop(path[-1], None)
+        else:
+            _append(record, node, path, op[3], op[4])
+
+
+def _append(record: InstanceRecord, node: dict[str, Any], path: list[str], kept: int, items: list[Any]) -> None:
+    """Extend the list at `path` in place (the record was just decoded: nothing shares it)."""
+    target = node.get(path[-1])
+    if not isinstance(target, list) or len(target) != kept:
+        found = f"{len(target)} items" if isinstance(target, list) else type(target).__name__
+        raise StoreError(f"instance {record.workflow_id}: a delta appends to {path!r} after "
+                         f"{kept} items, but the store holds {found} there")
+    target.extend(items)
 
 
 def apply_deltas(record: InstanceRecord, texts: Sequence[str]) -> InstanceRecord:

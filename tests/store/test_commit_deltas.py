@@ -22,7 +22,7 @@ from mcp import Client
 
 from aromcp_workflows.app.commits import MAX_DELTAS, encode, record_of, threads_for_run
 from aromcp_workflows.app.instances import InstanceRegistry
-from aromcp_workflows.store import InstanceRecord, SqliteStore, open_store
+from aromcp_workflows.store import InstanceRecord, SqliteStore, StoreError, open_store
 from aromcp_workflows.store.schema import MIGRATIONS
 from tests.server.srv_helpers import ProtocolAgent, make_project, ok
 
@@ -271,8 +271,9 @@ class OneCallAtATime(ProtocolAgent):
 
 
 @pytest.fixture
-def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location: str) -> list[str]:
-    """After every catch-up: the live run is exactly what a fresh load of the store gives."""
+def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location: str) -> Iterator[list[str]]:
+    """After every catch-up: the live run is exactly what a fresh load of the store gives.
+    Yields the kinds of delta operation ("s", "d", "a") of each verified catch-up."""
     from aromcp_workflows.app.service import WorkflowService
 
     caught: list[str] = []
@@ -290,7 +291,7 @@ def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location:
             mine, theirs = stored_form(live.run.to_json()), stored_form(reloaded.run.to_json())
             assert mine == theirs, ("caught up wrongly", _differences(mine, theirs))
             assert live.baseline.sections == reloaded.baseline.sections
-            caught.append(live.run.workflow_id)
+            caught.append("".join(sorted({op[0] for text in progress.deltas for op in json.loads(text)})))
         return done
 
     monkeypatch.setattr(InstanceRegistry, "_apply", checked)
@@ -319,6 +320,7 @@ def test_a_replica_catches_up_by_deltas_with_what_the_other_committed(
         assert outcome["state"]["count"] == 24 and len(outcome["state"]["shared"]) == 24
     if workflow == "rich":
         assert outcome["state"]["n"] == 5 and len(outcome["state"]["notes"]) == 8
+        assert any("a" in kinds for kinds in verified_catch_up), "no catch-up applied an append"
     assert len(verified_catch_up) >= 3, "the replicas never caught up by deltas"
 
 
@@ -337,6 +339,44 @@ def test_a_step_writes_what_it_changed_not_the_big_list(service: Any) -> None:
     body = sizes[-1][2]
     assert body > 20_000  # the list is in the snapshot ...
     assert all(b / d < 2_000 for d, b, _ in sizes), sizes  # ... and in no delta
+
+
+def test_an_append_to_a_long_list_writes_the_new_item_not_the_list(service: Any) -> None:
+    """`append` to a 2,000-item list stores the appended item; a batch that only appends
+    stores what it appended; a `set` after appends stores the list whole.  A reload gives
+    the exact list every time."""
+    wid = service.start("rich")["workflow_id"]
+    store = service.instances.store
+
+    def grows_by(*updates: dict[str, Any]) -> int:
+        before = store.load(wid).delta_bytes
+        service.state_update(wid, list(updates))
+        return store.load(wid).delta_bytes - before
+
+    one = grows_by({"path": "raw.big", "operation": "append", "value": "one more"})
+    two = grows_by({"path": "raw.big", "operation": "append", "value": "a"},
+                   {"path": "raw.big", "operation": "append", "value": "b"})
+    assert one < 300 and two < 300, (one, two)
+    replaced = grows_by({"path": "raw.big", "operation": "append", "value": "c"},
+                        {"path": "raw.big[0]", "value": "first"})
+    assert replaced > 20_000, replaced  # not appends only: the list is written whole
+    expected = ["first", *[f"item-{i}" for i in range(1, 2000)], "one more", "a", "b", "c"]
+    assert store.load(wid).state["states"]["main"]["raw"]["big"] == expected
+    service.instances.forget(wid)
+    assert service.state_read(wid, ["raw.big"])["state"]["raw.big"] == expected
+
+
+def test_an_append_delta_that_does_not_fit_the_stored_list_is_refused(location: str) -> None:
+    store = open_store(location)
+    record = InstanceRecord(workflow_id="wf_app", workflow="w", project_dir="/p", state={"l": [1, 2]},
+                            threads={})
+    store.create(record)
+    store.save(record, 1, delta=encode([["a", "state", ["l"], 2, [3, 4]]]))
+    assert store.load("wf_app").state == {"l": [1, 2, 3, 4]}
+    store.save(record, 2, delta=encode([["a", "state", ["l"], 2, [5]]]))  # the store holds 4 items
+    with pytest.raises(StoreError, match=r"appends to \['l'\] after 2 items, but the store holds 4 items"):
+        store.load("wf_app")
+    store.close()
 
 
 def test_a_step_inside_a_long_foreach_does_not_rewrite_its_items(service: Any) -> None:
