@@ -54,16 +54,24 @@ class SecretIndex:
     replaced, never edited.  So a top-level container that is the same object as last
     time holds the same secrets, and its memo entry (which keeps the object alive, so its
     id cannot be reused by another) answers for it.  Scalars are read directly.
+
+    A list that grew by `append` is a new object whose first items are the old list's.
+    When the old list held nothing under a sensitive key at all, only the new items are
+    walked: an equal prefix then holds no secret either (equal JSON values differ only
+    as 1 and 1.0 or True do, and a value under a sensitive key would have been found).
+    The prefix check is a C-speed comparison of items that are mostly the same objects.
     """
 
     def __init__(self) -> None:
         self._memo: dict[tuple[int, bool], tuple[Any, frozenset[str]]] = {}
+        self._named: dict[tuple[int, str], tuple[Any, frozenset[str]]] = {}  # by root and key
 
     def secrets(self, *roots: Mapping[str, Any]) -> set[str]:
         """What `secret_values(*roots)` returns, for mappings as roots."""
         found: set[str] = set()
         memo: dict[tuple[int, bool], tuple[Any, frozenset[str]]] = {}
-        for root in roots:
+        named: dict[tuple[int, str], tuple[Any, frozenset[str]]] = {}
+        for position, root in enumerate(roots):
             for key, value in root.items():
                 under = is_sensitive(str(key))
                 if not isinstance(value, (dict, list)):
@@ -72,13 +80,23 @@ class SecretIndex:
                 slot = (id(value), under)
                 hit = memo.get(slot) or self._memo.get(slot)
                 if hit is None or hit[0] is not value:
-                    inner: set[str] = set()
-                    _collect(value, inner, under)
-                    hit = (value, frozenset(inner))
-                memo[slot] = hit
+                    hit = (value, self._walk(value, under, self._named.get((position, key))))
+                memo[slot] = named[(position, key)] = hit
                 found |= hit[1]
-        self._memo = memo  # only what the roots hold now: nothing old is kept alive
+        self._memo, self._named = memo, named  # only what the roots hold now: nothing old is kept alive
         return {value for value in found if len(value) >= MIN_SECRET_LENGTH}
+
+    @staticmethod
+    def _walk(value: Any, under: bool, before: tuple[Any, frozenset[str]] | None) -> frozenset[str]:
+        """The secrets in `value`, walking only what was appended to a secret-free list."""
+        start = 0
+        if before is not None and not before[1] and isinstance(value, list) and isinstance(before[0], list):
+            old = before[0]
+            if len(old) <= len(value) and value[:len(old)] == old:
+                start = len(old)
+        inner: set[str] = set()
+        _collect(value[start:] if start else value, inner, under)
+        return frozenset(inner)
 
 
 class Masker:

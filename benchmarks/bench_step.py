@@ -19,7 +19,9 @@ below, in a shuffled order, so load swings hit all rows alike.  Rows:
   template (``{{ item }}``, ``{{ raw.done }}``, ``{{ raw.seen }}``) and a ``state_update``
   with two ``increment``s before it delivers the next plain step;
 - ``10-item list`` / ``BIG-item list``: the plain ``step_complete`` on an instance whose
-  state holds a list of 10 / ``--big`` (default 100,000) strings that no step touches.
+  state holds a list of 10 / ``--big`` (default 100,000) strings that no step touches;
+- ``append: 10-item list`` / ``append: BIG-item list``: the same, but each step's answer
+  is appended to that list (the delta stores the appended item, not the list).
 
 Targets (issue 13): plain ≤ 1.1 × the trivial tool, template + 2 increments ≤ 1.3 ×,
 big list ≤ 1.5 × the 10-item list.  After the timed rounds each instance makes
@@ -98,6 +100,26 @@ steps:
         type: agent_prompt
         prompt: "Review the next file and report what you found."
 """
+APPEND = """
+name: bench-step-append
+description: "a plain agent_prompt step per item whose answer is appended to raw.big"
+inputs:
+  items: {type: array, default: []}
+default_state:
+  raw:
+    big: []
+steps:
+  - id: loop
+    type: foreach
+    items: "{{ inputs.items }}"
+    steps:
+      - id: note
+        type: agent_prompt
+        prompt: "Review the next file and report what you found."
+        state_update:
+          path: raw.big
+          operation: append
+"""
 TARGETS = {"plain: get_next_step": 1.1, "plain: step_complete": 1.1, "template + 2 increments": 1.3}
 BIG_TARGET = 1.5
 
@@ -107,6 +129,7 @@ def make_project(root: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     (target / "bench-step-plain.yaml").write_text(PLAIN)
     (target / "bench-step-template.yaml").write_text(TEMPLATE)
+    (target / "bench-step-append.yaml").write_text(APPEND)
     return root
 
 
@@ -237,6 +260,8 @@ def run(workdir: Path, store: str, probe: Any, calls: int, warmup: int, big: int
         template = Instance(ours, "bench-step-template", items)
         small = Instance(ours, "bench-step-plain", items, big=10)
         large = Instance(ours, "bench-step-plain", items, big=big)
+        small_append = Instance(ours, "bench-step-append", items, big=10)
+        large_append = Instance(ours, "bench-step-append", items, big=big)
         rows: dict[str, Callable[[], Any]] = {
             "workflow_list": lambda: ours.tool("workflow_list", {"include_global": False}),
             "noop (bare MCPServer)": lambda: bare.tool("noop", {"x": 1}),
@@ -245,11 +270,14 @@ def run(workdir: Path, store: str, probe: Any, calls: int, warmup: int, big: int
             "template + 2 increments": template.advance,
             "10-item list": small.advance,
             f"{big:,}-item list": large.advance,
+            "append: 10-item list": small_append.advance,
+            f"append: {big:,}-item list": large_append.advance,
         }
         timed_rounds(rows, warmup)
         times = timed_rounds(rows, calls)
         stepping = {"plain": plain, "template + 2 increments": template, "10-item list": small,
-                    f"{big:,}-item list": large}
+                    f"{big:,}-item list": large, "append: 10-item list": small_append,
+                    f"append: {big:,}-item list": large_append}
         grown = growth(probe, ours.proc.pid, stepping, growth_steps)
     finally:
         ours.close()
@@ -272,6 +300,8 @@ def report(result: dict[str, Any], calls: int) -> None:
     ratio = med[big_key] / med["10-item list"]
     print(f"\n  {big_key} / 10-item list: {ratio:.2f} x  (target <= {BIG_TARGET}: "
           f"{'met' if ratio <= BIG_TARGET else 'over'})")
+    appended = med[f"append: {big_key}"] / med["append: 10-item list"]
+    print(f"  append: {big_key} / append: 10-item list: {appended:.2f} x  (a step that appends to the list)")
     print("\nstore growth per step (each instance stepping alone)")
     for label, row in result["growth_per_step"].items():
         print(f"  {label:26s} " + " | ".join(f"{k} {v:,.0f}" if "bytes" in k else f"{k} {v:.2f}"

@@ -86,6 +86,7 @@ KEYS = ["a", "api_token", "list", "password", "n"]
 PATHS = [f"{tier}.{key}" for tier in ("raw", "state") for key in KEYS] + [
     "raw.a.api_token", "raw.a.b", "raw.list", "state.a.password", "raw.n.secret_key"]
 VALUES = st.one_of(st.sampled_from(["short", "secret-one", "secret-two", "secret-three"]), st.integers(1000, 1010),
+                   st.sampled_from([1000.0, True, 12, 12.0, [1000], [1000.0], [{"token": 1000.0}], [{"token": 1000}]]),
                    st.just({"password": "nested-pw"}), st.just([{"token": "in-a-list"}]), st.just({"x": "plain"}))
 UPDATES = st.lists(st.tuples(st.sampled_from(PATHS), st.sampled_from(["set", "append", "merge", "delete"]), VALUES),
                    min_size=1, max_size=25)
@@ -102,7 +103,7 @@ def roots(store: StateStore) -> list[Any]:
     return [store.raw, store.state, store.computed, store.inputs]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(UPDATES)
 def test_the_index_finds_what_a_full_walk_finds(updates: list[tuple[str, str, Any]]) -> None:
     store = StateStore(engine(), computed=[ComputedFieldSpec(name="copy_token", sources=["raw.a"],
@@ -117,3 +118,34 @@ def test_the_index_finds_what_a_full_walk_finds(updates: list[tuple[str, str, An
         except StateError:
             continue
         assert index.secrets(*roots(store)) == secret_values(*roots(store)), (path, operation, value)
+
+
+def test_a_list_that_grew_is_walked_from_its_new_items_only(monkeypatch: Any) -> None:
+    """The 100,000-item list an agent appends to each step: only the appended items are
+    walked, and a secret among them is found."""
+    import aromcp_workflows.masking as masking
+
+    walked: list[int] = []
+    collect = masking._collect
+
+    def counting(node: Any, found: set[str], under_secret: bool) -> None:
+        walked.append(len(node) if isinstance(node, list) else -1)
+        collect(node, found, under_secret)
+
+    big = [f"item-{n}" for n in range(10_000)]
+    index = SecretIndex()
+    assert index.secrets({"big": big}) == set()
+    monkeypatch.setattr(masking, "_collect", counting)
+    grown = [*big, {"token": "tok-1234-appended"}]
+    assert index.secrets({"big": grown}) == {"tok-1234-appended"}
+    assert walked[0] == 1, walked[:3]  # the new item alone, not 10,001
+
+
+def test_an_equal_list_whose_numbers_changed_type_is_walked_again() -> None:
+    """[{"token": 1000.0}] == [{"token": 1000}] in Python, but the secret texts differ
+    ("1000.0", "1000"): a list that held secrets is never taken from its equal prefix."""
+    index = SecretIndex()
+    assert index.secrets({"l": [{"token": 1000.0}]}) == {"1000.0"}
+    assert index.secrets({"l": [{"token": 1000}, "x"]}) == {"1000"}
+    assert index.secrets({"l": [True]}) == set()
+    assert index.secrets({"l": [1.0, {"api_key": "abcd-key"}]}) == {"abcd-key"}
