@@ -100,26 +100,10 @@ steps:
         type: agent_prompt
         prompt: "Review the next file and report what you found."
 """
-APPEND = """
-name: bench-step-append
-description: "a plain agent_prompt step per item whose answer is appended to raw.big"
-inputs:
-  items: {type: array, default: []}
-default_state:
-  raw:
-    big: []
-steps:
-  - id: loop
-    type: foreach
-    items: "{{ inputs.items }}"
-    steps:
-      - id: note
-        type: agent_prompt
-        prompt: "Review the next file and report what you found."
-        state_update:
-          path: raw.big
-          operation: append
-"""
+# The plain workflow, each step's answer appended to raw.big.
+APPEND = (PLAIN.replace("bench-step-plain", "bench-step-append")
+          .replace("raw.big is a list no step touches", "each answer is appended to raw.big")
+          + "        state_update: {path: raw.big, operation: append}\n")
 TARGETS = {"plain: get_next_step": 1.1, "plain: step_complete": 1.1, "template + 2 increments": 1.3}
 BIG_TARGET = 1.5
 
