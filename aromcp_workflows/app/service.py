@@ -44,6 +44,7 @@ class WorkflowService:
                  home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine):
         self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
         self.loader = WorkflowLoader(self.resolver)
+        self.loader.syntax_engine = self._engine  # validation compiles in the V8 children too
         self._maskers: dict[str, tuple[Any, Any]] = {}  # workflow id -> ((run, version), masker)
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
         self.instances.settled = self._remember_masker
@@ -51,6 +52,9 @@ class WorkflowService:
     @property
     def project_dir(self) -> Path:
         return self.resolver.project_dir
+
+    def _engine(self) -> Any:
+        return self.instances.engine
 
     # -- workflows ------------------------------------------------------------------
     def list_workflows(self, include_global: bool = True) -> dict[str, Any]:
@@ -89,7 +93,9 @@ class WorkflowService:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "workflow.yaml"
             path.write_text(text, encoding="utf-8")
-            report = check(str(path), WorkflowLoader(self.resolver))
+            loader = WorkflowLoader(self.resolver)
+            loader.syntax_engine = self._engine
+            report = check(str(path), loader)
         def clean(problem: Any) -> dict[str, Any]:
             data = problem.to_dict()
             if data["file"] == str(path):

@@ -55,7 +55,7 @@ def _check_into(report: CheckReport, target: str, loader: WorkflowLoader) -> Non
     report.bundle = bundles[0]
     seen: set[Problem] = set()
     for bundle in bundles:
-        new = [p for p in validate_bundle(bundle) if p not in seen]
+        new = [p for p in validate_bundle(bundle, loader.syntax_engine) if p not in seen]
         seen.update(new)
         _split(new, report)
 

@@ -11,8 +11,8 @@ so validation and execution agree.  Results are cached per source: validating at
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal
 
 from aromcp_workflows.definition.scopes import Site, part_label
 from aromcp_workflows.definition.yaml_source import Path
@@ -27,14 +27,16 @@ _lock = threading.Lock()
 _engine: ExpressionEngine | None = None
 
 
-def syntax_problems(sites: Iterable[Site]) -> list[tuple[Path, str]]:
-    """(path, message) for every site whose JavaScript V8 refuses to compile."""
+def syntax_problems(sites: Iterable[Site], engine: Callable[[], Any] | None = None) -> list[tuple[Path, str]]:
+    """(path, message) for every site whose JavaScript V8 refuses to compile.  `engine`
+    gives the engine to compile in (a server's, whose V8 runs in its child processes);
+    without it, one V8 in this process (mapping V8 into a server would cost it ~50 MB)."""
     found: list[tuple[Path, str, str, Mode]] = []  # path, label, source, mode
     for site in sites:
         found.extend(_sources(site))
     if not found:
         return []
-    errors = _check({(source, mode) for _, _, source, mode in found})
+    errors = _check({(source, mode) for _, _, source, mode in found}, engine)
     problems = []
     for path, label, source, mode in found:
         error = errors.get((source, mode))
@@ -92,12 +94,12 @@ def _lexes(source: str) -> bool:
     return True
 
 
-def _check(sources: set[tuple[str, Mode]]) -> dict[tuple[str, Mode], str | None]:
+def _check(sources: set[tuple[str, Mode]], engine: Callable[[], Any] | None) -> dict[tuple[str, Mode], str | None]:
     with _lock:
         missing = sorted(s for s in sources if s not in _cache)
         if missing:
             try:
-                answers = _get_engine().syntax_errors(missing)
+                answers = (engine() if engine is not None else _get_engine()).syntax_errors(missing)
             except Exception:  # V8 unavailable: the run-time checks still apply
                 return {}
             if len(_cache) + len(missing) > _CACHE_LIMIT:

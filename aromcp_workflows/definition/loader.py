@@ -8,7 +8,7 @@ a workflow that is already running.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,9 @@ class WorkflowLoader:
         self.resolver = resolver or WorkflowResolver()
         self.names_only = names_only  # True over MCP: only names in the workflow directories
         self.allowed_files: frozenset[Path] = frozenset()  # files a names-only loader may still read
+        # Where validation compiles JavaScript: a server hands in its own engine (V8 in its
+        # child processes); None is a V8 in this process, for the CLI and tools.
+        self.syntax_engine: Callable[[], Any] | None = None
         self._cache: dict[Path, tuple[dict[Path, Stamp], list[LoadedWorkflow] | DefinitionError]] = {}
         self._resolved: dict[str, tuple[Path, tuple[int, int]]] = {}  # absolute path -> real path, file id
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from aromcp_workflows.definition.build import describe
@@ -53,24 +53,28 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 NOT_TEMPLATES = ("transform", "validate", "response_schema")  # JS or JSON Schema, not {{ }}
 
 
-def validate_bundle(bundle: WorkflowBundle) -> list[Problem]:
-    """Every workflow of the bundle, each checked once, with includes checked against it."""
+def validate_bundle(bundle: WorkflowBundle, engine: Callable[[], Any] | None = None) -> list[Problem]:
+    """Every workflow of the bundle, each checked once, with includes checked against it.
+    `engine`: where JavaScript is compiled (see `js_syntax.syntax_problems`)."""
     problems: list[Problem] = []
     for loaded in bundle.workflows.values():
-        problems.extend(validate_workflow(loaded, bundle))
+        problems.extend(validate_workflow(loaded, bundle, engine))
     return problems
 
 
-def validate_workflow(loaded: LoadedWorkflow, bundle: WorkflowBundle | None = None) -> list[Problem]:
+def validate_workflow(loaded: LoadedWorkflow, bundle: WorkflowBundle | None = None,
+                      engine: Callable[[], Any] | None = None) -> list[Problem]:
     """Every semantic problem of one workflow (errors and warnings), in file order."""
-    checker = _Checker(loaded, bundle)
+    checker = _Checker(loaded, bundle, engine)
     checker.run()
     return sorted(checker.problems, key=lambda p: (p.file or "", p.line or 0, p.column or 0))
 
 
 class _Checker:
-    def __init__(self, loaded: LoadedWorkflow, bundle: WorkflowBundle | None = None):
+    def __init__(self, loaded: LoadedWorkflow, bundle: WorkflowBundle | None = None,
+                 engine: Callable[[], Any] | None = None):
         self.bundle = bundle
+        self.engine = engine
         self.loaded = loaded
         self.definition: WorkflowDefinition = loaded.definition
         self.problems: list[Problem] = []
@@ -111,7 +115,7 @@ class _Checker:
         """Syntax (V8, one crossing for the file), names in scope, loops that cannot end."""
         data = self.loaded_data()
         found = list(sites(data))
-        for path, message in syntax_problems(found):
+        for path, message in syntax_problems(found, self.engine):
             self.report(path, message, "error")
         for path, message, severity in reference_problems(found, declared_names(data)):
             self.report(path, message, severity)
