@@ -8,12 +8,15 @@ the state store marked as written (for a list that was only appended to, the new
 the threads and small sections whose JSON changed.
 The store keeps the deltas beside the last full snapshot and applies them on load.
 
-A full snapshot is written instead when the deltas since the last one are many or add up
-to more bytes than the snapshot itself (so the store never holds more than about twice
-the instance).  "Many" is `MAX_DELTAS`, or one per KB of snapshot for a big instance:
-applying that many small deltas costs a load about what decoding the snapshot does, and
-rewriting a large snapshot that rarely keeps its amortised cost per step small.  Between those, a
-commit's cost is what it changed, not what the instance holds.
+A full snapshot is written as well when the deltas since the last one are many or add up
+to more bytes than the snapshot itself.  "Many" is `MAX_DELTAS`, or one per KB of
+snapshot for a big instance: applying that many small deltas costs a load about what
+decoding the snapshot does, and rewriting a large snapshot that rarely keeps its
+amortised cost per step small.  Between those, a commit's cost is what it changed, not
+what the instance holds.  A snapshot keeps the deltas since the previous one and stores
+its own delta beside it, so a server process whose copy is a few commits behind catches
+up by deltas across it (the store holds at most about three times the instance: the
+snapshot and the deltas since each of the last two).
 """
 
 from __future__ import annotations
@@ -62,13 +65,13 @@ class Baseline:
 
 @dataclass
 class Commit:
-    """One planned write: the record, and either a delta or the full body's JSON."""
+    """One planned write: the record, its delta, and now and then the full body's JSON."""
 
     record: InstanceRecord
     baseline: Baseline
     changed: bool
     delta: str | None = None
-    encoded: dict[str, str] | None = None
+    encoded: dict[str, str] | None = None  # set: write a full snapshot too
 
 
 def record_of(run: WorkflowRun, base: InstanceRecord,
@@ -122,10 +125,11 @@ def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, jour
     delta = "[" + ",".join(op if isinstance(op, str) else encode(op) for op in ops) + "]"
     budget = max(MIN_DELTA_BYTES, record.body_bytes)
     most = max(MAX_DELTAS, int(record.body_bytes * DELTAS_PER_SNAPSHOT_BYTE))
+    commit.delta = delta
     if record.deltas >= most or record.delta_bytes + len(delta) > budget:
         commit.encoded = {"state": encode(record.state), "threads": encode(record.threads)}
-    else:
-        commit.delta = delta
+        if len(delta) > budget:  # kept beside the snapshot it would double the write: copies behind reload
+            commit.delta = None
     return commit
 
 

@@ -288,7 +288,8 @@ class InstanceRegistry:
             return False
         record, expected = commit.record, live.record.version
         self._perform(record, journal, lambda events: self.store.save(
-            record, expected, events, encoded=commit.encoded, delta=commit.delta))
+            record, expected, events, encoded=commit.encoded, delta=commit.delta,
+            snapshot=commit.encoded is not None))
         live.record, live.baseline = without_body(record), commit.baseline
         return True
 

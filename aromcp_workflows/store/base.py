@@ -84,9 +84,10 @@ class Progress:
 
 def progress_from(row: Sequence[Any], deltas: list[str], since: int) -> Progress | None:
     """`Progress` from `status, current_steps, error, version, updated_at, snapshot_version`,
-    or None when the deltas after `since` are not all there."""
-    version, snapshot_version = int(row[3]), int(row[5])
-    if snapshot_version > since or len(deltas) != version - since:
+    or None when the deltas after `since` are not all there (each version has at most one
+    delta, so as many deltas as versions means none is missing)."""
+    version = int(row[3])
+    if len(deltas) != version - since:
         return None
     return Progress(row[0], json.loads(row[1]), row[2], version, row[4], deltas)
 
@@ -228,6 +229,7 @@ class Store(Protocol):
         *,
         encoded: Mapping[str, str] | None = None,
         delta: str | None = None,
+        snapshot: bool = False,
     ) -> int:
         """Compare-and-set: write `record` and append `events` if the stored version is
         still `expected_version`, in one transaction.  Only the mutable fields are written
@@ -237,8 +239,11 @@ class Store(Protocol):
         With `delta` (JSON text of `[op, column, path, value?]` operations, see
         `apply_delta`), `state` and `threads` are not written at all: the delta is stored
         beside the last full snapshot and applied to it by `load`, so a commit costs what
-        it changed, not what the instance holds.  Without it the body is written whole
-        and becomes the new snapshot (older deltas are dropped).
+        it changed, not what the instance holds.  Without it, or with `snapshot`, the
+        body is written whole and becomes the new snapshot.  A snapshot written with its
+        delta keeps the deltas since the previous snapshot (`record.snapshot_version`) and
+        stores its own, so a copy that is behind still catches up by deltas; older ones
+        are dropped (all of them for a snapshot without a delta).
 
         Returns the new version and updates `record.version`/`record.updated_at` and the
         snapshot bookkeeping in place. Raises ConflictError (nothing written) when another
@@ -248,8 +253,8 @@ class Store(Protocol):
 
     def deltas_since(self, workflow_id: str, version: int) -> Progress | None:
         """What was committed after `version`: the status columns now and the deltas, in
-        order, or None when that cannot be told by deltas (a full snapshot was written
-        since, and the deltas before it are gone): then `load` it whole.  For a server
+        order, or None when that cannot be told by deltas (some of the deltas after
+        `version` are gone: two full snapshots were written since): then `load` it whole.  For a server
         process whose copy is one or two commits behind (another replica served a call),
         catching up costs the change instead of the instance.  NotFoundError if none."""
         ...

@@ -96,15 +96,15 @@ _COMPARE_AND_SET = (
     "version = %s, updated_at = %s, last_seq = last_seq + %s WHERE workflow_id = %s AND version = %s "
     "RETURNING last_seq - %s + 1 AS first"
 )
-_UPDATE_FULL = (  # a new full snapshot; the deltas it absorbs go
+_UPDATE_FULL = (  # a new full snapshot; the deltas up to a version go (see `Store.save`)
     "WITH base AS (UPDATE instances SET status = %s, state = %s, threads = %s, current_steps = %s, error = %s, "
     f"snapshot_version = version + 1, {_COMPARE_AND_SET}), "
-    "gone AS (DELETE FROM deltas WHERE workflow_id = %s AND EXISTS (SELECT 1 FROM base)) "
+    "gone AS (DELETE FROM deltas WHERE workflow_id = %s AND version <= %s AND EXISTS (SELECT 1 FROM base)) "
 )
+_ADD_DELTA = "added AS (INSERT INTO deltas (workflow_id, version, delta) SELECT %s, %s, %s FROM base) "
 _UPDATE_DELTA = (  # the small columns and one delta row; the large columns stay as they are
     "WITH base AS (UPDATE instances SET status = %s, current_steps = %s, error = %s, "
-    f"{_COMPARE_AND_SET}), "
-    "added AS (INSERT INTO deltas (workflow_id, version, delta) SELECT %s, %s, %s FROM base) "
+    f"{_COMPARE_AND_SET}), " + _ADD_DELTA
 )
 # Appended to a `WITH base AS (<write> RETURNING … AS first)`: the write and its history
 # rows are one statement (one round trip, atomic in autocommit); no base row, no history.
@@ -271,9 +271,10 @@ class PostgresStore:
         *,
         encoded: Mapping[str, str] | None = None,
         delta: str | None = None,
+        snapshot: bool = False,
     ) -> int:
-        """Compare-and-set the row and append `events` with either the delta or a new full
-        snapshot, atomically, in one statement (see `Store.save`)."""
+        """Compare-and-set the row and append `events` with the delta, a new full
+        snapshot, or both, atomically, in one statement (see `Store.save`)."""
         now = utc_now()
         new_version = expected_version + 1
         wid = record.workflow_id
@@ -286,11 +287,15 @@ class PostgresStore:
         columns = _event_columns(wid, events, now)
         cas = (new_version, now, len(events), wid, expected_version, len(events))
         params: tuple[Any, ...]
-        if delta is None:
+        full = snapshot or delta is None
+        if full:
             body = {"state": encoded.get("state") or _dumps(record.state, f"the state of {wid!r}"),
                     "threads": encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")}
+            kept_after = record.snapshot_version if delta is not None else new_version
             write, params = _UPDATE_FULL, (record.status, body["state"], body["threads"], steps, record.error,
-                                           *cas, wid)
+                                           *cas, wid, kept_after)
+            if delta is not None:  # the snapshot's own delta, for copies still catching up
+                write, params = write + ", " + _ADD_DELTA, (*params, wid, new_version, delta)
         else:
             write, params = _UPDATE_DELTA, (record.status, steps, record.error, *cas, wid, new_version, delta)
         with self._conn("save an instance in") as conn:
@@ -306,7 +311,7 @@ class PostgresStore:
                 raise ConflictError(wid, expected_version, int(found[0]))
         _number(events, first)
         record.version, record.updated_at = new_version, now
-        note_saved(record, delta, body)
+        note_saved(record, None if full else delta, body)
         return new_version
 
     def list_instances(

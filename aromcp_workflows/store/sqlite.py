@@ -269,7 +269,7 @@ class SqliteStore:
                     "SELECT status, current_steps, error, version, updated_at, snapshot_version FROM instances "
                     "WHERE workflow_id = ?", (workflow_id,),
                 ).fetchone()
-                deltas = [] if row is None or int(row[5]) > version else [d for (d,) in conn.execute(
+                deltas = [] if row is None else [d for (d,) in conn.execute(
                     "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version",
                     (workflow_id, version),
                 )]
@@ -287,9 +287,10 @@ class SqliteStore:
         *,
         encoded: Mapping[str, str] | None = None,
         delta: str | None = None,
+        snapshot: bool = False,
     ) -> int:
         """Compare-and-set the small row (status, current steps, error, version) and append
-        `events`, in one transaction, with either the delta or a new full body (see
+        `events`, in one transaction, with the delta, a new full body, or both (see
         `Store.save`).  The definition and inputs are written once by `create`."""
         now = utc_now()
         new_version = expected_version + 1
@@ -297,11 +298,12 @@ class SqliteStore:
         if record.status not in STATUSES:
             raise ValueError(f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}")
         encoded = encoded or {}
-        if delta is None:
+        full = snapshot or delta is None
+        if full:
             state = encoded.get("state") or _dumps(record.state, f"the state of {wid!r}")
             threads = encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")
         steps = _dumps(list(record.current_steps), f"the current_steps of {wid!r}")
-        snapshot_version = record.snapshot_version if delta is not None else new_version
+        snapshot_version = new_version if full else record.snapshot_version
         events = list(events)
         with self._write() as conn:
             cur = conn.execute(
@@ -316,15 +318,16 @@ class SqliteStore:
                 if found is None:
                     raise NotFoundError(record.workflow_id, self.path)
                 raise ConflictError(record.workflow_id, expected_version, found[0])
+            if full:  # the deltas since the previous snapshot stay when this one comes with its delta
+                conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?", (state, threads, wid))
+                conn.execute("DELETE FROM deltas WHERE workflow_id = ? AND version <= ?",
+                             (wid, record.snapshot_version if delta is not None else new_version))
             if delta is not None:
                 conn.execute("INSERT INTO deltas (workflow_id, version, delta) VALUES (?, ?, ?)",
                              (wid, new_version, delta))
-            else:
-                conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?", (state, threads, wid))
-                conn.execute("DELETE FROM deltas WHERE workflow_id = ?", (wid,))
             self._append(conn, record.workflow_id, events, now)
         record.version, record.updated_at = new_version, now
-        note_saved(record, delta, {} if delta is not None else {"state": state, "threads": threads})
+        note_saved(record, None if full else delta, {"state": state, "threads": threads} if full else {})
         return new_version
 
     def list_instances(

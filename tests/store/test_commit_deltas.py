@@ -454,3 +454,32 @@ def test_store_applies_set_and_delete_operations_in_order(location: str) -> None
     assert (final.state, final.threads, final.deltas, final.snapshot_version) == (
         loaded.state, loaded.threads, 0, 3)
     store.close()
+
+
+def test_a_snapshot_with_its_delta_keeps_the_deltas_since_the_previous_one(location: str) -> None:
+    """Catching up across one snapshot: the deltas after the previous snapshot stay, the
+    snapshot's own delta is stored, and the next snapshot drops those before it."""
+    store = open_store(location)
+    record = InstanceRecord(workflow_id="wf_keep", workflow="w", project_dir="/p", state={"n": 0}, threads={})
+    store.create(record)
+
+    def step(version: int, n: int, snapshot: bool = False) -> None:
+        record.state = {"n": n}
+        store.save(record, version, delta=encode([["s", "state", ["n"], n]]), snapshot=snapshot)
+
+    step(1, 1)
+    step(2, 2)
+    step(3, 3, snapshot=True)  # version 4: a snapshot with its delta
+    loaded = store.load("wf_keep")
+    assert (loaded.state, loaded.snapshot_version, loaded.deltas) == ({"n": 3}, 4, 0)
+    behind = store.deltas_since("wf_keep", 1)  # a copy at version 1 catches up across the snapshot
+    assert behind is not None and [json.loads(d) for d in behind.deltas] == [
+        [["s", "state", ["n"], n]] for n in (1, 2, 3)]
+    step(4, 4)
+    step(5, 5, snapshot=True)  # version 6: the deltas up to the previous snapshot (4) go
+    assert store.deltas_since("wf_keep", 1) is None  # gone: load it whole
+    assert [json.loads(d)[0][3] for d in store.deltas_since("wf_keep", 4).deltas] == [4, 5]  # type: ignore[union-attr]
+    assert store.load("wf_keep").state == {"n": 5}
+    store.save(record, 6)  # a snapshot without a delta: nothing to catch up by
+    assert store.deltas_since("wf_keep", 5) is None and store.load("wf_keep").state == {"n": 5}
+    store.close()

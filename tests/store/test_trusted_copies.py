@@ -116,11 +116,9 @@ def test_alternating_services_keep_every_answer_once(pair: tuple[Any, Any]) -> N
     assert answers == [f"round {n}" for n in range(40)]
 
 
-def test_a_copy_behind_a_full_snapshot_is_reloaded(pair: tuple[Any, Any]) -> None:
-    """The deltas a lagging copy would need are gone once a full snapshot was written:
-    it is loaded afresh (this once looped forever, asking the store again and again)."""
-    import threading
-
+def test_a_copy_behind_one_full_snapshot_catches_up_by_deltas(pair: tuple[Any, Any]) -> None:
+    """A snapshot keeps the deltas since the previous one: a copy a hundred commits behind,
+    across a full snapshot, applies them instead of loading the instance whole."""
     from aromcp_workflows.app.commits import MAX_DELTAS
 
     one, two = pair
@@ -128,11 +126,31 @@ def test_a_copy_behind_a_full_snapshot_is_reloaded(pair: tuple[Any, Any]) -> Non
     assert two.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == []  # two holds a copy now
     for n in range(MAX_DELTAS + 3):
         one.state_update(wid, [{"path": "raw.n", "value": n}])
+    assert two.instances.store.load(wid).snapshot_version > 1, "no full snapshot was written"
+    asked = counting_versions(two)
+    assert two.state_read(wid, ["raw.n"])["state"]["raw.n"] == MAX_DELTAS + 2
+    assert "load" not in asked and "deltas_since" in asked, asked
+
+
+def test_a_copy_behind_two_full_snapshots_is_reloaded(pair: tuple[Any, Any]) -> None:
+    """The deltas a lagging copy would need are gone once a second full snapshot was
+    written: it is loaded afresh (this once looped forever, asking the store again and again)."""
+    import threading
+
+    from aromcp_workflows.app.commits import MAX_DELTAS
+
+    one, two = pair
+    wid = one.start("relay")["workflow_id"]
+    assert two.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == []  # two holds a copy now
+    for n in range(2 * MAX_DELTAS + 5):
+        one.state_update(wid, [{"path": "raw.n", "value": n}])
+    asked = counting_versions(two)
     seen: list[Any] = []
     reader = threading.Thread(target=lambda: seen.append(two.state_read(wid, ["raw.n"])), daemon=True)
     reader.start()
     reader.join(30)
-    assert seen and seen[0]["state"]["raw.n"] == MAX_DELTAS + 2, "the lagging copy never caught up"
+    assert seen and seen[0]["state"]["raw.n"] == 2 * MAX_DELTAS + 4, "the lagging copy never caught up"
+    assert "load" in asked, asked
 
 
 def test_a_copy_behind_catches_up_in_one_trip_where_the_store_allows(pair: tuple[Any, Any]) -> None:
