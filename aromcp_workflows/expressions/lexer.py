@@ -132,77 +132,98 @@ def _lex_into(src: str, i: int, out: list[Token], *, stop_at_brace: bool = False
     index).  With `stop_at_template_end`, stop at a `}}` at bracket depth 0 (returns the
     index of its first `}`).  Otherwise lex to the end of `src` and return `len(src)`.
     """
-    n = len(src)
     depth = 0
     prev: Token | None = None
+    while (i := _skip_trivia(src, i)) < len(src):
+        if depth == 0 and src[i] == "}" and _ends_here(src, i, stop_at_brace, stop_at_template_end):
+            return i
+        tok = _token(src, i, prev)
+        if tok.kind == "punct":
+            depth = _nesting(tok, depth)
+        out.append(tok)
+        prev, i = tok, tok.end
+    if stop_at_brace or stop_at_template_end:
+        raise LexError("unterminated '${' or '{{'")
+    return len(src)
+
+
+_SPACE = " \t\r\n\f\v\u00a0\ufeff\u2028\u2029"
+
+
+def _skip_trivia(src: str, i: int) -> int:
+    """The index of the next token at or after `i`: whitespace and comments skipped."""
+    n = len(src)
     while i < n:
-        ch = src[i]
-        if ch in " \t\r\n\f\v\u00a0\ufeff\u2028\u2029":
+        if src[i] in _SPACE:
             i += 1
-            continue
-        if ch == "/" and i + 1 < n and src[i + 1] == "/":
+        elif src.startswith("//", i):
             nl = src.find("\n", i)
             i = n if nl < 0 else nl
-            continue
-        if ch == "/" and i + 1 < n and src[i + 1] == "*":
+        elif src.startswith("/*", i):
             close = src.find("*/", i + 2)
             if close < 0:
                 raise LexError(f"unterminated comment starting at offset {i}")
             i = close + 2
-            continue
-        if ch == "}" and depth == 0:
-            if stop_at_brace:
-                return i
-            if stop_at_template_end and i + 1 < n and src[i + 1] == "}":
-                return i
-        if stop_at_template_end and depth == 0 and ch == "}" and not (
-            i + 1 < n and src[i + 1] == "}"
-        ):
-            raise LexError(f"unbalanced '}}' at offset {i}")
-        start = i
-        if _is_ident_start(ch):
-            i += 1
-            while i < n and _is_ident_part(src[i]):
-                i += 1
-            tok = Token("name", src[start:i], start, i)
-        elif ch.isdigit() or (ch == "." and i + 1 < n and src[i + 1].isdigit()):
-            i += 1
-            while i < n and (_is_ident_part(src[i]) or src[i] == "." or (
-                src[i] in "+-" and src[i - 1] in "eE" and not src[start:i].startswith(("0x", "0X"))
-            )):
-                i += 1
-            tok = Token("num", src[start:i], start, i)
-        elif ch in "'\"":
-            i = _skip_string(src, i, ch)
-            tok = Token("str", src[start:i], start, i)
-        elif ch == "`":
-            i, parts = _lex_template(src, i)
-            tok = Token("tmpl", src[start:i], start, i, parts)
-        elif ch == "/" and _regex_allowed(prev):
-            i = _skip_regex(src, i)
-            tok = Token("regex", src[start:i], start, i)
         else:
-            for p in _PUNCTS:
-                if src.startswith(p, i):
-                    # `?.5` is a conditional followed by a number, not optional chaining.
-                    if p == "?." and i + 2 < n and src[i + 2].isdigit():
-                        continue
-                    i += len(p)
-                    break
-            else:
-                i += 1
-            tok = Token("punct", src[start:i], start, i)
-            if tok.text in "([{":
-                depth += 1
-            elif tok.text in ")]}":
-                depth -= 1
-                if depth < 0:
-                    raise LexError(f"unbalanced {tok.text!r} at offset {start}")
-        out.append(tok)
-        prev = tok
-    if stop_at_brace or stop_at_template_end:
-        raise LexError("unterminated '${' or '{{'")
-    return n
+            break
+    return i
+
+
+def _ends_here(src: str, i: int, stop_at_brace: bool, stop_at_template_end: bool) -> bool:
+    """Whether the `}` at bracket depth 0 at `i` ends the lexing; a lone `}` inside a
+    `{{ }}` is an error, and elsewhere it is an ordinary (unbalanced) token."""
+    closes_template = src.startswith("}}", i)
+    if stop_at_brace or (stop_at_template_end and closes_template):
+        return True
+    if stop_at_template_end:
+        raise LexError(f"unbalanced '}}' at offset {i}")
+    return False
+
+
+def _token(src: str, start: int, prev: Token | None) -> Token:
+    """The token that starts at `start` (not whitespace or a comment)."""
+    ch, n = src[start], len(src)
+    i = start + 1
+    if _is_ident_start(ch):
+        while i < n and _is_ident_part(src[i]):
+            i += 1
+        return Token("name", src[start:i], start, i)
+    if ch.isdigit() or (ch == "." and i < n and src[i].isdigit()):
+        while i < n and (_is_ident_part(src[i]) or src[i] == "." or (
+            src[i] in "+-" and src[i - 1] in "eE" and not src[start:i].startswith(("0x", "0X"))
+        )):
+            i += 1
+        return Token("num", src[start:i], start, i)
+    if ch in "'\"":
+        i = _skip_string(src, start, ch)
+        return Token("str", src[start:i], start, i)
+    if ch == "`":
+        i, parts = _lex_template(src, start)
+        return Token("tmpl", src[start:i], start, i, parts)
+    if ch == "/" and _regex_allowed(prev):
+        i = _skip_regex(src, start)
+        return Token("regex", src[start:i], start, i)
+    return _punct(src, start)
+
+
+def _punct(src: str, start: int) -> Token:
+    """The longest punctuator at `start` (one character when none is longer)."""
+    for p in _PUNCTS:
+        # `?.5` is a conditional followed by a number, not optional chaining.
+        if src.startswith(p, start) and not (p == "?." and src[start + 2:start + 3].isdigit()):
+            return Token("punct", p, start, start + len(p))
+    return Token("punct", src[start], start, start + 1)
+
+
+def _nesting(tok: Token, depth: int) -> int:
+    """The bracket depth after a punctuator; an unmatched closing bracket is an error."""
+    if tok.text in "([{":
+        return depth + 1
+    if tok.text in ")]}":
+        if depth == 0:
+            raise LexError(f"unbalanced {tok.text!r} at offset {tok.start}")
+        return depth - 1
+    return depth
 
 
 def tokenize(src: str) -> list[Token]:
