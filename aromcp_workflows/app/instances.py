@@ -201,8 +201,13 @@ class InstanceRegistry:
         record = live.record
         record.status, record.current_steps, record.error = progress.status, progress.current_steps, progress.error
         record.version, record.updated_at = progress.version, progress.updated_at
-        record.deltas += len(progress.deltas)
-        record.delta_bytes += sum(len(text) for text in progress.deltas)
+        if progress.snapshot_version != record.snapshot_version:  # another process wrote a snapshot since
+            after = progress.deltas[len(progress.deltas) - (progress.version - progress.snapshot_version):]
+            record.snapshot_version, record.deltas, record.delta_bytes = progress.snapshot_version, 0, 0
+        else:
+            after = progress.deltas
+        record.deltas += len(after)
+        record.delta_bytes += sum(len(text) for text in after)
         live.baseline = baseline_of(live.run, record)
         return True
 

@@ -80,6 +80,7 @@ class Progress:
     version: int
     updated_at: str
     deltas: list[str]  # JSON texts, oldest first: exactly `version - the reader's version` of them
+    snapshot_version: int  # the full snapshot the store holds now (the deltas may reach back past it)
 
 
 def progress_from(row: Sequence[Any], deltas: list[str], since: int) -> Progress | None:
@@ -89,7 +90,7 @@ def progress_from(row: Sequence[Any], deltas: list[str], since: int) -> Progress
     version = int(row[3])
     if len(deltas) != version - since:
         return None
-    return Progress(row[0], json.loads(row[1]), row[2], version, row[4], deltas)
+    return Progress(row[0], json.loads(row[1]), row[2], version, row[4], deltas, int(row[5]))
 
 
 @dataclass(frozen=True)

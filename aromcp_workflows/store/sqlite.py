@@ -303,13 +303,13 @@ class SqliteStore:
             state = encoded.get("state") or _dumps(record.state, f"the state of {wid!r}")
             threads = encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")
         steps = _dumps(list(record.current_steps), f"the current_steps of {wid!r}")
-        snapshot_version = new_version if full else record.snapshot_version
         events = list(events)
-        with self._write() as conn:
+        with self._write() as conn:  # only a full snapshot moves snapshot_version (never the caller's copy of it)
             cur = conn.execute(
                 "UPDATE instances SET status = ?, current_steps = ?, error = ?, version = ?, updated_at = ?, "
-                "snapshot_version = ? WHERE workflow_id = ? AND version = ?",
-                (record.status, steps, record.error, new_version, now, snapshot_version, wid, expected_version),
+                "snapshot_version = CASE WHEN ? THEN ? ELSE snapshot_version END "
+                "WHERE workflow_id = ? AND version = ?",
+                (record.status, steps, record.error, new_version, now, full, new_version, wid, expected_version),
             )
             if cur.rowcount != 1:
                 found = conn.execute(

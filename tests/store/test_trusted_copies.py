@@ -125,11 +125,18 @@ def test_a_copy_behind_one_full_snapshot_catches_up_by_deltas(pair: tuple[Any, A
     wid = one.start("relay")["workflow_id"]
     assert two.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == []  # two holds a copy now
     for n in range(MAX_DELTAS + 3):
-        one.state_update(wid, [{"path": "raw.n", "value": n}])
+        one.state_update(wid, [{"path": "raw.n", "value": n}, {"path": "raw.answers", "operation": "append",
+                                                              "value": n}][: 1 + (n < 3)])
     assert two.instances.store.load(wid).snapshot_version > 1, "no full snapshot was written"
     asked = counting_versions(two)
     assert two.state_read(wid, ["raw.n"])["state"]["raw.n"] == MAX_DELTAS + 2
     assert "load" not in asked and "deltas_since" in asked, asked
+    # the caught-up copy writes on top of the other process's snapshot, not of its own old one
+    two.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": "from two"}])
+    one.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": "from one"}])
+    for service in (one, two):
+        service.instances.forget(wid)
+        assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == [0, 1, 2, "from two", "from one"]
 
 
 def test_a_copy_behind_two_full_snapshots_is_reloaded(pair: tuple[Any, Any]) -> None:
@@ -168,3 +175,28 @@ def test_a_copy_behind_catches_up_in_one_trip_where_the_store_allows(pair: tuple
     asked.clear()
     one.next_step(wid)  # current: one question, never a load
     assert asked == (["deltas_since"] if one.instances.store.check_with_deltas else ["version"])
+
+
+def test_copies_catching_up_across_each_others_snapshots_keep_the_store_whole(pair: tuple[Any, Any]) -> None:
+    """Each process catches up across a snapshot the other wrote, then commits on top of
+    it: its copy must know which snapshot the store now holds (a copy that remembered its
+    own older one once wrote it back, and a load applied the deltas in between twice)."""
+    from aromcp_workflows.app.commits import MAX_DELTAS
+
+    one, two = pair
+    wid = one.start("relay")["workflow_id"]
+    assert two.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == []  # two holds a copy now
+    expected: list[Any] = []
+    for n in range(MAX_DELTAS + 3):  # one writes a snapshot on the way
+        one.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": n}])
+        expected.append(n)
+    for rounds in range(3):  # then they take turns, each catching up across the other's snapshot
+        for name, service in (("two", two), ("one", one)):
+            assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == expected  # caught up
+            service.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": f"{name}{rounds}"}])
+            expected.append(f"{name}{rounds}")
+    for service in (one, two):
+        service.instances.forget(wid)
+        assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == expected
+    stored = one.instances.store.load(wid)
+    assert stored.state["states"]["main"]["raw"]["answers"] == expected
