@@ -200,3 +200,35 @@ def test_copies_catching_up_across_each_others_snapshots_keep_the_store_whole(pa
         assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == expected
     stored = one.instances.store.load(wid)
     assert stored.state["states"]["main"]["raw"]["answers"] == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_processes_in_random_turns_across_many_snapshots(pair: tuple[Any, Any], seed: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random turns of two processes — reads that catch up, appends, sets, copies
+    forgotten — with a snapshot every 4 deltas, so copies keep catching up across each
+    other's snapshots: every read, and a fresh load after each turn, gives the model's list."""
+    import random
+
+    from aromcp_workflows.app import commits
+
+    monkeypatch.setattr(commits, "MAX_DELTAS", 4)
+    one, two = pair
+    wid = one.start("relay")["workflow_id"]
+    pick, expected = random.Random(seed), []
+    for turn in range(60):
+        service = pick.choice((one, two))
+        action = pick.choices(("read", "append", "set", "forget"), weights=(3, 5, 1, 1))[0]
+        if action == "read":
+            assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == expected, turn
+        elif action == "append":
+            service.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": turn}])
+            expected.append(turn)
+        elif action == "set":
+            expected = expected[-3:]
+            service.state_update(wid, [{"path": "raw.answers", "value": expected}])
+        else:
+            service.instances.forget(wid)
+        assert one.instances.store.load(wid).state["states"]["main"]["raw"]["answers"] == expected, turn
+    for service in (one, two):
+        assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == expected
