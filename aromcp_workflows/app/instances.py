@@ -37,6 +37,7 @@ from aromcp_workflows.store import (
     Progress,
     Store,
     StoreError,
+    note_caught_up,
     utc_now,
 )
 
@@ -198,17 +199,8 @@ class InstanceRegistry:
         except Exception:  # anything unexpected in a delta: the whole load is the safe road
             self._drop(live)
             return False
-        record = live.record
-        record.status, record.current_steps, record.error = progress.status, progress.current_steps, progress.error
-        record.version, record.updated_at = progress.version, progress.updated_at
-        if progress.snapshot_version != record.snapshot_version:  # another process wrote a snapshot since
-            after = progress.deltas[len(progress.deltas) - (progress.version - progress.snapshot_version):]
-            record.snapshot_version, record.deltas, record.delta_bytes = progress.snapshot_version, 0, 0
-        else:
-            after = progress.deltas
-        record.deltas += len(after)
-        record.delta_bytes += sum(len(text) for text in after)
-        live.baseline = baseline_of(live.run, record)
+        note_caught_up(live.record, progress)
+        live.baseline = baseline_of(live.run, live.record)
         return True
 
     def _reload(self, workflow_id: str) -> LiveInstance:

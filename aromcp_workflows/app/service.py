@@ -43,8 +43,7 @@ class WorkflowService:
     def __init__(self, project_dir: str | Path | None = None, store_path: str | Path | None = None,
                  home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine):
         self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
-        self.loader = WorkflowLoader(self.resolver)
-        self.loader.syntax_engine = self._engine  # validation compiles in the V8 children too
+        self.loader = WorkflowLoader(self.resolver, syntax_engine=self._engine)  # compiles JS in the V8 children
         self._maskers: dict[str, tuple[Any, Any]] = {}  # workflow id -> ((run, version), masker)
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
         self.instances.settled = self._remember_masker
@@ -93,9 +92,7 @@ class WorkflowService:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "workflow.yaml"
             path.write_text(text, encoding="utf-8")
-            loader = WorkflowLoader(self.resolver)
-            loader.syntax_engine = self._engine
-            report = check(str(path), loader)
+            report = check(str(path), WorkflowLoader(self.resolver, syntax_engine=self._engine))
         def clean(problem: Any) -> dict[str, Any]:
             data = problem.to_dict()
             if data["file"] == str(path):

@@ -110,13 +110,14 @@ class WorkflowLoader:
     are unchanged, so a long-running server sees an edited shared file at once.
     """
 
-    def __init__(self, resolver: WorkflowResolver | None = None, names_only: bool = False):
+    def __init__(self, resolver: WorkflowResolver | None = None, names_only: bool = False,
+                 syntax_engine: Callable[[], Any] | None = None):
         self.resolver = resolver or WorkflowResolver()
         self.names_only = names_only  # True over MCP: only names in the workflow directories
         self.allowed_files: frozenset[Path] = frozenset()  # files a names-only loader may still read
         # Where validation compiles JavaScript: a server hands in its own engine (V8 in its
         # child processes); None is a V8 in this process, for the CLI and tools.
-        self.syntax_engine: Callable[[], Any] | None = None
+        self.syntax_engine = syntax_engine
         self._cache: dict[Path, tuple[dict[Path, Stamp], list[LoadedWorkflow] | DefinitionError]] = {}
         self._resolved: dict[str, tuple[Path, tuple[int, int]]] = {}  # absolute path -> real path, file id
 

@@ -27,6 +27,7 @@ from aromcp_workflows.store.base import (
     Store,
     StoreError,
     StoreOpenError,
+    note_caught_up,
     utc_now,
 )
 from aromcp_workflows.store.pg_connect import POOL_ENV_VAR, is_postgres_url, pool_size_from_env
@@ -60,6 +61,7 @@ __all__ = [
     "StoreOpenError",
     "default_store_path",
     "is_postgres_url",
+    "note_caught_up",
     "open_store",
     "resolve_store_path",
     "utc_now",

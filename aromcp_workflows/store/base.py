@@ -344,6 +344,17 @@ def _append(record: InstanceRecord, node: dict[str, Any], path: list[str], kept:
     target.extend(items)
 
 
+def snapshot_drops_through(record: InstanceRecord, new_version: int, delta: str | None,
+                           snapshot: bool) -> int | None:
+    """For a save (see `Store.save`): None when it writes a delta only; else it writes a
+    full snapshot, and the deltas up to the returned version go — those the previous
+    snapshot already held when this one comes with its own delta (copies behind may
+    still need the rest), all of them when it comes without one."""
+    if delta is not None and not snapshot:
+        return None
+    return record.snapshot_version if delta is not None else new_version
+
+
 def apply_deltas(record: InstanceRecord, texts: Sequence[str]) -> InstanceRecord:
     """The record with its deltas applied and its snapshot bookkeeping filled in."""
     for text in texts:
@@ -361,6 +372,21 @@ def note_saved(record: InstanceRecord, delta: str | None, body: Mapping[str, str
     else:
         record.deltas += 1
         record.delta_bytes += len(delta)
+
+
+def note_caught_up(record: InstanceRecord, progress: Progress) -> None:
+    """Update the status columns and snapshot bookkeeping of a record whose run was just
+    brought to `progress` by its deltas.  Another process may have written a snapshot
+    meanwhile: the record takes it over (a later save must never write back the old one,
+    or a load would apply the deltas in between twice) and counts the deltas after it."""
+    record.status, record.current_steps, record.error = progress.status, progress.current_steps, progress.error
+    record.version, record.updated_at = progress.version, progress.updated_at
+    after = progress.deltas
+    if progress.snapshot_version != record.snapshot_version:
+        after = after[max(0, len(after) - (progress.version - progress.snapshot_version)):]
+        record.snapshot_version, record.deltas, record.delta_bytes = progress.snapshot_version, 0, 0
+    record.deltas += len(after)
+    record.delta_bytes += sum(len(text) for text in after)
 
 
 # -- rows to records: both stores select the same columns in the same order ------------------

@@ -47,6 +47,7 @@ from aromcp_workflows.store.base import (
     note_saved,
     progress_from,
     record_from_row,
+    snapshot_drops_through,
     summary_from_row,
     utc_now,
 )
@@ -287,13 +288,13 @@ class PostgresStore:
         columns = _event_columns(wid, events, now)
         cas = (new_version, now, len(events), wid, expected_version, len(events))
         params: tuple[Any, ...]
-        full = snapshot or delta is None
+        drop_through = snapshot_drops_through(record, new_version, delta, snapshot)
+        full = drop_through is not None
         if full:
             body = {"state": encoded.get("state") or _dumps(record.state, f"the state of {wid!r}"),
                     "threads": encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")}
-            kept_after = record.snapshot_version if delta is not None else new_version
             write, params = _UPDATE_FULL, (record.status, body["state"], body["threads"], steps, record.error,
-                                           *cas, wid, kept_after)
+                                           *cas, wid, drop_through)
             if delta is not None:  # the snapshot's own delta, for copies still catching up
                 write, params = write + ", " + _ADD_DELTA, (*params, wid, new_version, delta)
         else:

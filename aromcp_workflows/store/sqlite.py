@@ -47,6 +47,7 @@ from aromcp_workflows.store.base import (
     note_saved,
     progress_from,
     record_from_row,
+    snapshot_drops_through,
     summary_from_row,
     utc_now,
 )
@@ -298,7 +299,8 @@ class SqliteStore:
         if record.status not in STATUSES:
             raise ValueError(f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}")
         encoded = encoded or {}
-        full = snapshot or delta is None
+        drop_through = snapshot_drops_through(record, new_version, delta, snapshot)
+        full = drop_through is not None
         if full:
             state = encoded.get("state") or _dumps(record.state, f"the state of {wid!r}")
             threads = encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")
@@ -320,8 +322,7 @@ class SqliteStore:
                 raise ConflictError(record.workflow_id, expected_version, found[0])
             if full:  # the deltas since the previous snapshot stay when this one comes with its delta
                 conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?", (state, threads, wid))
-                conn.execute("DELETE FROM deltas WHERE workflow_id = ? AND version <= ?",
-                             (wid, record.snapshot_version if delta is not None else new_version))
+                conn.execute("DELETE FROM deltas WHERE workflow_id = ? AND version <= ?", (wid, drop_through))
             if delta is not None:
                 conn.execute("INSERT INTO deltas (workflow_id, version, delta) VALUES (?, ?, ?)",
                              (wid, new_version, delta))
