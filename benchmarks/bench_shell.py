@@ -7,9 +7,9 @@ load on a shared machine hits all rows alike):
 
 a. the floor: a bare spawn from Python, `subprocess.run(["bash", "-c", "true"])`, and
    `os.posix_spawn` of `/bin/sh -c true` (and of `bash -c true`) + `waitpid`; plus the
-   server's own `app.shell.run_shell("true")` called directly (spawn + capture, no store),
+   server's own `shell.runner.run_shell("true")` called directly (spawn + capture, no store),
    and `run_shell("[[ 1 ]]")`, a command that needs bash: `true` runs under dash
-   (`app.shell_dialect`, unless AROMCP_SHELL_FAST=off), `[[ 1 ]]` always under bash.
+   (`shell.dialect`, unless AROMCP_SHELL_FAST=off), `[[ 1 ]]` always under bash.
 b. a server-side `true` step through the real server over stdio (JSON-RPC over the
    server's stdin/stdout, the client of `bench_server.py`): a workflow whose `foreach`
    runs N `shell_command: "true"` steps between two agent steps.  The timed call is the
@@ -22,7 +22,7 @@ b. a server-side `true` step through the real server over stdio (JSON-RPC over t
    CPU time in process (this process's threads + the reaped commands, `getrusage`) per
    shell step and per bare spawn is printed as well: on a loaded machine wall times
    include queueing for a core, CPU times do not.
-d. the classifier that picks dash (`app.shell_dialect.runs_same_under_sh`, texts cached),
+d. the classifier that picks dash (`shell.dialect.runs_same_under_sh`, texts cached),
    microseconds per call for a builtin, two programs and a pipe, with os.environ.
 c. a 20-iteration server-side shell loop: the whole call, and its loop part (minus the
    0-step call).  (The issue compares this with AroMCP's 61 ms.)
@@ -118,7 +118,7 @@ def cpu_now() -> float:
 
 # -- a. the floor ---------------------------------------------------------------------------------
 def spawn_rows(project: Path) -> dict[str, Callable[[], Any]]:
-    from aromcp_workflows.app.shell import run_shell
+    from aromcp_workflows.shell.runner import run_shell
 
     env = dict(os.environ)
 
@@ -138,8 +138,8 @@ def spawn_rows(project: Path) -> dict[str, Callable[[], Any]]:
         "subprocess.run bash -c true": lambda: subprocess.run(["bash", "-c", "true"], check=True),
         "posix_spawn /bin/sh -c true": posix_spawn(["/bin/sh", "-c", "true"]),
         "posix_spawn bash -c true": posix_spawn([BASH, "-c", "true"]),
-        "app.shell.run_shell('true')": via_run_shell("true"),
-        "app.shell.run_shell('[[ 1 ]]') (needs bash)": via_run_shell("[[ 1 ]]"),
+        "shell.runner.run_shell('true')": via_run_shell("true"),
+        "shell.runner.run_shell('[[ 1 ]]') (needs bash)": via_run_shell("[[ 1 ]]"),
     }
 
 
@@ -245,7 +245,7 @@ def summarize(samples: dict[str, list[float]], steps: int) -> dict[str, Any]:
     cpu_shell = per_step(samples, "cpu in process", "bench-shell", steps)
     out["cpu (this process + its commands; a load-robust view)"] = {
         "subprocess.run bash -c true": stats(samples["cpu subprocess.run bash -c true"]),
-        "app.shell.run_shell('true')": stats(samples["cpu app.shell.run_shell('true')"]),
+        "shell.runner.run_shell('true')": stats(samples["cpu shell.runner.run_shell('true')"]),
         f"in process: per shell step (N={steps})": stats(cpu_shell),
     }
     bash = out["a spawn floor"]["subprocess.run bash -c true"]["median_ms"]
@@ -282,7 +282,7 @@ def classifier_cost(project: Path) -> dict[str, float]:
     """Microseconds per `runs_same_under_sh` call (warm caches), best of 5 runs of 20000 calls."""
     import timeit
 
-    from aromcp_workflows.app.shell_dialect import runs_same_under_sh
+    from aromcp_workflows.shell.dialect import runs_same_under_sh
 
     def one(command: str) -> float:
         calls = timeit.repeat(lambda: runs_same_under_sh(command, os.environ, project), number=20000, repeat=5)

@@ -32,7 +32,7 @@ from machine_info import machine, rss_mb_tree
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aromcp_workflows.expressions import ExpressionEngine
-from aromcp_workflows.state import ComputedFieldSpec, StateStore, Update
+from aromcp_workflows.state import ComputedFieldSpec, StateTiers, Update
 
 CASCADE = [
     ComputedFieldSpec("filtered_files", ["raw.file_list"], False,
@@ -87,7 +87,7 @@ def bench_templates(engine: ExpressionEngine, n: int) -> dict[str, Any]:
 
 
 def bench_cascade(engine: ExpressionEngine, n: int) -> dict[str, Any]:
-    store = StateStore(engine, CASCADE)
+    store = StateTiers(engine, CASCADE)
     files = [f"src/pkg{i % 40}/file{i}.{'d.ts' if i % 7 == 0 else 'ts'}" for i in range(10_000)]
     store.initialize({"raw": {"file_list": files, "batch_status": {}, "other": 0}})
     counter = [0]
@@ -122,7 +122,7 @@ def bench_memory(engine: ExpressionEngine, recomputes: int) -> dict[str, Any]:
              ComputedFieldSpec("b", ["computed.a"], False, "[input, input * 2]"),
              ComputedFieldSpec("c", ["computed.b"], False, "({ sum: input[0] + input[1] })"),
              ComputedFieldSpec("d", ["computed.c", "raw.tag"], True, "input[1] + input[0].sum")]
-    store = StateStore(engine, specs)
+    store = StateTiers(engine, specs)
     store.initialize({"raw": {"n": 0, "tag": "t"}})
     updates = recomputes // len(specs)
     samples: list[float] = []

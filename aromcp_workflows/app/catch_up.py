@@ -19,7 +19,7 @@ from aromcp_workflows.expressions import MISSING
 from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.interpreter.machine import computed_specs
 from aromcp_workflows.interpreter.thread import Thread
-from aromcp_workflows.state import StateStore
+from aromcp_workflows.state import StateTiers
 
 SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries")  # run attributes
 
@@ -77,7 +77,7 @@ def _state(run: WorkflowRun, op: list[Any]) -> None:
             run.states.pop(key, None)
             return
         definition = run.bundle.get(run.state_workflows[key])
-        run.states[key] = StateStore.from_snapshot(run.engine, computed_specs(definition), op[3])
+        run.states[key] = StateTiers.from_snapshot(run.engine, computed_specs(definition), op[3])
         return
     if len(path) != 4 or path[1] not in run.states:
         raise CannotCatchUp(f"unexpected state path {path!r}")
@@ -88,7 +88,7 @@ def _state(run: WorkflowRun, op: list[Any]) -> None:
         store.restore_value(path[2], path[3], op[3] if op[0] == "s" else MISSING)
 
 
-def _appended(store: StateStore, path: list[str], kept: int, items: list[Any]) -> list[Any]:
+def _appended(store: StateTiers, path: list[str], kept: int, items: list[Any]) -> list[Any]:
     """The list at `path` with `items` appended: a new list (the old one may be shared)."""
     tiers = {"raw": store.raw, "state": store.state}
     current = tiers[path[2]].get(path[3]) if path[2] in tiers else None

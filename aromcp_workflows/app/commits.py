@@ -28,7 +28,7 @@ from typing import Any
 from aromcp_workflows.expressions import MISSING
 from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.interpreter.thread import Thread
-from aromcp_workflows.state import StateStore
+from aromcp_workflows.state import StateTiers
 from aromcp_workflows.store import STATUSES, InstanceRecord, InstanceStatus
 
 MAX_DELTAS = 100  # deltas between two full snapshots of a small instance
@@ -56,7 +56,7 @@ class ThreadEntry:
 class Baseline:
     """What the store holds of a live instance, in the form a commit compares against."""
 
-    states: dict[str, StateStore] = field(default_factory=dict)  # the state objects saved (by identity)
+    states: dict[str, StateTiers] = field(default_factory=dict)  # the state objects saved (by identity)
     sections: dict[str, str] = field(default_factory=dict)  # JSON of the small top-level sections
     threads: dict[str, ThreadEntry] = field(default_factory=dict)
     items: dict[str, Any] = field(default_factory=dict)  # each running foreach's items list (by identity)

@@ -3,7 +3,7 @@
 The interpreter answers every call with an effect value; this module performs them.
 `Answer` goes back to the caller.  `ShellRequest` runs the command with no lock held,
 then hands the result back in a new transaction; the transaction that hands out the
-request also records its owner and lease (`app.owner`), and a long command renews the
+request also records its owner and lease (`shell.owner`), and a long command renews the
 lease every third of it.  `Busy` (another call is running the thread's command) waits:
 on the command's completion event when this process runs it — no thread polls — and
 otherwise until its owner finishes; a command whose owner is gone (or whose lease
@@ -24,10 +24,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from aromcp_workflows.app import owner as owners
-from aromcp_workflows.app.shell import Periodic, ProgressCallback, run_shell
 from aromcp_workflows.interpreter import Answer, Busy, Completion, ShellRequest, ShellResult, WorkflowRun
 from aromcp_workflows.interpreter.effects import Event
+from aromcp_workflows.shell import owner as owners
+from aromcp_workflows.shell.runner import Periodic, ProgressCallback, run_shell
 
 T = TypeVar("T")
 Transact = Callable[[Callable[[WorkflowRun], T]], T]

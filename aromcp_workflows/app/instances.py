@@ -29,12 +29,12 @@ from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import Journal, WorkflowRun
 from aromcp_workflows.store import (
     Checkpoint,
+    CommitsSince,
     ConflictError,
     HistoryEvent,
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
-    Progress,
     Store,
     StoreError,
     note_caught_up,
@@ -169,10 +169,10 @@ class InstanceRegistry:
         `version` costs answers both questions in one trip."""
         if not self.store.check_with_deltas:
             return self._is_current(live) or self._catch_up(live)
-        progress = self._progress(live)
-        current = progress is not None and progress.version == live.record.version
+        since = self._commits_since(live)
+        current = since is not None and since.version == live.record.version
         live.streak = live.streak + 1 if current else 0
-        return current or self._apply(live, progress)
+        return current or self._apply(live, since)
 
     def _is_current(self, live: LiveInstance) -> bool:
         """Ask the store whether the live copy is the latest version (and keep count)."""
@@ -180,26 +180,26 @@ class InstanceRegistry:
         live.streak = live.streak + 1 if current else 0
         return current
 
-    def _progress(self, live: LiveInstance) -> Progress | None:
+    def _commits_since(self, live: LiveInstance) -> CommitsSince | None:
         workflow_id, version = live.run.workflow_id, live.record.version
         return self._translate(lambda: self.store.deltas_since(workflow_id, version))
 
     def _catch_up(self, live: LiveInstance) -> bool:
         """Apply the deltas committed since the live copy's version; False (and the live
         copy dropped) when they cannot tell the change, so the caller reloads."""
-        return self._apply(live, self._progress(live))
+        return self._apply(live, self._commits_since(live))
 
-    def _apply(self, live: LiveInstance, progress: Progress | None) -> bool:
-        """Bring the live copy to `progress`; False (and the copy dropped) when that cannot be done."""
-        if progress is None:  # a full snapshot since: this copy can only be replaced
+    def _apply(self, live: LiveInstance, since: CommitsSince | None) -> bool:
+        """Bring the live copy to `since`; False (and the copy dropped) when that cannot be done."""
+        if since is None:  # a full snapshot since: this copy can only be replaced
             self._drop(live)
             return False
         try:
-            apply_to_run(live.run, live.baseline.items, progress.deltas)
+            apply_to_run(live.run, live.baseline.items, since.deltas)
         except Exception:  # anything unexpected in a delta: the whole load is the safe road
             self._drop(live)
             return False
-        note_caught_up(live.record, progress)
+        note_caught_up(live.record, since)
         live.baseline = baseline_of(live.run, live.record)
         return True
 

@@ -18,7 +18,6 @@ from typing import Any
 from aromcp_workflows.app.driver import Driver
 from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.app.instances import InstanceRegistry
-from aromcp_workflows.app.shell import ProgressCallback
 from aromcp_workflows.definition import (
     DefinitionError,
     WorkflowLoader,
@@ -27,10 +26,11 @@ from aromcp_workflows.definition import (
     load_valid_bundle,
 )
 from aromcp_workflows.interpreter import InputError, RunError, WorkflowRun
+from aromcp_workflows.shell.runner import ProgressCallback
 from aromcp_workflows.state import StateError, Update
 from aromcp_workflows.store import NotFoundError, StoreError, open_store
 
-__all__ = ["ServiceError", "WorkflowService"]
+__all__ = ["WorkflowService"]
 
 
 def _default_engine() -> Any:

@@ -128,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from aromcp_workflows.app.service import ServiceError
+    from aromcp_workflows.app.errors import ServiceError
 
     service = _service(args)
     try:
@@ -161,7 +161,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """`workflow_complete(status="cancelled")` on this machine: for an instance no agent will finish."""
-    from aromcp_workflows.app.instances import ServiceError
+    from aromcp_workflows.app.errors import ServiceError
 
     service = _service(args)
     try:
@@ -224,7 +224,7 @@ def _pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpar
 
 def _call(action: Any) -> Any:
     """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
-    from aromcp_workflows.app.service import ServiceError
+    from aromcp_workflows.app.errors import ServiceError
     from aromcp_workflows.interpreter import InputError
 
     try:

@@ -39,7 +39,7 @@ from aromcp_workflows.definition.steps import (
 from aromcp_workflows.definition.templates import command_problem, template_problems
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_source import Path
-from aromcp_workflows.patterns import pattern_problem
+from aromcp_workflows.safety.patterns import pattern_problem
 
 TIERS = ("raw", "state", "computed", "inputs")
 WRITABLE_TIERS = ("raw", "state")

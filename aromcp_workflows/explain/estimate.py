@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aromcp_workflows.expressions import analyse
-from aromcp_workflows.state import StateStore
+from aromcp_workflows.state import StateTiers
 
 LOOP_NAMES = frozenset({"item", "index", "loop", "task", "result", "error"})
 _TEMPLATE = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
@@ -35,7 +35,7 @@ class Write:
         return _segments(self.path.split("{{", 1)[0])
 
 
-def estimate(items: Any, state: StateStore | None, engine: Any, earlier: list[Write]) -> int | str:
+def estimate(items: Any, state: StateTiers | None, engine: Any, earlier: list[Write]) -> int | str:
     """A number of sub-agents, or a sentence starting with `unknown:` saying why not."""
     if isinstance(items, list):
         return len(items)
@@ -57,7 +57,7 @@ def estimate(items: Any, state: StateStore | None, engine: Any, earlier: list[Wr
     return f"unknown: {items} is not a list before the run (it is {type(value).__name__})"
 
 
-def _reads(items: Any, state: StateStore) -> list[list[str]] | None:
+def _reads(items: Any, state: StateTiers) -> list[list[str]] | None:
     """Tier-qualified paths (as segments) the items template reads, transitively through
     computed fields; None when it reads loop/task variables."""
     if not isinstance(items, str):
@@ -73,7 +73,7 @@ def _reads(items: Any, state: StateStore) -> list[list[str]] | None:
     return out
 
 
-def _paths_of(name: str, keys: frozenset[str] | None, state: StateStore) -> list[list[str]]:
+def _paths_of(name: str, keys: frozenset[str] | None, state: StateTiers) -> list[list[str]]:
     if name == "inputs":
         return []
     if name == "this":  # `this.x` is the flattened `x`
@@ -90,7 +90,7 @@ def _paths_of(name: str, keys: frozenset[str] | None, state: StateStore) -> list
     return [["raw", name], ["state", name]]  # a flattened name may live in either tier
 
 
-def _computed_deps(field: str, state: StateStore) -> list[list[str]]:
+def _computed_deps(field: str, state: StateTiers) -> list[list[str]]:
     deps = state.dependencies(field)["all_deps"]
     out = []
     for dep in deps:

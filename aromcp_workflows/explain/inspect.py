@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from aromcp_workflows.masking import Masker, is_sensitive, secret_values
+from aromcp_workflows.safety.masking import Masker, is_sensitive, secret_values
 
 
 def transform_traces(events: Iterable[Any], field: str | None, include_timing: bool,

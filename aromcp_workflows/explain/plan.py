@@ -26,7 +26,7 @@ from aromcp_workflows.explain.estimate import Write, estimate
 from aromcp_workflows.interpreter.compiler import listing, programs_for
 from aromcp_workflows.interpreter.inputs import check_inputs
 from aromcp_workflows.interpreter.machine import computed_specs
-from aromcp_workflows.state import StateStore
+from aromcp_workflows.state import StateTiers
 
 _SERVER = frozenset({"shell_command", "state_update", "conditional", "while", "foreach", "break", "continue",
                      "include_workflow", "exit"})
@@ -207,11 +207,11 @@ def _writes(step: Any, local: str) -> list[str]:
     return paths
 
 
-def _start_state(definition: WorkflowDefinition, inputs: dict[str, Any], engine: Any) -> StateStore | None:
+def _start_state(definition: WorkflowDefinition, inputs: dict[str, Any], engine: Any) -> StateTiers | None:
     """The state at start (inputs + default_state + computed), or None if it cannot be made."""
     values = check_inputs(definition.name, definition.inputs, inputs)  # bad inputs are the caller's error
     try:
-        store = StateStore(engine, computed=computed_specs(definition), inputs=values)
+        store = StateTiers(engine, computed=computed_specs(definition), inputs=values)
         store.initialize(definition.default_state.model_dump())
         return store
     except Exception:

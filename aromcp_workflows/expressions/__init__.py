@@ -5,11 +5,11 @@ docs/architecture.md and docs/expressions-and-state.md.  Importing this package 
 import mini-racer; V8 starts on first use.
 """
 
-from .analysis import Reads, analyse, js_truthy
-from .engine import ExpressionEngine, reads_of
-from .errors import MISSING, ExpressionError
-from .runtime import EngineStats
-from .template import parse_template, path_to_key, to_text
+from aromcp_workflows.expressions.analysis import Reads, analyse, js_truthy
+from aromcp_workflows.expressions.engine import ExpressionEngine, reads_of
+from aromcp_workflows.expressions.errors import MISSING, ExpressionError
+from aromcp_workflows.expressions.runtime import EngineStats
+from aromcp_workflows.expressions.template import parse_template, path_to_key, to_text
 
 __all__ = [
     "MISSING",

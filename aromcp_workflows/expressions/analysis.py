@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .lexer import Token, tokenize
+from aromcp_workflows.expressions.lexer import Token, tokenize
 
 # Words that are never a reference to an outside value.  Contextual keywords (`of`,
 # `async`, `get`, `set`, `let`, ...) are included: treating them as parameters would break
@@ -184,7 +184,7 @@ def js_truthy(value: Any) -> bool:
     Conditions must use this rather than Python's bool(): `{{ files }}` with an empty
     list is truthy in JS.
     """
-    from .errors import MISSING
+    from aromcp_workflows.expressions.errors import MISSING
 
     if value is None or value is MISSING or value is False:
         return False

@@ -5,7 +5,7 @@ items that say which compiled function to call with which *argument sources*.  A
 argument source is JSON the prelude resolves: a value index, a partial object of some
 keys, the current value of a computed field, a path into one, or a list of sources.
 
-The drivers here also own recovery: a timeout tells us (through the prelude's progress
+The drivers here also own recovery: a timeout tells us (through the prelude's `reached`
 record) which item was running, so finished work is kept and only the guilty item is
 reported; out-of-memory kills the context, so the rest of the batch is re-run one item per
 call until the guilty one is found.  Either way the next evaluation works.
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import MISSING, ErrorKind, ExpressionError
-from .runtime import FunctionDef, Interrupted, Runtime
+from aromcp_workflows.expressions.errors import MISSING, ErrorKind, ExpressionError
+from aromcp_workflows.expressions.runtime import FunctionDef, Interrupted, Runtime
 
 Source = Any  # int | None | dict (see module docstring)
 
@@ -106,11 +106,11 @@ def run_calls(rt: Runtime, calls: list[Call], table: ValueTable,
         try:
             parts = rt.call("run", defs, meta, table.values)
         except Interrupted as exc:
-            if exc.kind == "timeout" and exc.progress is not None and \
-                    exc.progress["i"] >= start:
-                done, i = exc.progress["done"], exc.progress["i"]
+            if exc.kind == "timeout" and exc.reached is not None and \
+                    exc.reached["i"] >= start:
+                done, i = exc.reached["done"], exc.reached["i"]
                 raw[start:start + len(done)] = done
-                if i == exc.progress["first"]:
+                if i == exc.reached["first"]:
                     raw[i] = [2, "timeout", _limit_message("timeout", rt)]
                     start = i + 1
                 else:
@@ -201,12 +201,12 @@ def run_chain(rt: Runtime, items: list[ChainItem], table: ValueTable,
                 cached.clear()
                 continue
         except Interrupted as exc:
-            if exc.kind == "timeout" and exc.progress is not None and \
-                    exc.progress["i"] >= start:
-                done, i = exc.progress["done"], exc.progress["i"]
+            if exc.kind == "timeout" and exc.reached is not None and \
+                    exc.reached["i"] >= start:
+                done, i = exc.reached["done"], exc.reached["i"]
                 _absorb(items, outcomes, current, dirty, start, done)
                 cached.clear()
-                if i == exc.progress["first"]:
+                if i == exc.reached["first"]:
                     inject = [i, "timeout", _limit_message("timeout", rt)]
                 start = i
                 continue

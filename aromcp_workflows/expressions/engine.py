@@ -13,15 +13,15 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Literal
 
-from . import batch
-from .analysis import Reads, analyse
-from .batch import Call, ChainItem, ChainOutcome, ValueTable
-from .errors import MISSING, ExpressionError
-from .isolation import ProcessV8Runtime
-from .lexer import LexError
-from .runtime import EngineStats, FunctionDef, Runtime, V8Runtime
-from .shell_context import ShellContextError, ShellPlan, assemble, shell_plan
-from .template import (
+from aromcp_workflows.expressions import batch
+from aromcp_workflows.expressions.analysis import Reads, analyse
+from aromcp_workflows.expressions.batch import Call, ChainItem, ChainOutcome, ValueTable
+from aromcp_workflows.expressions.errors import MISSING, ExpressionError
+from aromcp_workflows.expressions.isolation import ProcessV8Runtime
+from aromcp_workflows.expressions.lexer import LexError
+from aromcp_workflows.expressions.runtime import EngineStats, FunctionDef, Runtime, V8Runtime
+from aromcp_workflows.expressions.shell_context import ShellContextError, ShellPlan, assemble, shell_plan
+from aromcp_workflows.expressions.template import (
     ExprPart,
     NeedsV8,
     Template,

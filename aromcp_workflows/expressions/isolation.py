@@ -28,9 +28,9 @@ import threading
 import weakref
 from typing import Any, Literal
 
-from .pipe import read_message, write_message
-from .pool import Pool, PoolHooks
-from .runtime import EngineStats, FunctionDef, Interrupted, RuntimeFailure
+from aromcp_workflows.expressions.pipe import read_message, write_message
+from aromcp_workflows.expressions.pool import Pool, PoolHooks
+from aromcp_workflows.expressions.runtime import EngineStats, FunctionDef, Interrupted, RuntimeFailure
 
 WATCHDOG_SLACK_S = 10.0  # on top of twice the timeout: a child that hangs is killed
 MAX_ATTEMPTS = 3  # a call is preempted once; a stray late signal may cost one more run
@@ -118,7 +118,7 @@ class ProcessV8Runtime:
             raise Interrupted("timeout", None)
         if "interrupted" in answer:
             kind: Literal["timeout", "memory"] = "timeout" if answer["interrupted"] == "timeout" else "memory"
-            raise Interrupted(kind, answer.get("progress"))
+            raise Interrupted(kind, answer.get("reached"))
         if "failure" in answer:
             raise RuntimeFailure(answer["failure"])
         return json.loads(result)
@@ -134,7 +134,7 @@ class ProcessV8Runtime:
                 gone = "exit"  # it abandoned a V8 still running a promise job, and exited
         except ChildDied as died:
             gone = died.kind
-            answer, result = {"interrupted": died.kind, "progress": None}, b""
+            answer, result = {"interrupted": died.kind, "reached": None}, b""
         except BaseException:
             gone = "memory"  # interrupted mid-exchange: the child's pipe is out of step
             raise

@@ -22,7 +22,7 @@
   const hasOwn = Object.hasOwn;
   const defineProperty = Object.defineProperty;
   const fns = new Map();
-  let progress = { i: -1, first: -1, done: [] };
+  let reached = { i: -1, first: -1, done: [] };
 
   class CompileError extends Error {}
 
@@ -213,9 +213,9 @@
   function run(meta, vals) {
     const ctx = newCtx(vals, meta.multi);
     const parts = [];
-    progress = { i: -1, first: meta.start, done: parts };
+    reached = { i: -1, first: meta.start, done: parts };
     for (let i = meta.start; i < meta.items.length; i++) {
-      progress.i = i;
+      reached.i = i;
       const it = meta.items[i];
       let out;
       try {
@@ -257,7 +257,7 @@
     }
     const dirty = new Set(meta.dirty);
     const parts = [];
-    progress = { i: -1, first: -1, done: parts };
+    reached = { i: -1, first: -1, done: parts };
     let ran = 0;
     for (let i = meta.start; i < meta.items.length; i++) {
       if (!dirty.has(i)) {
@@ -265,8 +265,8 @@
         continue;
       }
       if (meta.limit > 0 && ran >= meta.limit) break;
-      progress.i = i;
-      if (progress.first < 0) progress.first = i;
+      reached.i = i;
+      if (reached.first < 0) reached.first = i;
       ran++;
       const it = meta.items[i];
       const t0 = dateNow();
@@ -327,8 +327,8 @@
     return '[' + parts.join(',') + ']';
   }
 
-  function progressText() {
-    return '{"i":' + progress.i + ',"first":' + progress.first + ',"done":[' + progress.done.join(',') + ']}';
+  function reachedText() {
+    return '{"i":' + reached.i + ',"first":' + reached.first + ',"done":[' + reached.done.join(',') + ']}';
   }
 
   function now() {
@@ -357,7 +357,7 @@
   }
   const api = Object.freeze({
     def: guarded(def), run: guarded(run), chain: guarded(chain), check: guarded(check),
-    progress: guarded(progressText),
+    reached: guarded(reachedText),
   });
   defineProperty(G, '__aro', { value: api, writable: false, enumerable: false, configurable: false });
   defineProperty(G, 'now', { value: now, writable: false, enumerable: false, configurable: false });

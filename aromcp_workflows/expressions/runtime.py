@@ -51,12 +51,12 @@ class EngineStats:
 
 
 class Interrupted(Exception):
-    """V8 stopped a call: `kind` timeout (progress known) or memory (context replaced)."""
+    """V8 stopped a call: `kind` timeout (how far it got known) or memory (context replaced)."""
 
-    def __init__(self, kind: Literal["timeout", "memory"], progress: dict[str, Any] | None):
+    def __init__(self, kind: Literal["timeout", "memory"], reached: dict[str, Any] | None):
         super().__init__(kind)
         self.kind = kind
-        self.progress = progress
+        self.reached = reached
 
 
 class Preempted(BaseException):
@@ -180,7 +180,7 @@ class V8Runtime:
              meta: dict[str, Any], vals: list[Any]) -> Any:
         """One crossing: install missing functions, run `__aro.<entry>`, parse the JSON.
 
-        Raises Interrupted on timeout (with the progress made) or out-of-memory (after
+        Raises Interrupted on timeout (with how far the batch got) or out-of-memory (after
         replacing the context), RuntimeFailure for plumbing errors.
         """
         text = self.call_text(entry, defs, meta, json.dumps(vals, separators=(",", ":")))
@@ -228,7 +228,7 @@ class V8Runtime:
             self.stats.timeouts += 1
             self._installed.update(new_ids)  # defs run before user code
             self._settle(mr, started, deferring)
-            raise Interrupted("timeout", self._progress(mr)) from None
+            raise Interrupted("timeout", self._reached(mr)) from None
         except _exc.JSOOMException:
             self.stats.out_of_memory += 1
             self.reset()
@@ -301,13 +301,13 @@ class V8Runtime:
         self._installed = set()
         self.poisoned = True
 
-    def _progress(self, mr: Any) -> dict[str, Any] | None:
+    def _reached(self, mr: Any) -> dict[str, Any] | None:
         self.stats.v8_calls += 1
         try:
-            text = mr.eval(f"__aro.progress({json.dumps(self._token)})",
+            text = mr.eval(f"__aro.reached({json.dumps(self._token)})",
                            timeout_sec=max(self.timeout_ms / 1000, 1))
-            progress: dict[str, Any] = json.loads(text)
-            return progress
+            reached: dict[str, Any] = json.loads(text)
+            return reached
         except Exception:
             self.reset()
             return None

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from .errors import MISSING, ExpressionError
-from .lexer import LexError, Token, find_template_end, tokenize
+from aromcp_workflows.expressions.errors import MISSING, ExpressionError
+from aromcp_workflows.expressions.lexer import LexError, Token, find_template_end, tokenize
 
 FILTERS = frozenset({"path_to_key", "json", "length", "default", "raw"})
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
@@ -229,7 +229,7 @@ def resolve_path(path: PlainPath, scope: Mapping[str, Any]) -> Any:
         raise NeedsV8
     value = scope.get(root, MISSING)
     if value is MISSING:
-        from .analysis import JS_GLOBALS
+        from aromcp_workflows.expressions.analysis import JS_GLOBALS
         if root in JS_GLOBALS:
             raise NeedsV8
     for key, optional in steps:

@@ -71,7 +71,7 @@ def handle(runtime: V8Runtime, request: dict[str, Any], body: bytes) -> tuple[di
     except Preempted:
         return {"preempted": True}, b""
     except Interrupted as exc:
-        return {"interrupted": exc.kind, "progress": exc.progress}, b""
+        return {"interrupted": exc.kind, "reached": exc.reached}, b""
     except RuntimeFailure as exc:
         return {"failure": str(exc)}, b""
     return {"ok": True}, text.encode()

@@ -12,7 +12,7 @@ from typing import Any
 
 from aromcp_workflows.definition.errors import did_you_mean
 from aromcp_workflows.definition.workflow import InputSpec
-from aromcp_workflows.masking import is_sensitive
+from aromcp_workflows.safety.masking import is_sensitive
 
 
 class InputError(ValueError):

@@ -23,8 +23,8 @@ from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
 from aromcp_workflows.interpreter.effects import EVENT_KINDS, Answer, Checkpoint, Event, Journal, RunError, now_iso
 from aromcp_workflows.interpreter.program import Instruction, Run
 from aromcp_workflows.interpreter.thread import TERMINAL, Frame, LoopFrame, Thread, ThreadTable
-from aromcp_workflows.masking import Masker, SecretIndex
-from aromcp_workflows.state import ComputedFieldSpec, StateError, StateStore, Update
+from aromcp_workflows.safety.masking import Masker, SecretIndex
+from aromcp_workflows.state import ComputedFieldSpec, StateError, StateTiers, Update
 
 DEFAULT_SUB_AGENT_PROMPT = (
     "You are a workflow sub-agent for workflow {workflow_id}, task {task_id}. Call "
@@ -59,7 +59,7 @@ class Machine:
         self.project_dir = Path(project_dir)
         self.inputs = inputs
         self._sub_agent_prompt = sub_agent_prompt  # the shared text; filled in only when asked for
-        self.states: dict[str, StateStore] = {}
+        self.states: dict[str, StateTiers] = {}
         self.state_workflows: dict[str, str] = {}  # state key -> definition name
         self.threads = ThreadTable()
         self.groups: dict[str, dict[str, Any]] = {}
@@ -94,8 +94,8 @@ class Machine:
         assert isinstance(ins, Run)
         return ins.step
 
-    def new_state(self, definition: WorkflowDefinition, inputs: dict[str, Any], trigger: str) -> StateStore:
-        store = StateStore(self.engine, computed=computed_specs(definition), inputs=inputs)
+    def new_state(self, definition: WorkflowDefinition, inputs: dict[str, Any], trigger: str) -> StateTiers:
+        store = StateTiers(self.engine, computed=computed_specs(definition), inputs=inputs)
         store.initialize(definition.default_state.model_dump())
         self.collect_traces(store, trigger)
         return store
@@ -117,7 +117,7 @@ class Machine:
         assert kind in EVENT_KINDS, f"unknown history event kind {kind!r}: add it to effects.EVENT_KINDS"
         self.journal.events.append(Event(kind, step_id, task_id, now_iso(), data or {}))
 
-    def collect_traces(self, store: StateStore, trigger: str) -> None:
+    def collect_traces(self, store: StateTiers, trigger: str) -> None:
         for trace in store.drain_traces():
             self.record("transform_trace", data={**trace, "trigger": trace.get("trigger") or trigger})
 

@@ -27,7 +27,7 @@ from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed, compu
 from aromcp_workflows.interpreter.output import ShellResult
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext, Run
 from aromcp_workflows.interpreter.thread import Thread, ThreadTable, frame_from_json
-from aromcp_workflows.state import StateStore, Update, UpdateResult
+from aromcp_workflows.state import StateTiers, Update, UpdateResult
 
 MAX_INSTRUCTIONS_PER_ADVANCE = 200_000
 Handler = Callable[[Ctx, Any], control.Effect]
@@ -185,7 +185,7 @@ class WorkflowRun(Machine):
                                                      "by": "agent"})
         return result
 
-    def state_for(self, task_id: str | None) -> StateStore:
+    def state_for(self, task_id: str | None) -> StateTiers:
         """The state a thread reads and writes (a task shares its workflow's state)."""
         if task_id is None:
             return self.states["main"]
@@ -252,7 +252,7 @@ class WorkflowRun(Machine):
         run.state_workflows = data["state_workflows"]
         for key, snapshot in data["states"].items():
             definition = bundle.get(run.state_workflows[key])
-            run.states[key] = StateStore.from_snapshot(engine, computed_specs(definition), snapshot)
+            run.states[key] = StateTiers.from_snapshot(engine, computed_specs(definition), snapshot)
         run.threads = ThreadTable({tid: Thread.from_json(t) for tid, t in data["threads"].items()})
         run.groups = data["groups"]
         run.status, run.error = data["status"], data["error"]

@@ -29,7 +29,7 @@ class LoopFrame:
 class Frame:
     workflow: str  # definition name inside the bundle
     program: str  # program key: main, on_failure, task:<name>, cleanup:<name>
-    state_key: str  # which StateStore this frame reads and writes
+    state_key: str  # which StateTiers this frame reads and writes
     id_prefix: str = ""  # prepended to delivered step ids (task id, include step)
     pc: int = 0
     loops: list[LoopFrame] = field(default_factory=list)

@@ -29,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from aromcp_workflows.masking import Masker, secret_values
+from aromcp_workflows.safety.masking import Masker, secret_values
 
 MAX_ECHO = 200  # characters of one value an error may repeat
 MAX_ERROR = 4000  # characters of one error text

@@ -105,8 +105,8 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
                         masker_for=holder.masker)
 
     def call(method: str, *args: Any, **kwargs: Any) -> Any:
-        from aromcp_workflows.app.service import ServiceError
-        from aromcp_workflows.app.shell import ShellInterrupted
+        from aromcp_workflows.app.errors import ServiceError
+        from aromcp_workflows.shell.runner import ShellInterrupted
 
         try:
             return getattr(holder.get(), method)(*args, **kwargs)
@@ -316,7 +316,7 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
     @mcp.resource("workflow://{name}", name="workflow", description="A workflow definition (YAML source)",
                   mime_type="application/yaml")
     def workflow_resource(name: str) -> str:
-        from aromcp_workflows.app.service import ServiceError
+        from aromcp_workflows.app.errors import ServiceError
 
         try:
             info = holder.get().get_info(name)
@@ -350,7 +350,7 @@ def _stop_commands_on_signals() -> None:
     import signal
 
     def stop(signum: int, _frame: Any) -> None:
-        from aromcp_workflows.app.shell import stop_all_commands
+        from aromcp_workflows.shell.runner import stop_all_commands
 
         stopped = stop_all_commands()
         log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)

@@ -1,21 +1,21 @@
 """Reactive workflow state: tiers, updates, computed fields, dependency graph, traces.
 
-Public API: `StateStore`, `ComputedFieldSpec`, `Update`, `UpdateResult`, `StateError`
+Public API: `StateTiers`, `ComputedFieldSpec`, `Update`, `UpdateResult`, `StateError`
 (see docs/architecture.md).  Knows nothing about steps or MCP.
 """
 
-from .computed import ComputedFieldSpec, ComputedGraph
-from .errors import StateError
-from .paths import format_path, parse_path, parse_write_path
-from .store import StateStore
-from .updates import OPERATIONS, Update, UpdateResult
+from aromcp_workflows.state.computed import ComputedFieldSpec, ComputedGraph
+from aromcp_workflows.state.errors import StateError
+from aromcp_workflows.state.paths import format_path, parse_path, parse_write_path
+from aromcp_workflows.state.tiers import StateTiers
+from aromcp_workflows.state.updates import OPERATIONS, Update, UpdateResult
 
 __all__ = [
     "OPERATIONS",
     "ComputedFieldSpec",
     "ComputedGraph",
     "StateError",
-    "StateStore",
+    "StateTiers",
     "Update",
     "UpdateResult",
     "format_path",

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..expressions import ExpressionError, Reads, reads_of
-from .errors import StateError
-from .paths import Segment, key_tuple, overlaps, parse_path
+from aromcp_workflows.expressions import ExpressionError, Reads, reads_of
+from aromcp_workflows.state.errors import StateError
+from aromcp_workflows.state.paths import Segment, key_tuple, overlaps, parse_path
 
 OnError = Literal["propagate", "use_fallback", "ignore"]
 TIER_NAMES = ("raw", "state", "computed", "inputs")

@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..expressions import MISSING
-from .errors import StateError
+from aromcp_workflows.expressions import MISSING
+from aromcp_workflows.state.errors import StateError
 
 Segment = str | int
 TIERS = ("raw", "state", "computed", "inputs")

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..expressions import MISSING, ExpressionEngine
-from ..expressions.batch import Call, ChainItem, ChainOutcome, ValueTable
-from .computed import ComputedGraph, FieldNode, Ref
-from .paths import get_in
+from aromcp_workflows.expressions import MISSING, ExpressionEngine
+from aromcp_workflows.expressions.batch import Call, ChainItem, ChainOutcome, ValueTable
+from aromcp_workflows.state.computed import ComputedGraph, FieldNode, Ref
+from aromcp_workflows.state.paths import get_in
 
 
 @dataclass

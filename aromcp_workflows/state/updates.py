@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..expressions import MISSING
-from .errors import StateError
-from .paths import DELETE, FORBIDDEN_KEYS, Segment, format_path, parse_write_path, update_in
+from aromcp_workflows.expressions import MISSING
+from aromcp_workflows.state.errors import StateError
+from aromcp_workflows.state.paths import DELETE, FORBIDDEN_KEYS, Segment, format_path, parse_write_path, update_in
 
 Operation = Literal["set", "append", "increment", "merge", "delete"]
 OPERATIONS: tuple[str, ...] = ("set", "append", "increment", "merge", "delete")

@@ -71,7 +71,7 @@ class InstanceRecord:
 
 
 @dataclass(frozen=True)
-class Progress:
+class CommitsSince:
     """An instance's commits after a version its reader holds (`Store.deltas_since`)."""
 
     status: InstanceStatus
@@ -83,14 +83,14 @@ class Progress:
     snapshot_version: int  # the full snapshot the store holds now (the deltas may reach back past it)
 
 
-def progress_from(row: Sequence[Any], deltas: list[str], since: int) -> Progress | None:
-    """`Progress` from `status, current_steps, error, version, updated_at, snapshot_version`,
+def commits_since_from(row: Sequence[Any], deltas: list[str], since: int) -> CommitsSince | None:
+    """`CommitsSince` from `status, current_steps, error, version, updated_at, snapshot_version`,
     or None when the deltas after `since` are not all there (each version has at most one
     delta, so as many deltas as versions means none is missing)."""
     version = int(row[3])
     if len(deltas) != version - since:
         return None
-    return Progress(row[0], json.loads(row[1]), row[2], version, row[4], deltas, int(row[5]))
+    return CommitsSince(row[0], json.loads(row[1]), row[2], version, row[4], deltas, int(row[5]))
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ class Store(Protocol):
         """
         ...
 
-    def deltas_since(self, workflow_id: str, version: int) -> Progress | None:
+    def deltas_since(self, workflow_id: str, version: int) -> CommitsSince | None:
         """What was committed after `version`: the status columns now and the deltas, in
         order, or None when that cannot be told by deltas (some of the deltas after
         `version` are gone: two full snapshots were written since): then `load` it whole.  For a server
@@ -374,17 +374,17 @@ def note_saved(record: InstanceRecord, delta: str | None, body: Mapping[str, str
         record.delta_bytes += len(delta)
 
 
-def note_caught_up(record: InstanceRecord, progress: Progress) -> None:
+def note_caught_up(record: InstanceRecord, since: CommitsSince) -> None:
     """Update the status columns and snapshot bookkeeping of a record whose run was just
-    brought to `progress` by its deltas.  Another process may have written a snapshot
+    brought to `since` by its deltas.  Another process may have written a snapshot
     meanwhile: the record takes it over (a later save must never write back the old one,
     or a load would apply the deltas in between twice) and counts the deltas after it."""
-    record.status, record.current_steps, record.error = progress.status, progress.current_steps, progress.error
-    record.version, record.updated_at = progress.version, progress.updated_at
-    after = progress.deltas
-    if progress.snapshot_version != record.snapshot_version:
-        after = after[max(0, len(after) - (progress.version - progress.snapshot_version)):]
-        record.snapshot_version, record.deltas, record.delta_bytes = progress.snapshot_version, 0, 0
+    record.status, record.current_steps, record.error = since.status, since.current_steps, since.error
+    record.version, record.updated_at = since.version, since.updated_at
+    after = since.deltas
+    if since.snapshot_version != record.snapshot_version:
+        after = after[max(0, len(after) - (since.version - since.snapshot_version)):]
+        record.snapshot_version, record.deltas, record.delta_bytes = since.snapshot_version, 0, 0
     record.deltas += len(after)
     record.delta_bytes += sum(len(text) for text in after)
 

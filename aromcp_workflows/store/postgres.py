@@ -34,18 +34,18 @@ from typing import TYPE_CHECKING, Any
 from aromcp_workflows.store.base import (
     STATUSES,
     Checkpoint,
+    CommitsSince,
     ConflictError,
     HistoryEvent,
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
-    Progress,
     StoreError,
     StoreOpenError,
     apply_deltas,
+    commits_since_from,
     event_from_row,
     note_saved,
-    progress_from,
     record_from_row,
     snapshot_drops_through,
     summary_from_row,
@@ -258,11 +258,11 @@ class PostgresStore:
         record.snapshot_version, record.body_bytes = int(row[13]), len(row[6]) + len(row[7])
         return apply_deltas(record, list(row[14]))
 
-    def deltas_since(self, workflow_id: str, version: int) -> Progress | None:
+    def deltas_since(self, workflow_id: str, version: int) -> CommitsSince | None:
         rows = self._fetch("read", _PROGRESS, (version, workflow_id))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
-        return progress_from(rows[0], list(rows[0][6]), version)
+        return commits_since_from(rows[0], list(rows[0][6]), version)
 
     def save(
         self,

@@ -34,18 +34,18 @@ from typing import Any
 from aromcp_workflows.store.base import (
     STATUSES,
     Checkpoint,
+    CommitsSince,
     ConflictError,
     HistoryEvent,
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
-    Progress,
     StoreError,
     StoreOpenError,
     apply_deltas,
+    commits_since_from,
     event_from_row,
     note_saved,
-    progress_from,
     record_from_row,
     snapshot_drops_through,
     summary_from_row,
@@ -261,7 +261,7 @@ class SqliteStore:
         record.snapshot_version, record.body_bytes = int(row[13]), len(row[6]) + len(row[7])
         return apply_deltas(record, deltas)
 
-    def deltas_since(self, workflow_id: str, version: int) -> Progress | None:
+    def deltas_since(self, workflow_id: str, version: int) -> CommitsSince | None:
         with self._lock:
             conn = self._connection()
             conn.execute("BEGIN")
@@ -278,7 +278,7 @@ class SqliteStore:
                 conn.execute("COMMIT")
         if row is None:
             raise NotFoundError(workflow_id, self.path)
-        return progress_from(row, deltas, version)
+        return commits_since_from(row, deltas, version)
 
     def save(
         self,

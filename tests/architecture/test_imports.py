@@ -14,10 +14,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "aromcp_workflows"
 
 # Floors, lowest first: a module may import its own floor and those below, never above.
 FLOORS = [
-    {"masking", "patterns"},
+    {"safety"},
     {"definition", "expressions", "state", "store", "integrations"},
     {"interpreter"},
-    {"explain"},
+    {"explain", "shell"},
     {"app"},
     {"server", "runner", "importer"},
     {"cli", "__main__"},
@@ -31,6 +31,17 @@ def _modules() -> dict[str, Path]:
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         mods[name] = path
     return mods
+
+
+def _relative_imports() -> list[str]:
+    """Every import in the package is absolute: the graph below reads module names, and a
+    relative import would hide a module's edges from the layering and circle checks."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return found
 
 
 def _graph() -> dict[str, set[str]]:
@@ -84,6 +95,15 @@ def _floor(module: str) -> int:
         if top in names:
             return level
     raise AssertionError(f"{module} is on no floor: add its package to FLOORS in this test")
+
+
+def test_imports_are_absolute() -> None:
+    assert _relative_imports() == []
+
+
+def test_top_level_holds_only_the_entry_points() -> None:
+    """Everything lives in a package of its own concept; the top holds `__init__`/`__main__`."""
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py"]
 
 
 def test_no_import_circle() -> None:

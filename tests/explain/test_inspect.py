@@ -121,7 +121,7 @@ def test_traces_survive_a_restart(project: Project, service: Any, traced: str) -
 
 
 def test_unknown_instance_is_an_error(service: Any) -> None:
-    from aromcp_workflows.app.instances import ServiceError
+    from aromcp_workflows.app.errors import ServiceError
 
     with pytest.raises(ServiceError, match="wf_nope"):
         service.trace_transformations("wf_nope")
@@ -267,7 +267,7 @@ def test_cli_trace_and_debug_mask_secrets(cli: Any, traced: str) -> None:
 
 
 def test_masker_unit() -> None:
-    from aromcp_workflows.masking import MASK, Masker, is_sensitive, secret_values
+    from aromcp_workflows.safety.masking import MASK, Masker, is_sensitive, secret_values
 
     for key in ("api_token", "GITHUB_TOKEN", "db_password", "client_secret", "api_key", "apiKey", "passwd"):
         assert is_sensitive(key), key

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from explain_helpers import REPO, Project
 
-from aromcp_workflows.app.instances import ServiceError
+from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.interpreter import InputError
 
 SHIPPED = sorted(p.stem for p in (REPO / "workflows").glob("*.yaml"))

@@ -144,7 +144,7 @@ async def test_engine_used_inside_an_asyncio_loop_keeps_timeouts():
 def test_user_code_cannot_drive_the_engine_internals(tight):
     tight.render("{{ n + 100 }}", {"n": 1})
     for src in ["globalThis.__aro.def('f0', [], '666', 'expr')", "globalThis.__aro.chain({}, [])",
-                "globalThis.__aro.progress()"]:
+                "globalThis.__aro.reached()"]:
         err, _ = fails(tight, src)
         assert "internal to the workflow engine" in err.js_message
     assert tight.render("{{ n + 100 }}", {"n": 1}) == 101

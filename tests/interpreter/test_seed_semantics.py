@@ -235,7 +235,7 @@ sub_agent_tasks:
 
 def test_debug_history_lists_messages_and_condition_checks(start):
     from aromcp_workflows.explain.inspect import debug_info
-    from aromcp_workflows.masking import Masker
+    from aromcp_workflows.safety.masking import Masker
 
     workflow = """
 name: history

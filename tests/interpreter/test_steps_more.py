@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from aromcp_workflows.app.shell import OUTPUT_CAP
 from aromcp_workflows.interpreter.output import parse_output
+from aromcp_workflows.shell.runner import OUTPUT_CAP
 from tests.interpreter.agent import ScriptedAgent
 
 

@@ -16,8 +16,8 @@ from mcp import Client
 from srv_helpers import ok, tool_text
 
 from aromcp_workflows.expressions import ExpressionEngine
-from aromcp_workflows.masking import SecretIndex, secret_values
-from aromcp_workflows.state import ComputedFieldSpec, StateError, StateStore, Update
+from aromcp_workflows.safety.masking import SecretIndex, secret_values
+from aromcp_workflows.state import ComputedFieldSpec, StateError, StateTiers, Update
 
 LATER = {"token": "tok-4417-later-nested", "password": "pw-9931-appended", "derived": "code-5521-computed"}
 WORKFLOW = """name: later
@@ -99,14 +99,14 @@ def engine() -> ExpressionEngine:
     return ENGINE[0]
 
 
-def roots(store: StateStore) -> list[Any]:
+def roots(store: StateTiers) -> list[Any]:
     return [store.raw, store.state, store.computed, store.inputs]
 
 
 @settings(max_examples=150, deadline=None)
 @given(UPDATES)
 def test_the_index_finds_what_a_full_walk_finds(updates: list[tuple[str, str, Any]]) -> None:
-    store = StateStore(engine(), computed=[ComputedFieldSpec(name="copy_token", sources=["raw.a"],
+    store = StateTiers(engine(), computed=[ComputedFieldSpec(name="copy_token", sources=["raw.a"],
                                                              source_is_list=False, transform="input")],
                        inputs={"api_key": "input-secret", "other": {"passwd": "input-nested"}})
     store.initialize({"raw": {"a": {"b": 1}, "list": []}, "state": {"n": 0}})
@@ -123,7 +123,7 @@ def test_the_index_finds_what_a_full_walk_finds(updates: list[tuple[str, str, An
 def test_a_list_that_grew_is_walked_from_its_new_items_only(monkeypatch: Any) -> None:
     """The 100,000-item list an agent appends to each step: only the appended items are
     walked, and a secret among them is found."""
-    import aromcp_workflows.masking as masking
+    import aromcp_workflows.safety.masking as masking
 
     walked: list[int] = []
     collect = masking._collect

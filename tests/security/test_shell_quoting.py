@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from mcp import Client
 from srv_helpers import fails, ok
 
-from aromcp_workflows.app.shell_dialect import dash_text, sh_path
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
+from aromcp_workflows.shell.dialect import dash_text, sh_path
 
 PAYLOADS = ['$(touch {p})', '`touch {p}`', '"; touch {p}; "', "'; touch {p}; '", "x\ntouch {p}",
             "\\\"; touch {p}; \\\"", "$'\\x27'; touch {p}"]

@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 from srv_helpers import make_project, ok
 
-from aromcp_workflows.app.shell_dialect import posix_words, sh_path
+from aromcp_workflows.shell.dialect import posix_words, sh_path
 
 SHELLS = """
 name: shells

@@ -4,20 +4,20 @@ import pytest
 
 from aromcp_workflows.expressions import ExpressionEngine
 from aromcp_workflows.state import ComputedFieldSpec as C
-from aromcp_workflows.state import StateError, StateStore, Update
+from aromcp_workflows.state import StateError, StateTiers, Update
 
 
 def test_cycles_are_rejected_naming_the_cycle(engine):
     with pytest.raises(StateError, match=r"cycle \(each reads the next\): a -> c -> b -> a"):
-        StateStore(engine, [C("a", ["computed.c"]), C("b", ["computed.a"]),
+        StateTiers(engine, [C("a", ["computed.c"]), C("b", ["computed.a"]),
                             C("c", [], False, "b + 1")])
     with pytest.raises(StateError, match="cycle .*: x -> x"):
-        StateStore(engine, [C("x", [], False, "(x || 0) + 1")])
+        StateTiers(engine, [C("x", [], False, "(x || 0) + 1")])
 
 
 def test_unknown_computed_source_is_rejected(engine):
     with pytest.raises(StateError, match="computed.nope"):
-        StateStore(engine, [C("a", ["computed.nope"])])
+        StateTiers(engine, [C("a", ["computed.nope"])])
 
 
 def test_prefix_overlap_decides_what_is_affected(engine):
@@ -25,7 +25,7 @@ def test_prefix_overlap_decides_what_is_affected(engine):
              C("reads_abc", ["raw.a.b.c"], False, "input ?? null"),
              C("reads_ax", ["raw.a.x"], False, "input ?? null"),
              C("reads_other", ["raw.other"], False, "input ?? null")]
-    s = StateStore(engine, specs)
+    s = StateTiers(engine, specs)
     s.initialize({"raw": {"a": {"b": {"c": 1}, "x": 0}, "other": 0}})
     r = s.apply([Update("raw.a.b", "set", {"c": 2})])
     assert sorted(r.recomputed) == ["reads_a", "reads_abc"]
@@ -38,7 +38,7 @@ def test_cut_off_where_a_value_did_not_change(engine):
     specs = [C("count", ["raw.items"], False, "input.length"),
              C("is_big", ["computed.count"], False, "input > 2"),
              C("label", ["computed.is_big"], False, "input ? 'big' : 'small'")]
-    s = StateStore(engine, specs)
+    s = StateTiers(engine, specs)
     s.initialize({"raw": {"items": [1]}})
     before = engine.stats.v8_calls
     r = s.apply([Update("raw.items", "append", 2)])
@@ -51,7 +51,7 @@ def test_cut_off_where_a_value_did_not_change(engine):
 
 
 def test_update_touching_no_dependency_runs_no_transform(engine):
-    s = StateStore(engine, [C("count", ["raw.items"], False, "input.length")])
+    s = StateTiers(engine, [C("count", ["raw.items"], False, "input.length")])
     s.initialize({"raw": {"items": []}})
     before = engine.stats.v8_calls
     r = s.apply([Update("raw.unrelated", "set", 1), Update("state.x", "set", 2)])
@@ -62,7 +62,7 @@ def test_implicit_dependencies_from_free_names(engine):
     specs = [C("scaled", ["raw.values"], False, "input.map(v => v * factor)"),
              C("via_this", [], False, "this.factor + (computed.scaled || []).length"),
              C("via_tier", [], False, "raw.factor * 2 + state.bonus")]
-    s = StateStore(engine, specs)
+    s = StateTiers(engine, specs)
     s.initialize({"raw": {"values": [1, 2], "factor": 2}, "state": {"bonus": 1}})
     assert s.flattened()["scaled"] == [2, 4]
     r = s.apply([Update("raw.factor", "set", 3)])
@@ -79,7 +79,7 @@ def test_on_error_policies(engine):
                fallback="fb"),
              C("keep", ["raw.z"], False, "input.a.b", on_error="ignore"),
              C("below_keep", ["computed.keep"], False, "String(input) + '!'")]
-    s = StateStore(engine, specs)
+    s = StateTiers(engine, specs)
     s.initialize({"raw": {"x": {"a": {"b": 1}}, "y": {"a": {"b": 2}}, "z": {"a": {"b": 3}}}})
     assert s.computed == {"strict": 1, "fallback": 2, "keep": 3, "below_keep": "3!"}
     r = s.apply([Update("raw.y", "set", {}), Update("raw.z", "set", {})])
@@ -93,7 +93,7 @@ def test_on_error_policies(engine):
 def test_validate_failure_counts_as_an_error(engine):
     spec = C("ratio", ["raw.a", "raw.b"], True, "input[0] / input[1]",
              validate="Number.isFinite(output)")
-    s = StateStore(engine, [spec])
+    s = StateTiers(engine, [spec])
     s.initialize({"raw": {"a": 1, "b": 2}})
     with pytest.raises(StateError) as exc:
         s.apply([Update("raw.b", "set", 0)])
@@ -102,7 +102,7 @@ def test_validate_failure_counts_as_an_error(engine):
 
 
 def test_traces(engine):
-    s = StateStore(engine, [C("double", ["raw.n"], False, "input * 2"),
+    s = StateTiers(engine, [C("double", ["raw.n"], False, "input * 2"),
                             C("bad", ["raw.n"], False, "input.x.y", on_error="ignore")])
     s.initialize({"raw": {"n": 1}}, trigger="workflow_start")
     s.drain_traces()
@@ -118,7 +118,7 @@ def test_traces(engine):
 
 
 def test_traces_are_bounded(engine):
-    s = StateStore(engine, [C("double", ["raw.n"], False, "input * 2")], max_traces=10)
+    s = StateTiers(engine, [C("double", ["raw.n"], False, "input * 2")], max_traces=10)
     s.initialize({"raw": {"n": 0}})
     for i in range(30):
         s.apply([Update("raw.n", "set", i + 1)])
@@ -131,7 +131,7 @@ def test_runaway_transform_is_reported_with_field_and_source_and_store_keeps_ser
         specs = [C("ok_before", ["raw.n"], False, "input + 1"),
                  C("runaway", ["raw.n"], False, "if (input > 1) { while (true) {} } return input"),
                  C("ok_after", ["computed.ok_before"], False, "input * 10")]
-        s = StateStore(eng, specs)
+        s = StateTiers(eng, specs)
         s.initialize({"raw": {"n": 1}})
         with pytest.raises(StateError) as exc:
             s.apply([Update("raw.n", "set", 2)])
@@ -153,7 +153,7 @@ def test_runaway_with_fallback_keeps_the_rest_of_the_chain():
                    fallback=-1),
                  C("b", ["computed.slow"], False, "input * 2"),
                  C("c", ["computed.a"], False, "input * 3")]
-        s = StateStore(eng, specs)
+        s = StateTiers(eng, specs)
         r = s.initialize({"raw": {"n": 1}})
         assert s.computed == {"a": 2, "slow": -1, "b": -2, "c": 6}
         assert [e["kind"] for e in r.errors] == ["timeout"]
@@ -162,7 +162,7 @@ def test_runaway_with_fallback_keeps_the_rest_of_the_chain():
 
 
 def test_values_kept_in_v8_survive_a_lost_context(engine):
-    s = StateStore(engine, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)"),
+    s = StateTiers(engine, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)"),
                             C("count", ["computed.evens"], False, "input.length")])
     s.initialize({"raw": {"items": [1, 2, 3, 4]}})
     calls = engine.stats.v8_calls
@@ -183,10 +183,10 @@ def test_values_kept_in_v8_survive_a_lost_context(engine):
 def test_recompute_all_and_undefined_values_survive_snapshots(engine):
     specs = [C("maybe", ["raw.x"], False, "input ? input * 2 : undefined"),
              C("after", ["computed.maybe"], False, "input === undefined ? 'none' : input")]
-    s = StateStore(engine, specs)
+    s = StateTiers(engine, specs)
     s.initialize({"raw": {"x": 0}})
     assert s.computed == {"after": "none"} and "maybe" not in s.flattened()
-    again = StateStore.from_snapshot(engine, specs, s.snapshot())
+    again = StateTiers.from_snapshot(engine, specs, s.snapshot())
     assert again.computed == {"after": "none"}
     r = again.apply([Update("raw.x", "set", 2)])
     assert r.computed_changed == {"maybe": 4, "after": 4}
@@ -199,9 +199,9 @@ def test_v8_keeps_a_bounded_number_of_values_however_many_stores():
     recompute resends its values (one more crossing) and stays right."""
     eng = ExpressionEngine()
     try:
-        s = StateStore(eng, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)")])
+        s = StateTiers(eng, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)")])
         s.initialize({"raw": {"items": [1, 2, 3, 4]}})
-        others = [StateStore(eng, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)")])
+        others = [StateTiers(eng, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)")])
                   for _ in range(2100)]
         for n, other in enumerate(others):  # one value each in V8 (a change replaces its old key)
             other.initialize({"raw": {"items": [n, n + 1]}})

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aromcp_workflows.expressions import ExpressionEngine
-from aromcp_workflows.state import ComputedFieldSpec, StateError, StateStore, Update
+from aromcp_workflows.state import ComputedFieldSpec, StateError, StateTiers, Update
 from aromcp_workflows.state.paths import overlaps, parse_path
 
 RAW_PATHS = ["raw.a", "raw.b", "raw.b.v", "raw.c", "raw.d.w", "raw.d"]
@@ -113,7 +113,7 @@ updates = st.one_of(
 @given(schemas(), st.lists(st.lists(updates, min_size=1, max_size=3), min_size=1, max_size=8),
        st.fixed_dictionaries(dict.fromkeys(RAW_NAMES, values)))
 def test_no_stale_value_ever_and_no_needless_recompute(schema, batches, initial):
-    store = StateStore(ENGINE, to_specs(schema))
+    store = StateTiers(ENGINE, to_specs(schema))
     store.initialize({"raw": initial})
     assert store.computed == reference(schema, store.raw, store.state)
     for batch in batches:

@@ -3,7 +3,7 @@
 import pytest
 
 from aromcp_workflows.state import ComputedFieldSpec as C
-from aromcp_workflows.state import StateStore, Update
+from aromcp_workflows.state import StateTiers, Update
 
 FILTERED = C("filtered_files", ["raw.file_list"], False, """input
   .filter(f => !f.includes('node_modules'))
@@ -25,7 +25,7 @@ READY = C("ready_batches", ["computed.file_batches", "raw.batch_status"], True, 
 
 
 def test_filtered_files_batches_and_ready_batches(engine):
-    store = StateStore(engine, [FILTERED, BATCHES, READY])
+    store = StateTiers(engine, [FILTERED, BATCHES, READY])
     store.initialize({"raw": {"file_list": [], "batch_status": {}}})
     files = ["src/a.ts", "node_modules/x/index.js", "dist/app.min.js", "types/b.d.ts",
              "src/c.ts", "src/d.ts", "src/e.ts", "src/f.ts"]
@@ -60,7 +60,7 @@ SCHEMA_FEATURES = [
 
 
 def test_analysis_summary_and_complex_calculation(engine):
-    store = StateStore(engine, SCHEMA_FEATURES)
+    store = StateTiers(engine, SCHEMA_FEATURES)
     store.initialize({"raw": {"git_output": "", "test_results": {"failed": 0, "files": []}}})
     assert store.flattened()["analysis_summary"] == {
         "total_files": 0, "failed_tests": 0, "ready_to_deploy": False}
@@ -100,7 +100,7 @@ ERROR_DEFAULTS = {"raw": {"steps_completed": [], "steps_failed": [], "retry_coun
 
 
 def test_can_retry_and_error_summary(engine):
-    store = StateStore(engine, ERROR_TRACKING)
+    store = StateTiers(engine, ERROR_TRACKING)
     store.initialize(ERROR_DEFAULTS)
     flat = store.flattened()
     assert flat["can_retry"] is False
@@ -131,7 +131,7 @@ PARSED_DATA = C("parsed_data", ["raw.json_output"], False, "JSON.parse(input)",
 
 
 def test_parsed_output_safe_calculation_and_parsed_data(engine):
-    store = StateStore(engine, [PARSED, SAFE, PARSED_DATA])
+    store = StateTiers(engine, [PARSED, SAFE, PARSED_DATA])
     store.initialize({"raw": {"command_output": '{"ok": true}', "value1": 6, "value2": 3,
                               "json_output": '{"a": 1}'}})
     flat = store.flattened()
@@ -155,7 +155,7 @@ def test_parsed_output_safe_calculation_and_parsed_data(engine):
      {"counter": 0, "max_retries": 5, "target_branch": "dev", "parallel_limit": 2}),
 ])
 def test_default_state_initialization(engine, inputs, expected):
-    store = StateStore(engine, [], inputs=inputs)
+    store = StateTiers(engine, [], inputs=inputs)
     before = engine.stats.v8_calls
     store.initialize({"raw": {
         "counter": 0, "enabled": True, "items": [],

@@ -3,12 +3,12 @@
 import pytest
 
 from aromcp_workflows.state import ComputedFieldSpec as C
-from aromcp_workflows.state import StateError, StateStore, Update, parse_path
+from aromcp_workflows.state import StateError, StateTiers, Update, parse_path
 
 
 @pytest.fixture
 def store(engine):
-    s = StateStore(engine, [C("n_items", ["raw.items"], False, "input.length")],
+    s = StateTiers(engine, [C("n_items", ["raw.items"], False, "input.length")],
                    inputs={"branch": "main"})
     s.initialize({"raw": {"items": [1, 2], "count": 1, "cfg": {"a": 1}, "list": [{"x": 1}]},
                   "state": {"version": "1.0"}})
@@ -79,7 +79,7 @@ def test_batches_are_atomic(store):
 
 
 def test_failed_propagate_transform_leaves_store_unchanged(engine):
-    s = StateStore(engine, [C("first", ["raw.items"], False, "input[0].name.toUpperCase()")])
+    s = StateTiers(engine, [C("first", ["raw.items"], False, "input[0].name.toUpperCase()")])
     s.initialize({"raw": {"items": [{"name": "a"}]}})
     snapshot = s.snapshot()
     with pytest.raises(StateError) as exc:
@@ -104,7 +104,7 @@ def test_read_and_flattened_and_scope(store, engine):
 
 
 def test_computed_shadows_raw(engine):
-    s = StateStore(engine, [C("total", ["raw.items"], False, "input.length")])
+    s = StateTiers(engine, [C("total", ["raw.items"], False, "input.length")])
     s.initialize({"raw": {"items": [1], "total": "raw value"}})
     assert s.flattened()["total"] == 1
 
@@ -112,7 +112,7 @@ def test_computed_shadows_raw(engine):
 def test_snapshot_roundtrip(store, engine):
     import json
     snap = json.loads(json.dumps(store.snapshot()))
-    again = StateStore.from_snapshot(engine, [C("n_items", ["raw.items"], False, "input.length")],
+    again = StateTiers.from_snapshot(engine, [C("n_items", ["raw.items"], False, "input.length")],
                                      snap)
     assert again.flattened() == store.flattened()
     assert again.apply([Update("raw.items", "append", 9)]).computed_changed == {"n_items": 3}

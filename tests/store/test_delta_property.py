@@ -3,7 +3,7 @@ to what it held, give exactly the live state — appends to a list stored as the
 items included, whatever writes they are mixed with between two commits.
 
 The ops are made by the commit code itself (`commits._state_ops`) from a real
-`StateStore`, and applied by the store's own `apply_delta`, as a load does.
+`StateTiers`, and applied by the store's own `apply_delta`, as a load does.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from aromcp_workflows.app.commits import Baseline, _state_ops, encode
 from aromcp_workflows.expressions import ExpressionEngine
-from aromcp_workflows.state import StateError, StateStore, Update
+from aromcp_workflows.state import StateError, StateTiers, Update
 from aromcp_workflows.store import InstanceRecord
 from aromcp_workflows.store.base import apply_delta
 
@@ -43,7 +43,7 @@ def stored_tiers(record: InstanceRecord) -> dict[str, Any]:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=scripts, start=st.sampled_from([[], [1, 2], None]))
 def test_committed_deltas_rebuild_the_live_state(script: list[tuple[list[Update], bool]], start: Any) -> None:
-    store = StateStore(ENGINE)
+    store = StateTiers(ENGINE)
     if start is not None:
         store.apply([Update("raw.l", "set", start)])
     store.take_dirty()  # what the store holds from here: the snapshot below
@@ -70,7 +70,7 @@ def test_committed_deltas_rebuild_the_live_state(script: list[tuple[list[Update]
 
 def test_the_property_exercises_appends() -> None:
     """Not vacuous: a batch of appends to a stored list commits as an append operation."""
-    store = StateStore(ENGINE)
+    store = StateTiers(ENGINE)
     store.apply([Update("raw.l", "set", [1])])
     store.take_dirty()
     store.apply([Update("raw.l", "append", 2), Update("raw.l", "append", 3)])

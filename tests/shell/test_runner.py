@@ -1,6 +1,6 @@
 """The lean spawn path of server-side commands keeps every guarantee of the old one.
 
-`app.shell.run_shell` waits on both pipes and the child's exit in one `poll` on the calling
+`shell.runner.run_shell` waits on both pipes and the child's exit in one `poll` on the calling
 thread.  These run real bash commands and check what could break with that design: a
 command filling stderr before it writes stdout (one pipe left unread would deadlock),
 a command that closes its output and keeps running, a background grandchild holding the
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from aromcp_workflows.app import shell
-from aromcp_workflows.app.shell import OUTPUT_CAP, Periodic, run_shell
+from aromcp_workflows.shell import runner as shell
+from aromcp_workflows.shell.runner import OUTPUT_CAP, Periodic, run_shell
 
 
 def gone(pid: int) -> bool:

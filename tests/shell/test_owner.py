@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from aromcp_workflows.app import owner as owners
 from aromcp_workflows.app.service import WorkflowService
 from aromcp_workflows.interpreter import ShellRequest, ShellResult
+from aromcp_workflows.shell import owner as owners
 
 OWNED = """
 name: owned

@@ -1,4 +1,4 @@
-"""StateStore: the tiers of one workflow instance, its updates and its computed fields.
+"""StateTiers: the tiers of one workflow instance, its updates and its computed fields.
 
 The store is the only writer of an instance's state.  Every batch of updates is applied
 to a draft, the computed fields downstream of what changed are recomputed (one V8
@@ -13,12 +13,12 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ..expressions import MISSING, ExpressionEngine, ExpressionError
-from .computed import ComputedFieldSpec, Ref, shared_graph
-from .errors import StateError
-from .paths import format_path, get_in, key_tuple, parse_path
-from .recompute import StateView, V8Cache, recompute
-from .updates import Update, UpdateResult, apply_updates, check_value_keys, describe_changes
+from aromcp_workflows.expressions import MISSING, ExpressionEngine, ExpressionError
+from aromcp_workflows.state.computed import ComputedFieldSpec, Ref, shared_graph
+from aromcp_workflows.state.errors import StateError
+from aromcp_workflows.state.paths import format_path, get_in, key_tuple, parse_path
+from aromcp_workflows.state.recompute import StateView, V8Cache, recompute
+from aromcp_workflows.state.updates import Update, UpdateResult, apply_updates, check_value_keys, describe_changes
 
 SNAPSHOT_VERSION = 1
 
@@ -33,7 +33,7 @@ class Written(NamedTuple):
     kept: int | None
 
 
-class StateStore:
+class StateTiers:
     """Tiers `raw`, `state` (writable), `computed` (derived), `inputs` (read-only)."""
 
     def __init__(self, engine: ExpressionEngine, computed: Sequence[ComputedFieldSpec] = (),
@@ -321,7 +321,7 @@ class StateStore:
 
     @classmethod
     def from_snapshot(cls, engine: ExpressionEngine, computed: Sequence[ComputedFieldSpec],
-                      snap: Mapping[str, Any], max_traces: int = 1000) -> StateStore:
+                      snap: Mapping[str, Any], max_traces: int = 1000) -> StateTiers:
         """Restore a store without recomputing (values are what they were)."""
         store = cls(engine, computed, snap.get("inputs") or {}, max_traces)
         store._raw = dict(snap.get("raw") or {})

@@ -7,7 +7,7 @@ shell language whose meaning, output and exit codes are the same in both shells 
 commands, lists, pipes, plain quoting, `$NAME`, redirections that cannot fail), every
 command word must be a builtin that behaves the same or a program both shells exec the same
 way, and nothing in the environment may change bash's start-up.  Anything else, and
-anything in doubt, runs under bash.  `tests/app/test_shell_dialect.py` runs both shells on
+anything in doubt, runs under bash.  `tests/shell/test_dialect.py` runs both shells on
 the accepted commands and compares stdout, stderr and exit codes.
 
 What bash puts in a program's environment (`SHLVL`, `_`) is given to dash explicitly (see
@@ -30,7 +30,7 @@ import stat
 import time
 from collections.abc import Mapping
 
-from aromcp_workflows.app.shell_grammar import SAME_BUILTINS, shape
+from aromcp_workflows.shell.grammar import SAME_BUILTINS, shape
 
 # Environment keys that change how bash starts or behaves (a BASH_FUNC_* key is a function).
 _STARTUP_ENV = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "POSIXLY_CORRECT", "GLOBIGNORE",
@@ -55,7 +55,7 @@ def dash_text(command: str, env: Mapping[str, str], cwd: str | os.PathLike[str])
     and `_` in the program's environment (bash raises SHLVL by one, and lowers it again
     for a program it execs; `_` is the path it ran), as assignments before the program's
     word, and `exec ` before the last program where bash would exec it rather than fork
-    (see `shell_grammar._Parser._exec_at`)."""
+    (see `grammar._Parser._exec_at`)."""
     if not runs_same_under_sh(command, env, cwd):
         return None
     found = shape(command)

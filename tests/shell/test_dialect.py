@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aromcp_workflows.app import shell_dialect
-from aromcp_workflows.app.shell import run_shell
-from aromcp_workflows.app.shell_dialect import dash_text, posix_words, runs_same_under_sh, sh_path
+from aromcp_workflows.shell import dialect as shell_dialect
+from aromcp_workflows.shell.dialect import dash_text, posix_words, runs_same_under_sh, sh_path
+from aromcp_workflows.shell.runner import run_shell
 
 DASH = sh_path()
 BASH = shutil.which("bash")

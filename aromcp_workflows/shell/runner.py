@@ -13,7 +13,7 @@ one `poll` on both pipes and on a pidfd of the child, with a timeout that is the
 thing due (the deadline, a progress report, a periodic duty such as renewing a lease).
 `start_new_session=True` (not a `preexec_fn`) keeps CPython's vfork fast path.
 
-A command that dash runs with exactly bash's result (`app.shell_dialect`: simple commands,
+A command that dash runs with exactly bash's result (`shell.dialect`: simple commands,
 plain quoting, known programs, nothing in the environment that changes bash) is executed by
 dash, which starts in about 0.6 of bash's time, with argv[0] still "bash";
 `AROMCP_SHELL_FAST=off` runs everything with bash.
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from aromcp_workflows.app.shell_dialect import dash_text, sh_path
 from aromcp_workflows.interpreter.output import ShellResult
+from aromcp_workflows.shell.dialect import dash_text, sh_path
 
 OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
@@ -170,7 +170,7 @@ def _spawn(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Po
 
 def _fast_shell(command: str, env: dict[str, str] | None, cwd: Path) -> tuple[str, str] | None:
     """dash's path and the text to give it when it gives exactly what bash gives for this
-    command (it starts in about 0.6 of bash's time; `app.shell_dialect` decides), else None.
+    command (it starts in about 0.6 of bash's time; `shell.dialect` decides), else None.
     FAST_SHELL_ENV=off: never."""
     sh = sh_path()
     if sh is None or os.environ.get(FAST_SHELL_ENV, "auto") == "off":

@@ -1,4 +1,4 @@
-"""The text half of `app.shell_dialect`: is a command inside the subset of the shell language
+"""The text half of `shell.dialect`: is a command inside the subset of the shell language
 that bash and dash run alike, and what must the run-time check look at?
 
 One pass over the text (no general shell parser): lists (`;` `&&` `||` newline) of
@@ -6,7 +6,7 @@ pipelines of simple commands, leading `NAME=value` assignments, comments, single
 double quotes holding only `$NAME`/`${NAME}`/`$?` and `\\ \\" \\$`, backslash escapes,
 redirections that cannot fail (fd dups onto 0-2, files only /dev/null), and the builtins
 that behave the same.  Everything else raises `_Reject`, and the command runs with bash.
-Why each rule exists is shown by `tests/app/test_shell_dialect.py::test_rejected_commands_really_differ`.
+Why each rule exists is shown by `tests/shell/test_dialect.py::test_rejected_commands_really_differ`.
 """
 
 from __future__ import annotations
