@@ -164,18 +164,18 @@ def bench_in_process(workdir: Path, steps: int, tmpfs: bool) -> dict[str, Any]:
     big = [f"src/file_{i}.py" for i in range(BIG_ITEMS)]
     for label, workflow, items in (("3 templates", "bench-step", small), ("plain paths", "bench-plain", small),
                                    (f"plain, {BIG_ITEMS:,}-item loop", "bench-plain", big)):
-        workflow_id = service.start(workflow, {"items": items})["workflow_id"]
+        workflow_id = service.start(workflow, {"items": items}).workflow_id
         engine = service.instances.engine
-        step = service.next_step(workflow_id)["step"]
+        step = service.next_step(workflow_id).step
         for _ in range(20):  # warm up (V8 compile cache, SQLite pages)
-            step = service.step_complete(workflow_id, step["id"], result="ok")["next_step"]
+            step = service.step_complete(workflow_id, step["id"], result="ok").next_step
         seed, economical, deliveries = [], [], []
         v8_before = engine.stats.v8_calls
         for _ in range(steps // 2):
             t0 = time.perf_counter()
-            again = service.next_step(workflow_id)["step"]  # seed style: asks again
+            again = service.next_step(workflow_id).step  # seed style: asks again
             t1 = time.perf_counter()
-            step = service.step_complete(workflow_id, again["id"], result="ok")["next_step"]
+            step = service.step_complete(workflow_id, again["id"], result="ok").next_step
             t2 = time.perf_counter()
             seed.append(t2 - t0)
             deliveries.append(t1 - t0)

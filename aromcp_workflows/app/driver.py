@@ -9,9 +9,8 @@ on the command's completion event when this process runs it — no thread polls 
 otherwise until its owner finishes; a command whose owner is gone (or whose lease
 expired) is released so that it runs again.
 
-A `Transact` function runs one change under the instance's lock and commits it (or
-changes nothing); the service passes the instance layer's, in-process tests a plain
-lock-and-save.
+A `Transact` function runs one change to an instance under its lock and commits it (or
+changes nothing): the instance layer's `InstanceRegistry.transact`.
 """
 
 from __future__ import annotations
@@ -20,17 +19,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aromcp_workflows.interpreter import Answer, Busy, Completion, ShellRequest, ShellResult, WorkflowRun
-from aromcp_workflows.interpreter.effects import Event
+from aromcp_workflows.interpreter.effects import Outcome
 from aromcp_workflows.shell import owner as owners
 from aromcp_workflows.shell.runner import Periodic, ProgressCallback, run_shell
 
 T = TypeVar("T")
-Transact = Callable[[Callable[[WorkflowRun], T]], T]
+Transact = Callable[[str, Callable[[WorkflowRun], T]], T]  # (workflow_id, change) -> what change returned
 ShellRunner = Callable[[ShellRequest, ProgressCallback | None, Sequence[Periodic]], ShellResult]
 OTHER_PROCESS_POLL_S = (0.05, 0.5)  # backoff while a command runs in another server process
 BUSY_WAIT_S = 5.0  # how long one wait on a running command lasts before it is looked at again
@@ -79,69 +77,62 @@ IN_FLIGHT = InFlight()
 
 
 @dataclass
-class StepCompleteAnswer:
+class Completed:
+    """What completing a step led to: accepted or not (`error` says why), then where the
+    thread stands (`answer`: the next step or the end, with its messages)."""
+
     success: bool
-    status: str
-    messages: list[str]
-    next_step: dict[str, Any] | None
-    error: str | None = None
+    answer: Answer
 
 
-def fixed_transact(run: WorkflowRun, lock: AbstractContextManager[Any] | None = None,
-                   commit: Callable[[WorkflowRun], None] | None = None,
-                   performed: list[Event] | None = None) -> Transact[Any]:
-    """A transaction over one run held in memory (in-process tests, the explain planner):
-    its journalled events are "performed" by appending them to `performed`."""
-    held_lock = lock if lock is not None else nullcontext()
+@dataclass
+class Pending:
+    """An effect the driver must perform outside the lock for `workflow_id`: run a command
+    (`ShellRequest`) or wait for the one another call runs (`Busy`)."""
 
-    def transact(change: Callable[[WorkflowRun], T]) -> T:
-        with held_lock:
-            value = change(run)
-            journal = run.take_journal()
-            if performed is not None:
-                performed.extend(journal.events)
-            if commit is not None:
-                commit(run)
-            return value
+    workflow_id: str
+    effect: ShellRequest | Busy
 
-    return transact
+
+Claimed = Answer | Pending
 
 
 class Driver:
-    """Runs a thread's advance/shell loop as a series of transactions."""
+    """Runs a thread's advance/shell loop as a series of transactions.
 
-    def __init__(self, run: WorkflowRun | None = None, lock: AbstractContextManager[Any] | None = None,
-                 commit: Callable[[WorkflowRun], None] | None = None,
-                 shell_runner: ShellRunner = default_shell_runner, transact: Transact[Any] | None = None,
+    One driver serves every instance of a service: it holds no instance, only how to
+    transact (the instance layer's `transact`), how to run a command and which commands
+    this process runs now."""
+
+    def __init__(self, transact: Transact[Any], shell_runner: ShellRunner = default_shell_runner,
                  in_flight: InFlight = IN_FLIGHT):
-        self.events: list[Event] = []  # with a fixed run: the history it would have written
-        if transact is None:
-            if run is None:
-                raise ValueError("Driver needs a run or a transact function")
-            transact = fixed_transact(run, lock, commit, self.events)
         self.transact = transact
         self.shell_runner = shell_runner
         self.in_flight = in_flight
 
-    def next_step(self, thread_id: str | None = None, progress: ProgressCallback | None = None) -> Answer:
-        return self._settle(self.transact(lambda run: self._claim(run, run.advance(thread_id))), thread_id, progress)
+    def next_step(self, workflow_id: str, thread_id: str | None = None,
+                  progress: ProgressCallback | None = None) -> Answer:
+        claimed = self.transact(workflow_id, lambda run: self._claim(run, run.advance(thread_id)))
+        return self._settle(claimed, thread_id, progress)
 
-    def complete(self, thread_id: str | None, step_id: str, status: str = "success", result: Any = None,
-                 error: str | None = None, progress: ProgressCallback | None = None) -> StepCompleteAnswer:
-        def change(run: WorkflowRun) -> tuple[Completion, Any, str]:
+    def complete(self, workflow_id: str, thread_id: str | None, step_id: str, status: str = "success",
+                 result: Any = None, error: str | None = None,
+                 progress: ProgressCallback | None = None) -> Completed:
+        def change(run: WorkflowRun) -> tuple[Completion, Claimed | None, str]:
             completion = run.complete(thread_id, step_id, status, result, error)
-            outcome = self._claim(run, run.advance(thread_id)) if completion.advance else None
-            return completion, outcome, run.status_for(run.thread(thread_id))
+            claimed = self._claim(run, run.advance(thread_id)) if completion.advance else None
+            return completion, claimed, run.status_for(run.thread(thread_id))
 
-        completion, outcome, thread_status = self.transact(change)
-        if not completion.advance:
-            return StepCompleteAnswer(False, thread_status, [], completion.step, completion.error)
-        answer = self._settle(outcome, thread_id, progress)
-        return StepCompleteAnswer(completion.success, answer.status, answer.messages, answer.step,
-                                  completion.error or answer.error)
+        completion, claimed, thread_status = self.transact(workflow_id, change)
+        if claimed is None:  # refused: the same (or a `wait`) step again, nothing advanced
+            return Completed(False, Answer(thread_status, completion.step, [], completion.error))
+        answer = self._settle(claimed, thread_id, progress)
+        if completion.error:
+            answer.error = completion.error
+        return Completed(completion.success, answer)
 
     # -- performing effects ------------------------------------------------------------------
-    def _claim(self, run: WorkflowRun, outcome: Any) -> Any:
+    def _claim(self, run: WorkflowRun, outcome: Outcome) -> Claimed:
         """Inside the transaction: a command about to run is registered as in flight here,
         so a concurrent call waits for it instead of thinking it orphaned."""
         if isinstance(outcome, ShellRequest):
@@ -150,35 +141,32 @@ class Driver:
             run.claim_shell(outcome.thread_id, outcome.step_id, {
                 "owner": me.data(), "lease_until": time.time() + owners.lease_seconds(),
                 "owner_pid": me.pid})  # what servers of older versions judge a claim by
-            return run.workflow_id, outcome
+            return Pending(run.workflow_id, outcome)
         if isinstance(outcome, Busy):
-            return run.workflow_id, outcome
+            return Pending(run.workflow_id, outcome)
         return outcome
 
-    def _settle(self, outcome: Any, thread_id: str | None, progress: ProgressCallback | None) -> Answer:
+    def _settle(self, claimed: Claimed, thread_id: str | None, progress: ProgressCallback | None) -> Answer:
         waits = 0
-        while not isinstance(outcome, Answer):
-            workflow_id, effect = outcome
-            if isinstance(effect, ShellRequest):
-                outcome = self._run_shell(workflow_id, effect, progress)
-            elif isinstance(effect, Busy):
-                waits += 1
-                outcome = self._wait(workflow_id, effect, thread_id, waits)
+        while isinstance(claimed, Pending):
+            if isinstance(claimed.effect, ShellRequest):
+                claimed = self._run_shell(claimed.workflow_id, claimed.effect, progress)
             else:
-                raise TypeError(f"unexpected effect {effect!r}")
-        return outcome
+                waits += 1
+                claimed = self._wait(claimed.workflow_id, claimed.effect, thread_id, waits)
+        return claimed
 
-    def _run_shell(self, workflow_id: str, request: ShellRequest, progress: ProgressCallback | None) -> Any:
+    def _run_shell(self, workflow_id: str, request: ShellRequest, progress: ProgressCallback | None) -> Claimed:
         key = (workflow_id, request.thread_id, request.step_id)
         try:
             if request.delay_ms:
                 time.sleep(request.delay_ms / 1000)
-            result = self.shell_runner(request, progress, [self._lease_renewal(request)])
-            return self.transact(lambda run: self._claim(run, run.finish_shell(request, result)))
+            result = self.shell_runner(request, progress, [self._lease_renewal(workflow_id, request)])
+            return self.transact(workflow_id, lambda run: self._claim(run, run.finish_shell(request, result)))
         finally:
             self.in_flight.end(key)
 
-    def _lease_renewal(self, request: ShellRequest) -> Periodic:
+    def _lease_renewal(self, workflow_id: str, request: ShellRequest) -> Periodic:
         """Renew the command's lease every third of it while it runs (a command shorter than
         that never renews).  Each renewal is one ordinary commit; a renewal that fails is
         logged and tried again next time, and one that finds the command no longer ours
@@ -190,7 +178,7 @@ class Driver:
             if lost.is_set():
                 return
             try:
-                still = self.transact(lambda run: run.renew_shell(request.thread_id, request.step_id, me,
+                still = self.transact(workflow_id, lambda run: run.renew_shell(request.thread_id, request.step_id, me,
                                                                   time.time() + lease))
             except Exception as exc:  # the store is away: the lease may lapse, the command runs on
                 log.warning("step %s: could not renew the lease of its command after %.0f s: %s",
@@ -203,7 +191,7 @@ class Driver:
 
         return Periodic(lease / 3, renew)
 
-    def _wait(self, workflow_id: str, busy: Busy, thread_id: str | None, waits: int) -> Any:
+    def _wait(self, workflow_id: str, busy: Busy, thread_id: str | None, waits: int) -> Claimed:
         """Wait for the command another call is running; release it when nobody runs it."""
         key = (workflow_id, busy.thread_id, busy.step_id)
         event = self.in_flight.event(key)
@@ -214,9 +202,7 @@ class Driver:
             low, high = OTHER_PROCESS_POLL_S
             time.sleep(min(high, low * waits))
         else:  # nobody runs it: run it again (unless its claim changed meanwhile)
-            self.transact(lambda run: run.release_shell(busy.thread_id, busy.step_id, reason, busy.claim))
-        return self.transact(lambda run: self._claim(run, run.advance(thread_id)))
+            self.transact(workflow_id, lambda run: run.release_shell(busy.thread_id, busy.step_id, reason,
+                                                                     busy.claim))
+        return self.transact(workflow_id, lambda run: self._claim(run, run.advance(thread_id)))
 
-
-def new_lock() -> threading.RLock:
-    return threading.RLock()

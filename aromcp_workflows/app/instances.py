@@ -24,9 +24,10 @@ from typing import Any, TypeVar
 
 from aromcp_workflows.app.catch_up import apply_to_run
 from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of, threads_for_run
-from aromcp_workflows.app.errors import ServiceError
+from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import Journal, WorkflowRun
+from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.store import (
     Checkpoint,
     CommitsSince,
@@ -34,7 +35,6 @@ from aromcp_workflows.store import (
     HistoryEvent,
     InstanceRecord,
     InstanceSummary,
-    NotFoundError,
     Store,
     StoreError,
     note_caught_up,
@@ -95,7 +95,7 @@ class InstanceRegistry:
         self._engine: Any = None
         self._prompt: str | None = None
         self._live: dict[str, LiveInstance] = {}
-        self.settled: Callable[[WorkflowRun, InstanceRecord], Any] | None = None
+        self._maskers: dict[str, tuple[tuple[int, int], Masker]] = {}  # workflow id -> ((run, version), masker)
         self._guard = threading.Lock()
 
     @property
@@ -265,12 +265,27 @@ class InstanceRegistry:
             self._settled(live)
             return value
 
-    def _settled(self, live: LiveInstance) -> None:
-        """Tell the `settled` observer (the service's masker cache) what the copy a reply is
-        made from looks like, while the lock is still held: the reply guard then needs
-        neither the lock nor the store, and never blocks the event loop on either."""
-        if self.settled is not None:
-            self.settled(live.run, live.record)
+    def _settled(self, live: LiveInstance) -> Masker:
+        """Remember the masker of the copy a reply is made from, while the lock is still held
+        (built once per saved version; `run.masker()` re-walks only what changed): the reply
+        guard then needs neither the lock nor the store, and never blocks the event loop."""
+        key = (id(live.run), live.record.version)
+        hit = self._maskers.get(live.run.workflow_id)
+        if hit is None or hit[0] != key:
+            hit = self._maskers[live.run.workflow_id] = (key, live.run.masker())
+        return hit[1]
+
+    def masker(self, workflow_id: str, latest: bool = True) -> Masker:
+        """The instance's masker, for replies, errors and logs.  `latest=False` is for the
+        reply guard, which runs on the event loop right after the call that loaded or
+        committed the instance: it takes the masker that call left behind, with no lock and
+        no query, and reads the instance only when there is none."""
+        if not latest:
+            hit = self._maskers.get(workflow_id)
+            if hit is not None:
+                return hit[1]
+        with self._current(workflow_id) as live:
+            return self._settled(live)
 
     def _commit(self, live: LiveInstance) -> bool:
         """Save what the change did — a delta of it, or now and then a full snapshot — with
@@ -340,11 +355,5 @@ class InstanceRegistry:
 
     @staticmethod
     def _translate(action: Callable[[], T]) -> T:
-        try:
+        with refusals():
             return action()
-        except ConflictError as exc:
-            raise ServiceError(f"the instance changed while this call worked on it ({exc}); retry the call") from None
-        except NotFoundError:
-            raise
-        except StoreError as exc:
-            raise ServiceError(f"workflow store error: {exc}") from None

@@ -13,7 +13,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from aromcp_workflows.app.results import Result
+    from aromcp_workflows.app.service import WorkflowService
+
+T = TypeVar("T")
 
 
 def register_commands(commands: Any) -> None:
@@ -103,7 +109,7 @@ def _register_inspecting(commands: Any) -> None:
     install.set_defaults(handler=cmd_install)
 
 
-def _service(args: argparse.Namespace) -> Any:
+def _service(args: argparse.Namespace) -> WorkflowService:
     from aromcp_workflows.app.service import WorkflowService
 
     return WorkflowService(project_dir=args.project_dir, store_path=getattr(args, "store", None))
@@ -129,34 +135,37 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from aromcp_workflows.app.errors import ServiceError
+    from aromcp_workflows.app.results import InstanceStatus
 
     service = _service(args)
     try:
-        data = service.status(args.workflow_id)
+        found = service.list_instances() if args.workflow_id is None else service.status(args.workflow_id)
     except ServiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(data, indent=2))
+        _print_json(found)
         return 0
-    if args.workflow_id is None:
-        rows = data["instances"]
-        if not rows:
+    if not isinstance(found, InstanceStatus):
+        if not found.instances:
             print(f"No workflow instances for {service.project_dir}.")
-        for row in rows:
-            steps = ", ".join(row["current_steps"]) or "-"
-            print(f"{row['workflow_id']}  {row['workflow']:<20} {row['status']:<10} "
-                  f"{_age(row['age_seconds']):>6}  {steps}")
+        for row in found.instances:
+            steps = ", ".join(row.current_steps) or "-"
+            print(f"{row.workflow_id}  {row.workflow:<20} {row.status:<10} {_age(row.age_seconds):>6}  {steps}")
         return 0
-    print(f"{data['workflow_id']}  {data['workflow']}  {data['status']}")
-    print(f"  current steps: {', '.join(data['current_steps']) or '-'}")
-    progress = data["progress"]
-    if progress["tasks_total"]:
-        print(f"  tasks: {progress['tasks_completed']}/{progress['tasks_total']} completed, "
-              f"{progress['tasks_failed']} failed, {progress['tasks_running']} running")
-    if data.get("error"):
-        print(f"  error: {data['error']}")
+    print(f"{found.workflow_id}  {found.workflow}  {found.status}")
+    print(f"  current steps: {', '.join(found.current_steps) or '-'}")
+    tasks = found.progress
+    if tasks.tasks_total:
+        print(f"  tasks: {tasks.tasks_completed}/{tasks.tasks_total} completed, "
+              f"{tasks.tasks_failed} failed, {tasks.tasks_running} running")
+    if found.error:
+        print(f"  error: {found.error}")
     return 0
+
+
+def _print_json(result: Result) -> None:
+    print(json.dumps(result.model_dump(mode="json"), indent=2))
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -165,9 +174,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
     service = _service(args)
     try:
-        before = service.status(args.workflow_id)["status"]
+        before = service.status(args.workflow_id).status
         service.complete(args.workflow_id, "cancelled")
-        after = service.status(args.workflow_id)["status"]
+        after = service.status(args.workflow_id).status
     except ServiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -222,7 +231,7 @@ def _pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpar
     return run
 
 
-def _call(action: Any) -> Any:
+def _call(action: Callable[[], T]) -> T:
     """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
     from aromcp_workflows.app.errors import ServiceError
     from aromcp_workflows.interpreter import InputError
@@ -238,13 +247,13 @@ def _call(action: Any) -> Any:
 def cmd_explain(args: argparse.Namespace) -> int:
     plan = _call(lambda: _service(args).explain_plan(args.workflow, parse_inputs(args.input)))
     if args.json:
-        print(json.dumps(plan, indent=2, default=str))
+        _print_json(plan)
         return 0
-    estimate = plan["estimated_sub_agents"]
-    print(f"Plan for {plan['workflow']}: {len(plan['steps'])} steps; sub-agents: "
+    estimate = plan.estimated_sub_agents
+    print(f"Plan for {plan.workflow}: {len(plan.steps)} steps; sub-agents: "
           f"{estimate['total'] if estimate['total'] is not None else 'see the parallel steps'}")
     print()
-    for step in plan["steps"]:
+    for step in plan.steps:
         print(f"  {step['step_id']}  {step['type']} ({step['side']})")
         for condition in step.get("conditions", []):
             print(f"      {condition}")
@@ -261,11 +270,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for path in step.get("writes", []):
             print(f"      writes {path}")
     print()
-    print("MCP tools called: " + (", ".join(plan["required_tools"]) or "none"))
-    print("State written: " + (", ".join(plan["state_paths_written"]) or "nothing"))
+    print("MCP tools called: " + (", ".join(plan.required_tools) or "none"))
+    print("State written: " + (", ".join(plan.state_paths_written) or "nothing"))
     print()
     print("Program:")
-    for workflow, programs in plan["program"].items():
+    for workflow, programs in plan.program.items():
         for key, lines in programs.items():
             print(f"  {workflow} / {key}")
             for line in lines:
@@ -291,11 +300,11 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 @_pipe_safe
 def cmd_trace(args: argparse.Namespace) -> int:
-    data = _call(lambda: _service(args).trace_transformations(args.workflow_id, args.field, True))
+    found = _call(lambda: _service(args).trace_transformations(args.workflow_id, args.field, True))
     if args.json:
-        print(json.dumps(data, indent=2, default=str))
+        _print_json(found)
         return 0
-    for trace in data["traces"]:
+    for trace in found.traces:
         error = trace.get("error")
         if error:
             message = error.get("message", error) if isinstance(error, dict) else error
@@ -304,33 +313,32 @@ def cmd_trace(args: argparse.Namespace) -> int:
             status = f"{_short(trace['input'])} → {_short(trace['output'])}"
         print(f"{trace['timestamp']}  {trace['field']:<20} {trace.get('duration_ms') or 0:>8.2f} ms  "
               f"[{trace['trigger']}]  {status}")
-    if not data["traces"]:
+    if not found.traces:
         print("No transform traces recorded" + (f" for field {args.field!r}." if args.field else "."))
     return 0
 
 
 @_pipe_safe
 def cmd_debug(args: argparse.Namespace) -> int:
-    data = _call(lambda: _service(args).debug_info(args.workflow_id))
+    info = _call(lambda: _service(args).debug_info(args.workflow_id))
     if args.json:
-        print(json.dumps(data, indent=2, default=str))
+        _print_json(info)
         return 0
-    print(f"{args.workflow_id}  {data.get('status', '')}")
-    current = data.get("current_steps") or {}
-    print("Current steps: " + (", ".join(f"{t}: {s or '-'}" for t, s in current.items()) or "none"))
-    if data.get("error"):
-        print(f"Error: {data['error']}")
+    print(f"{args.workflow_id}  {info.status}")
+    print("Current steps: " + (", ".join(f"{t}: {s or '-'}" for t, s in info.current_steps.items()) or "none"))
+    if info.error:
+        print(f"Error: {info.error}")
     print("Step history:")
-    for entry in data["step_history"]:
+    for entry in info.step_history:
         task = f" [{entry['task_id']}]" if entry.get("task_id") else ""
         took = f" {entry['duration_ms']:.0f} ms" if entry.get("duration_ms") is not None else ""
         error = f"  {entry['error']}" if entry.get("error") else ""
         print(f"  {entry['status']:<8} {entry['step_id']}{task} ({entry.get('type') or '?'}) "
               f"{entry['started_at']} → {entry.get('completed_at') or '…'}{took}{error}")
-    size = data["state_size"]
+    size = info.state_size
     print(f"State size: raw {size['raw_bytes']} B, state {size.get('state_bytes', 0)} B, computed "
           f"{size['computed_bytes']} B; {size['total_transformations']} transformations")
-    perf = data["performance"]
+    perf = info.performance
     print(f"Transform time: average {perf['avg_transformation_time']} ms")
     for row in perf["slowest_transformations"]:
         print(f"  {row['field']:<24} avg {row['avg_ms']} ms over {row.get('count', '?')} runs")

@@ -160,7 +160,7 @@ async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: 
     store_path = store or (env or {}).get("AROMCP_WORKFLOWS_STORE") or None
     service = WorkflowService(project_dir=project, store_path=store_path)
     try:
-        where = service.status(agent.workflow_id).get("current_steps") or []
+        where = service.status(agent.workflow_id).current_steps
         service.interrupt(agent.workflow_id, f"interrupted by {name}" + (f" during {', '.join(where)}" if where
                                                                          else ""))
     except ServiceError as exc:

@@ -1,1 +1,3 @@
-"""The MCP surface: tools, prompts and resources (`mcp`) and their pydantic shapes (`models`)."""
+"""The MCP surface: tools, prompts and resources (`mcp`), what leaves the server (`guard`), the
+user asked directly (`elicit`), compact tool schemas (`schemas`), every stdio line answered
+(`stdio_guard`)."""

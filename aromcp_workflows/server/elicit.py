@@ -27,30 +27,29 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
+
+from aromcp_workflows.app.results import NextStep, StepCompleted
+
+if TYPE_CHECKING:  # typing only: the server imports this module at start, before any tool runs
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.shell.runner import ProgressCallback
 
 log = logging.getLogger("aromcp_workflows")
 REQUEST_KEY = "aromcp_user_input"  # our one question per round in `input_requests`
 FIELD = "answer"  # the form's one field
-STATE_VERSION = 1
+STATE_VERSION = 2
 INPUT_REQUIRED_VERSION = "2026-07-28"
 
-Call = Callable[..., dict[str, Any]]
 
-
-@dataclass
-class Reply:
-    """Where a thread stands: the step it waits on (or None), its messages, status, error."""
-
-    status: str
-    step: dict[str, Any] | None
-    messages: list[str]
-    error: str | None = None
+def standing(workflow_id: str, completed: StepCompleted) -> NextStep:
+    """Where the thread stands after a completion: its next step, as `next_step` would say."""
+    return NextStep(workflow_id=workflow_id, status=completed.status, step=completed.next_step,
+                    messages=completed.messages, error=completed.error)
 
 
 @dataclass
@@ -62,7 +61,8 @@ class CallState:
     step_id: str = ""  # the step whose question is out
     problem: str | None = None  # why the last answer was refused (shown with the question again)
     answers: list[dict[str, Any]] = field(default_factory=list)
-    head: dict[str, Any] = field(default_factory=dict)  # workflow_step_complete's own success/error
+    head_success: bool = True  # workflow_step_complete's own answer to the agent's result
+    head_error: str | None = None
 
     def encode(self) -> str:
         return json.dumps({"v": STATE_VERSION, **asdict(self)}, separators=(",", ":"))
@@ -127,33 +127,35 @@ def question(step: dict[str, Any], messages: list[str], problem: str | None) -> 
 class UserInputGate:
     """Asks the user every `user_input` step one tool call reaches, then returns what follows."""
 
-    def __init__(self, ctx: Any, call: Call, workflow_id: str, task_id: str | None, progress_cb: Any):
+    def __init__(self, ctx: Any, service: WorkflowService, workflow_id: str, task_id: str | None,
+                 progress: ProgressCallback | None):
         self.ctx = ctx
-        self.call = call
-        self.progress_cb = progress_cb
+        self.service = service
+        self.progress = progress
         self.input_required = uses_input_required(ctx)
         self.state = (CallState.decode(ctx.request_state, workflow_id, task_id) if self.input_required
                       else None) or CallState(workflow_id, task_id)
 
     @classmethod
-    def for_call(cls, ctx: Any, call: Call, workflow_id: str, task_id: str | None,
-                 progress_cb: Any) -> UserInputGate | None:
+    def for_call(cls, ctx: Any, service: WorkflowService, workflow_id: str, task_id: str | None,
+                 progress: ProgressCallback | None) -> UserInputGate | None:
         """A gate when this client can be asked directly; None hands user_input to the agent."""
         if not can_elicit(ctx):
             return None
         if not uses_input_required(ctx) and not ctx.session.can_send_request:
             return None  # a 2025-era transport without a back-channel (stateless HTTP)
-        return cls(ctx, call, workflow_id, task_id, progress_cb)
+        return cls(ctx, service, workflow_id, task_id, progress)
 
     @property
     def resuming(self) -> bool:
         """This is a later round of a call whose question is out (2026 era)."""
         return bool(self.state.step_id)
 
-    def answers(self) -> list[dict[str, Any]]:
-        return self.state.answers
+    def answers(self) -> list[dict[str, Any]] | None:
+        """What the user answered in forms during this call (None when nothing was asked)."""
+        return self.state.answers or None
 
-    def resume(self) -> Reply:
+    def resume(self) -> NextStep:
         """Apply the answer the client brought back for our outstanding question."""
         responses = self.ctx.input_responses or {}
         answer = responses.get(REQUEST_KEY)
@@ -161,11 +163,18 @@ class UserInputGate:
             return self.next_step()
         return self.apply(self.state.step_id, answer.action, answer.content)
 
-    def next_step(self) -> Reply:
-        data = self.call("next_step", self.state.workflow_id, self.state.task_id, None, self.progress_cb)
-        return Reply(data["status"], data["step"], list(data["messages"]), data.get("error"))
+    def next_step(self) -> NextStep:
+        return self.service.next_step(self.state.workflow_id, self.state.task_id, self.progress)
 
-    def settle(self, reply: Reply) -> Reply | InputRequiredResult:
+    def completed(self, step_id: str, status: str, result: Any, error: str | None) -> NextStep:
+        """The agent's own result (first round of `workflow_step_complete`), remembered so the
+        call's final answer says whether it was accepted, whatever the user answers later."""
+        done = self.service.step_complete(self.state.workflow_id, step_id, status, result, error,
+                                          self.state.task_id, self.progress)
+        self.state.head_success, self.state.head_error = done.success, done.error
+        return standing(self.state.workflow_id, done)
+
+    def settle(self, reply: NextStep) -> NextStep | InputRequiredResult:
         """Ask each user_input step in turn until the thread needs something else."""
         while reply.step is not None and reply.step.get("type") == "user_input":
             step = reply.step
@@ -192,26 +201,26 @@ class UserInputGate:
             log.warning("elicitation failed; handing the user_input step to the agent", exc_info=True)
             return None
 
-    def apply(self, step_id: str, action: str, content: Any) -> Reply:
+    def apply(self, step_id: str, action: str, content: Any) -> NextStep:
         """Hand the user's answer (or refusal) to the service, as an agent's answer would be."""
-        wid, tid, cb = self.state.workflow_id, self.state.task_id, self.progress_cb
+        wid, tid = self.state.workflow_id, self.state.task_id
         self.state.step_id, self.state.problem = "", None
         if action == "cancel":
-            self.call("complete", wid, "cancelled")
+            self.service.complete(wid, "cancelled")
             self.state.answers.append({"step_id": step_id, "action": "cancel"})
-            return Reply("cancelled", None, [], f"the user cancelled the question of step {step_id}; "
-                                                "the workflow was cancelled")
+            return NextStep(workflow_id=wid, status="cancelled", step=None, messages=[],
+                            error=f"the user cancelled the question of step {step_id}; the workflow was cancelled")
         if action == "accept":
             answer = (content or {}).get(FIELD) if isinstance(content, dict) else None
-            data = self.call("step_complete", wid, step_id, "success", answer, None, tid, cb)
+            done = self.service.step_complete(wid, step_id, "success", answer, None, tid, self.progress)
             entry: dict[str, Any] = {"step_id": step_id, "action": "accept", "answer": answer,
-                                     "accepted": bool(data["success"])}
+                                     "accepted": done.success}
         else:
-            data = self.call("step_complete", wid, step_id, "failed", None,
-                             "the user declined to answer", tid, cb)
+            done = self.service.step_complete(wid, step_id, "failed", None, "the user declined to answer", tid,
+                                              self.progress)
             entry = {"step_id": step_id, "action": "decline"}
         self.state.answers.append(entry)
-        step = data.get("next_step")
-        if not data["success"] and step is not None and str(step.get("id")) == step_id:
-            self.state.problem = data.get("error")  # the same step again: ask with the problem
-        return Reply(data["status"], step, list(data["messages"]), data.get("error"))
+        step = done.next_step
+        if not done.success and step is not None and str(step.get("id")) == step_id:
+            self.state.problem = done.error  # the same step again: ask with the problem
+        return standing(wid, done)

@@ -12,39 +12,46 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
 from mcp_types import InputRequiredResult
+from pydantic import ConfigDict
 
 from aromcp_workflows import __version__
-from aromcp_workflows.server.elicit import Reply, UserInputGate
-from aromcp_workflows.server.guard import GuardedServer, install_log_masking
-from aromcp_workflows.server.models import (
-    CheckpointResult,
-    CompleteResult,
-    DebugInfoResult,
-    DefinitionResult,
-    DependenciesResult,
-    ExplainPlanResult,
-    NextStepResult,
-    ResumeResult,
-    StartResult,
-    StateReadResult,
-    StateUpdateResult,
-    StatusResult,
-    StepCompleteResult,
-    TestTransformationResult,
-    TracesResult,
-    ValidateResult,
-    WorkflowInfoResult,
-    WorkflowListResult,
+from aromcp_workflows.app.results import (
+    CheckpointTaken,
+    Completed,
+    DebugInfo,
+    DefinitionView,
+    Dependencies,
+    NextStep,
+    Plan,
+    Result,
+    Resumed,
+    Started,
+    StateUpdated,
+    StateView,
+    StepCompleted,
+    Traces,
+    TransformTest,
+    Validation,
+    WorkflowInfo,
+    WorkflowList,
 )
+from aromcp_workflows.safety.masking import Masker
+from aromcp_workflows.server.elicit import UserInputGate
+from aromcp_workflows.server.guard import GuardedServer, install_log_masking
+from aromcp_workflows.server.schemas import compact_tool_schemas
+
+if TYPE_CHECKING:
+    from aromcp_workflows.app.service import WorkflowService
 
 log = logging.getLogger("aromcp_workflows")
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -63,13 +70,13 @@ INSTRUCTIONS = (
 class ServiceHolder:
     """Builds the service on first use (heavy imports stay off the start-up path)."""
 
-    def __init__(self, factory: Callable[[], Any], allowed_files: tuple[str, ...] = ()):
+    def __init__(self, factory: Callable[[], WorkflowService], allowed_files: tuple[str, ...] = ()):
         self._factory = factory
         self._allowed_files = allowed_files
-        self._service: Any = None
+        self._service: WorkflowService | None = None
         self._lock = threading.Lock()
 
-    def get(self) -> Any:
+    def get(self) -> WorkflowService:
         if self._service is None:
             with self._lock:
                 if self._service is None:
@@ -79,15 +86,16 @@ class ServiceHolder:
                     self._service = service
         return self._service
 
-    def masker(self, workflow_id: str | None) -> Any:
+    def masker(self, workflow_id: str | None) -> Masker | None:
         """The masker of an instance, or None (before the service exists nothing is secret yet)."""
         if self._service is None or workflow_id is None:
             return None
         return self._service.masker(workflow_id, latest=False)  # the copy the reply was made from
 
 
-def default_service_factory(project_dir: str | None = None, store: str | None = None) -> Callable[[], Any]:
-    def build() -> Any:
+def default_service_factory(project_dir: str | None = None, store: str | None = None
+                            ) -> Callable[[], WorkflowService]:
+    def build() -> WorkflowService:
         from aromcp_workflows.app.service import WorkflowService
 
         return WorkflowService(project_dir=project_dir, store_path=store)
@@ -95,7 +103,184 @@ def default_service_factory(project_dir: str | None = None, store: str | None = 
     return build
 
 
-def build_server(service_factory: Callable[[], Any] | None = None, log_level: str = "WARNING",
+@contextmanager
+def tool_errors(tool: str) -> Iterator[None]:
+    """What a tool's failure looks like to the client: the service's refusal as it is, a
+    shutdown said plainly, anything unexpected as an internal error (logged in full)."""
+    from aromcp_workflows.app.errors import ServiceError
+    from aromcp_workflows.shell.runner import ShellInterrupted
+
+    try:
+        yield
+    except ServiceError as exc:
+        raise ToolError(str(exc)) from None
+    except ShellInterrupted as exc:
+        raise ToolError(f"{exc}. Resume the instance (workflow_resume, then workflow_get_next_step) "
+                        "once a server is running again.") from None
+    except Exception as exc:
+        log.exception("internal error in %s", tool)
+        raise ToolError(f"internal error in {tool}: {type(exc).__name__}: {exc}. The instance was "
+                        "saved as it was before this call; report this as a bug.") from None
+
+
+class StatusReply(Result):
+    """`workflow_status` answers one instance or the list: both shapes, one output schema."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def task_of(task_id: str | None, sub_agent_context: dict[str, Any] | None) -> str | None:
+    """The task a sub-agent names: `task_id`, or the seed's `sub_agent_context.task_id`."""
+    return task_id or (sub_agent_context or {}).get("task_id")
+
+
+class WorkflowTools:
+    """The MCP tools: each method is one tool (its docstring the description) and calls one
+    typed method of `WorkflowService`; `build_server` registers them one by one."""
+
+    def __init__(self, holder: ServiceHolder):
+        self.holder = holder
+
+    @property
+    def service(self) -> WorkflowService:
+        return self.holder.get()
+
+    def workflow_list(self, include_global: bool = True) -> WorkflowList:
+        """List workflows runnable here (project, then ~/.aromcp, then built-in)."""
+        with tool_errors("workflow_list"):
+            return self.service.list_workflows(include_global)
+
+    def workflow_get_info(self, workflow: str) -> WorkflowInfo:
+        """A workflow's description, version and declared inputs."""
+        with tool_errors("workflow_get_info"):
+            return self.service.get_info(workflow)
+
+    def workflow_validate(self, workflow: str | None = None, yaml: str | None = None) -> Validation:
+        """Validate a workflow by name/path, or YAML text; errors carry file, line, column."""
+        with tool_errors("workflow_validate"):
+            return self.service.validate(workflow, yaml)
+
+    def workflow_start(self, workflow: str, inputs: dict[str, Any] | None = None) -> Started:
+        """Start a workflow instance; returns workflow_id and the initial state."""
+        with tool_errors("workflow_start"):
+            return self.service.start(workflow, inputs or {})
+
+    def workflow_get_next_step(self, workflow_id: str, task_id: str | None = None,
+                               sub_agent_context: dict[str, Any] | None = None,
+                               ctx: Context | None = None) -> NextStep | InputRequiredResult:
+        """The next atomic step (null when done) and messages to show the user."""
+        task = task_of(task_id, sub_agent_context)
+        with tool_errors("workflow_get_next_step"):
+            gate = UserInputGate.for_call(ctx, self.service, workflow_id, task, _progress(ctx))
+            if gate is None:
+                return self.service.next_step(workflow_id, task, _progress(ctx))
+            settled = gate.settle(gate.resume() if gate.resuming else gate.next_step())
+        if isinstance(settled, InputRequiredResult):
+            return settled
+        return settled.model_copy(update={"user_answers": gate.answers()})
+
+    def workflow_step_complete(self, workflow_id: str, step_id: str,
+                               status: Literal["success", "failed"] = "success", result: Any = None,
+                               error: str | None = None, task_id: str | None = None,
+                               ctx: Context | None = None) -> StepCompleted | InputRequiredResult:
+        """Report a step's result; the answer carries next_step and messages."""
+        with tool_errors("workflow_step_complete"):
+            gate = UserInputGate.for_call(ctx, self.service, workflow_id, task_id, _progress(ctx))
+            if gate is None:
+                return self.service.step_complete(workflow_id, step_id, status, result, error, task_id,
+                                                  _progress(ctx))
+            # a later round (the question is out): the agent's own result was recorded in the first
+            first = gate.resume() if gate.resuming else gate.completed(step_id, status, result, error)
+            settled = gate.settle(first)
+        if isinstance(settled, InputRequiredResult):
+            return settled
+        head = gate.state
+        return StepCompleted(success=head.head_success, status=settled.status, messages=settled.messages,
+                             next_step=settled.step,
+                             error=settled.error if head.head_success else head.head_error,
+                             user_answers=gate.answers())
+
+    def workflow_state_read(self, workflow_id: str, paths: list[str] | None = None,
+                            task_id: str | None = None) -> StateView:
+        """The flattened state (with inputs), or {path: value} for the given paths."""
+        with tool_errors("workflow_state_read"):
+            return self.service.state_read(workflow_id, paths, task_id)
+
+    def workflow_state_update(self, workflow_id: str, updates: list[dict[str, Any]],
+                              task_id: str | None = None) -> StateUpdated:
+        """Apply [{path: raw.x|state.x, value, operation?: set|append|increment|merge|delete}] atomically."""
+        with tool_errors("workflow_state_update"):
+            return self.service.state_update(workflow_id, updates, task_id)
+
+    def workflow_state_dependencies(self, workflow_id: str, field: str) -> Dependencies:
+        """What a computed field reads and what reads it (tier-qualified paths)."""
+        with tool_errors("workflow_state_dependencies"):
+            return self.service.state_dependencies(workflow_id, field)
+
+    def workflow_checkpoint(self, workflow_id: str, reason: str = "", step_id: str | None = None) -> CheckpointTaken:
+        """Save a named snapshot that workflow_resume can roll back to."""
+        with tool_errors("workflow_checkpoint"):
+            return self.service.checkpoint(workflow_id, reason, step_id)
+
+    def workflow_resume(self, workflow_id: str, checkpoint_id: str | None = None) -> Resumed:
+        """Reload an instance (e.g. after a restart); with checkpoint_id, roll back to it."""
+        with tool_errors("workflow_resume"):
+            return self.service.resume(workflow_id, checkpoint_id)
+
+    def workflow_complete(self, workflow_id: str,
+                          status: Literal["success", "failed", "cancelled"] = "success") -> Completed:
+        """Finish an instance (cancels unfinished steps); returns the final state."""
+        with tool_errors("workflow_complete"):
+            return self.service.complete(workflow_id, status)
+
+    def workflow_status(self, workflow_id: str | None = None) -> StatusReply:
+        """One instance's status and progress, or all of this project's instances."""
+        with tool_errors("workflow_status"):
+            found = self.service.list_instances() if workflow_id is None else self.service.status(workflow_id)
+        return StatusReply(**found.model_dump(mode="json"))
+
+    def workflow_load_definition(self, workflow: str) -> DefinitionView:
+        """The resolved definition (imports included) and the file it came from."""
+        with tool_errors("workflow_load_definition"):
+            return self.service.load_definition(workflow)
+
+    def workflow_trace_transformations(self, workflow_id: str, field: str | None = None,
+                                       include_timing: bool = False) -> Traces:
+        """Recorded computed-field recomputes: trigger, input, output, error."""
+        with tool_errors("workflow_trace_transformations"):
+            return self.service.trace_transformations(workflow_id, field, include_timing)
+
+    def workflow_debug_info(self, workflow_id: str) -> DebugInfo:
+        """Current steps, step history, state size and transform performance."""
+        with tool_errors("workflow_debug_info"):
+            return self.service.debug_info(workflow_id)
+
+    def workflow_test_transformation(self, transform: str, input: Any = None,
+                                     context: dict[str, Any] | None = None) -> TransformTest:
+        """Run a JS transform on `input` in the real engine, without side effects."""
+        with tool_errors("workflow_test_transformation"):
+            return self.service.test_transformation(transform, input, context)
+
+    def workflow_explain_plan(self, workflow: str, inputs: dict[str, Any] | None = None) -> Plan:
+        """Steps, loops, sub-agent estimate, MCP tools used and the compiled program."""
+        with tool_errors("workflow_explain_plan"):
+            return self.service.explain_plan(workflow, inputs or {})
+
+    def register(self, mcp: MCPServer) -> None:
+        """Every tool, with what it may do to the world (read, write, or run commands)."""
+        for tool, hints in (
+                (self.workflow_list, READ), (self.workflow_get_info, READ), (self.workflow_validate, READ),
+                (self.workflow_start, RUNS), (self.workflow_get_next_step, RUNS),
+                (self.workflow_step_complete, RUNS), (self.workflow_state_read, READ),
+                (self.workflow_state_update, WRITE), (self.workflow_state_dependencies, READ),
+                (self.workflow_checkpoint, WRITE), (self.workflow_resume, WRITE), (self.workflow_complete, WRITE),
+                (self.workflow_status, READ), (self.workflow_load_definition, READ),
+                (self.workflow_trace_transformations, READ), (self.workflow_debug_info, READ),
+                (self.workflow_test_transformation, READ), (self.workflow_explain_plan, READ)):
+            mcp.add_tool(tool, annotations=hints)
+
+
+def build_server(service_factory: Callable[[], WorkflowService] | None = None, log_level: str = "WARNING",
                  allowed_files: tuple[str, ...] = ()) -> MCPServer:
     """The MCP server.  Clients name workflows; `allowed_files` are the only paths it runs
     (`aromcp-workflows run FILE` starts its own server allowing that one file)."""
@@ -103,184 +288,10 @@ def build_server(service_factory: Callable[[], Any] | None = None, log_level: st
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
                         masker_for=holder.masker)
-
-    def call(method: str, *args: Any, **kwargs: Any) -> Any:
-        from aromcp_workflows.app.errors import ServiceError
-        from aromcp_workflows.shell.runner import ShellInterrupted
-
-        try:
-            return getattr(holder.get(), method)(*args, **kwargs)
-        except ServiceError as exc:
-            raise ToolError(str(exc)) from None
-        except ShellInterrupted as exc:
-            raise ToolError(f"{exc}. Resume the instance (workflow_resume, then workflow_get_next_step) "
-                            "once a server is running again.") from None
-        except Exception as exc:
-            log.exception("internal error in %s", method)
-            raise ToolError(f"internal error in {method}: {type(exc).__name__}: {exc}. The instance was "
-                            "saved as it was before this call; report this as a bug.") from None
-
-    @mcp.tool(annotations=READ)
-    def workflow_list(include_global: bool = True) -> WorkflowListResult:
-        """List workflows runnable here (project, then ~/.aromcp, then built-in)."""
-        return WorkflowListResult(**call("list_workflows", include_global))
-
-    @mcp.tool(annotations=READ)
-    def workflow_get_info(workflow: str) -> WorkflowInfoResult:
-        """A workflow's description, version and declared inputs."""
-        return WorkflowInfoResult(**call("get_info", workflow))
-
-    @mcp.tool(annotations=READ)
-    def workflow_validate(workflow: str | None = None, yaml: str | None = None) -> ValidateResult:
-        """Validate a workflow by name/path, or YAML text; errors carry file, line, column."""
-        return ValidateResult(**call("validate", workflow, yaml))
-
-    @mcp.tool(annotations=RUNS)
-    def workflow_start(workflow: str, inputs: dict[str, Any] | None = None) -> StartResult:
-        """Start a workflow instance; returns workflow_id and the initial state."""
-        return StartResult(**call("start", workflow, inputs or {}))
-
-    @mcp.tool(annotations=RUNS)
-    def workflow_get_next_step(workflow_id: str, task_id: str | None = None,
-                               sub_agent_context: dict[str, Any] | None = None,
-                               ctx: Context | None = None) -> NextStepResult | InputRequiredResult:
-        """The next atomic step (null when done) and messages to show the user."""
-        task = task_id or (sub_agent_context or {}).get("task_id")
-        gate = UserInputGate.for_call(ctx, call, workflow_id, task, _progress(ctx))
-        if gate is None:
-            return NextStepResult(**call("next_step", workflow_id, task_id, sub_agent_context, _progress(ctx)))
-        settled = gate.settle(gate.resume() if gate.resuming else gate.next_step())
-        if isinstance(settled, InputRequiredResult):
-            return settled
-        return NextStepResult(workflow_id=workflow_id, status=settled.status, step=settled.step,
-                              messages=settled.messages, **_extras(settled.error, gate))
-
-    @mcp.tool(annotations=RUNS)
-    def workflow_step_complete(workflow_id: str, step_id: str, status: Literal["success", "failed"] = "success",
-                               result: Any = None, error: str | None = None, task_id: str | None = None,
-                               ctx: Context | None = None) -> StepCompleteResult | InputRequiredResult:
-        """Report a step's result; the answer carries next_step and messages."""
-        gate = UserInputGate.for_call(ctx, call, workflow_id, task_id, _progress(ctx))
-        if gate is None:
-            return StepCompleteResult(**call("step_complete", workflow_id, step_id, status, result, error, task_id,
-                                             _progress(ctx)))
-        if gate.resuming:  # a later round: the agent's own result was recorded in the first one
-            reply = gate.resume()
-        else:
-            data = call("step_complete", workflow_id, step_id, status, result, error, task_id, _progress(ctx))
-            gate.state.head = {"success": data["success"], "error": data.get("error")}
-            reply = Reply(data["status"], data["next_step"], list(data["messages"]), data.get("error"))
-        settled = gate.settle(reply)
-        if isinstance(settled, InputRequiredResult):
-            return settled
-        head = gate.state.head
-        problem = settled.error if head.get("success", True) else head.get("error")
-        return StepCompleteResult(success=bool(head.get("success", True)), status=settled.status,
-                                  messages=settled.messages, next_step=settled.step, **_extras(problem, gate))
-
-    @mcp.tool(annotations=READ)
-    def workflow_state_read(workflow_id: str, paths: list[str] | None = None,
-                            task_id: str | None = None) -> StateReadResult:
-        """The flattened state (with inputs), or {path: value} for the given paths."""
-        return StateReadResult(**call("state_read", workflow_id, paths, task_id))
-
-    @mcp.tool(annotations=WRITE)
-    def workflow_state_update(workflow_id: str, updates: list[dict[str, Any]],
-                              task_id: str | None = None) -> StateUpdateResult:
-        """Apply [{path: raw.x|state.x, value, operation?: set|append|increment|merge|delete}] atomically."""
-        return StateUpdateResult(**call("state_update", workflow_id, updates, task_id))
-
-    @mcp.tool(annotations=READ)
-    def workflow_state_dependencies(workflow_id: str, field: str) -> DependenciesResult:
-        """What a computed field reads and what reads it (tier-qualified paths)."""
-        return DependenciesResult(**call("state_dependencies", workflow_id, field))
-
-    @mcp.tool(annotations=WRITE)
-    def workflow_checkpoint(workflow_id: str, reason: str = "", step_id: str | None = None) -> CheckpointResult:
-        """Save a named snapshot that workflow_resume can roll back to."""
-        return CheckpointResult(**call("checkpoint", workflow_id, reason, step_id))
-
-    @mcp.tool(annotations=WRITE)
-    def workflow_resume(workflow_id: str, checkpoint_id: str | None = None) -> ResumeResult:
-        """Reload an instance (e.g. after a restart); with checkpoint_id, roll back to it."""
-        data = call("resume", workflow_id, checkpoint_id)
-        if data["status"] == "interrupted":  # its run was stopped (Ctrl-C): it goes on now
-            data["status"] = call("reopen", workflow_id)["status"]
-        return ResumeResult(**data)
-
-    @mcp.tool(annotations=WRITE)
-    def workflow_complete(workflow_id: str,
-                          status: Literal["success", "failed", "cancelled"] = "success") -> CompleteResult:
-        """Finish an instance (cancels unfinished steps); returns the final state."""
-        return CompleteResult(**call("complete", workflow_id, status))
-
-    @mcp.tool(annotations=READ)
-    def workflow_status(workflow_id: str | None = None) -> StatusResult:
-        """One instance's status and progress, or all of this project's instances."""
-        return StatusResult(**call("status", workflow_id))
-
-    @mcp.tool(annotations=READ)
-    def workflow_load_definition(workflow: str) -> DefinitionResult:
-        """The resolved definition (imports included) and the file it came from."""
-        return DefinitionResult(**call("load_definition", workflow))
-
-    @mcp.tool(annotations=READ)
-    def workflow_trace_transformations(workflow_id: str, field: str | None = None,
-                                       include_timing: bool = False) -> TracesResult:
-        """Recorded computed-field recomputes: trigger, input, output, error."""
-        return TracesResult(**call("trace_transformations", workflow_id, field, include_timing))
-
-    @mcp.tool(annotations=READ)
-    def workflow_debug_info(workflow_id: str) -> DebugInfoResult:
-        """Current steps, step history, state size and transform performance."""
-        return DebugInfoResult(**call("debug_info", workflow_id))
-
-    @mcp.tool(annotations=READ)
-    def workflow_test_transformation(transform: str, input: Any = None,
-                                     context: dict[str, Any] | None = None) -> TestTransformationResult:
-        """Run a JS transform on `input` in the real engine, without side effects."""
-        return TestTransformationResult(**call("test_transformation", transform, input, context))
-
-    @mcp.tool(annotations=READ)
-    def workflow_explain_plan(workflow: str, inputs: dict[str, Any] | None = None) -> ExplainPlanResult:
-        """Steps, loops, sub-agent estimate, MCP tools used and the compiled program."""
-        return ExplainPlanResult(**call("explain_plan", workflow, inputs or {}))
-
+    WorkflowTools(holder).register(mcp)
     _register_prompts(mcp, holder)
-    _compact_schemas(mcp)
+    compact_tool_schemas(mcp)
     return mcp
-
-
-def _compact_schemas(mcp: MCPServer) -> None:
-    """Drop pydantic's generated titles from tool schemas: they repeat the property names
-    and would push `tools/list` past its 12 KB budget without telling a client anything."""
-    for tool in mcp._tool_manager.list_tools():
-        tool.parameters = _strip_titles(tool.parameters)
-        if tool.output_schema is not None:
-            tool.output_schema = _strip_titles(tool.output_schema)
-
-
-def _strip_titles(node: Any) -> Any:
-    if isinstance(node, dict):
-        options = node.get("anyOf")
-        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-            other = next(o for o in options if o != {"type": "null"})
-            if set(other) <= {"type", "additionalProperties"} and isinstance(other.get("type"), str):
-                node = {**{k: v for k, v in node.items() if k != "anyOf"}, "type": [other["type"], "null"]}
-        return {k: _strip_titles(v) for k, v in node.items()
-                if not (k == "title" and isinstance(v, str)) and not (k == "default" and v is None)
-                and not (k == "additionalProperties" and v is True)}
-    if isinstance(node, list):
-        return [_strip_titles(v) for v in node]
-    return node
-
-
-def _extras(error: str | None, gate: UserInputGate) -> dict[str, Any]:
-    """`error` when there is one, and `user_answers`: what the user answered in forms this call."""
-    extras: dict[str, Any] = {} if error is None else {"error": error}
-    if gate.answers():
-        extras["user_answers"] = gate.answers()
-    return extras
 
 
 def _progress(ctx: Context | None) -> Callable[[float, str], None] | None:
@@ -322,7 +333,7 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
             info = holder.get().get_info(name)
         except ServiceError as exc:
             raise ResourceNotFoundError(str(exc)) from None
-        with open(info["found_at"], encoding="utf-8") as handle:
+        with open(info.found_at, encoding="utf-8") as handle:
             return handle.read()
 
 

@@ -113,7 +113,7 @@ def test_cancel_ends_an_instance(tmp_path: Path):
     from aromcp_workflows.app.service import WorkflowService
 
     service = WorkflowService(project_dir=repo, store_path=tmp_path / "store.sqlite", home=tmp_path / "home")
-    workflow_id = service.start(str(workflow))["workflow_id"]  # as an agent that went away left it: running
+    workflow_id = service.start(str(workflow)).workflow_id  # as an agent that went away left it: running
     cancelled = run_cli(tmp_path, repo, "cancel", workflow_id)
     assert cancelled.returncode == 0 and "-> cancelled" in cancelled.stdout, cancelled.stdout + cancelled.stderr
     again = run_cli(tmp_path, repo, "cancel", workflow_id)

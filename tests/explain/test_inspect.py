@@ -71,11 +71,11 @@ def traced(project: Project, service: Any) -> str:
     """An instance that ran bump (state_update), skipped `never`, answered ask, failed the
     shell command (continuing), and now waits at `wait_here`."""
     project.put("test:traced", TRACED)
-    workflow_id = service.start("test:traced", {"api_token": TOKEN})["workflow_id"]
-    step = service.next_step(workflow_id)["step"]
+    workflow_id = service.start("test:traced", {"api_token": TOKEN}).workflow_id
+    step = service.next_step(workflow_id).step
     assert step["id"] == "ask"
     reply = service.step_complete(workflow_id, "ask", result="bob")
-    assert reply["next_step"]["id"] == "wait_here"
+    assert reply.next_step is not None and reply.next_step["id"] == "wait_here"
     service.state_update(workflow_id, [{"path": "raw.count", "value": 5}])
     return str(workflow_id)
 
@@ -86,7 +86,7 @@ def by_field(traces: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 # -- traces ------------------------------------------------------------------------------
 def test_traces_name_the_trigger_and_carry_input_and_output(service: Any, traced: str) -> None:
-    traces = service.trace_transformations(traced)["traces"]
+    traces = service.trace_transformations(traced).traces
     doubled = by_field(traces, "doubled")
     assert [(t["trigger"], t["input"], t["output"]) for t in doubled] == [
         ("initialize", 0, 0), ("step bump", 1, 2), (doubled[2]["trigger"], 5, 10)]
@@ -98,7 +98,7 @@ def test_traces_name_the_trigger_and_carry_input_and_output(service: Any, traced
 
 
 def test_failing_transform_with_fallback_records_the_error(service: Any, traced: str) -> None:
-    fragile = by_field(service.trace_transformations(traced)["traces"], "fragile")
+    fragile = by_field(service.trace_transformations(traced).traces, "fragile")
     first, second = fragile[0], fragile[1]
     assert first["trigger"] == "initialize" and first["output"] == "none"  # the fallback
     assert "TypeError" in first["error"]["message"] and first["error"]["origin"] == "computed field fragile"
@@ -106,32 +106,32 @@ def test_failing_transform_with_fallback_records_the_error(service: Any, traced:
 
 
 def test_field_filter_and_timing(service: Any, traced: str) -> None:
-    only = service.trace_transformations(traced, "doubled")["traces"]
+    only = service.trace_transformations(traced, "doubled").traces
     assert {t["field"] for t in only} == {"doubled"} and len(only) == 3
-    assert service.trace_transformations(traced, "computed.doubled")["traces"] == only
-    assert service.trace_transformations(traced, "nosuch")["traces"] == []
-    timed = service.trace_transformations(traced, include_timing=True)["traces"]
+    assert service.trace_transformations(traced, "computed.doubled").traces == only
+    assert service.trace_transformations(traced, "nosuch").traces == []
+    timed = service.trace_transformations(traced, include_timing=True).traces
     assert all(isinstance(t["duration_ms"], (int, float)) and t["duration_ms"] >= 0 for t in timed)
-    assert all("duration_ms" not in t for t in service.trace_transformations(traced)["traces"])
+    assert all("duration_ms" not in t for t in service.trace_transformations(traced).traces)
 
 
 def test_traces_survive_a_restart(project: Project, service: Any, traced: str) -> None:
-    before = service.trace_transformations(traced)["traces"]
-    assert project.service().trace_transformations(traced)["traces"] == before
+    before = service.trace_transformations(traced).traces
+    assert project.service().trace_transformations(traced).traces == before
 
 
 def test_unknown_instance_is_an_error(service: Any) -> None:
     from aromcp_workflows.app.errors import ServiceError
 
     with pytest.raises(ServiceError, match="wf_nope"):
-        service.trace_transformations("wf_nope")
+        service.trace_transformations("wf_nope").model_dump()
     with pytest.raises(ServiceError, match="wf_nope"):
-        service.debug_info("wf_nope")
+        service.debug_info("wf_nope").model_dump()
 
 
 # -- debug info --------------------------------------------------------------------------
 def test_debug_step_history_statuses(service: Any, traced: str) -> None:
-    info = service.debug_info(traced)
+    info = service.debug_info(traced).model_dump()
     assert info["current_step"] == "wait_here" and info["current_steps"] == {"main": "wait_here"}
     assert info["status"] == "running"
     history = {h["step_id"]: h for h in info["step_history"]}
@@ -147,10 +147,10 @@ def test_debug_step_history_statuses(service: Any, traced: str) -> None:
 
 
 def test_debug_state_size_and_performance(service: Any, traced: str) -> None:
-    info = service.debug_info(traced)
+    info = service.debug_info(traced).model_dump()
     size = info["state_size"]
     assert size["raw_bytes"] > len(PASSWORD) and size["computed_bytes"] > 0
-    traces = service.trace_transformations(traced, include_timing=True)["traces"]
+    traces = service.trace_transformations(traced, include_timing=True).traces
     assert size["total_transformations"] == len(traces)
     perf = info["performance"]
     durations = [t["duration_ms"] for t in traces]
@@ -171,9 +171,9 @@ def test_debug_of_a_failed_workflow(project: Project, service: Any) -> None:
             type: shell_command
             command: "echo broken >&2; exit 7"
         """)
-    workflow_id = service.start("test:fails", {})["workflow_id"]
-    assert service.next_step(workflow_id)["status"] == "failed"
-    info = service.debug_info(workflow_id)
+    workflow_id = service.start("test:fails", {}).workflow_id
+    assert service.next_step(workflow_id).status == "failed"
+    info = service.debug_info(workflow_id).model_dump()
     assert info["status"] == "failed" and "boom" in info["error"]
     [boom] = info["step_history"]
     assert boom["status"] == "failed" and "code 7" in boom["error"]
@@ -202,15 +202,15 @@ def test_debug_of_sub_agent_tasks(project: Project, service: Any) -> None:
                 prompt: "do {{ item }}"
                 state_update: {path: "raw.done.{{ item }}"}
         """)
-    workflow_id = service.start("test:fan", {})["workflow_id"]
-    tasks = service.next_step(workflow_id)["step"]["definition"]["tasks"]
+    workflow_id = service.start("test:fan", {}).workflow_id
+    tasks = service.next_step(workflow_id).step["definition"]["tasks"]
     for task in tasks:
-        step = service.next_step(workflow_id, task["task_id"])["step"]
+        step = service.next_step(workflow_id, task["task_id"]).step
         service.step_complete(workflow_id, step["id"], result="ok", task_id=task["task_id"])
-    info = service.debug_info(workflow_id)
+    info = service.debug_info(workflow_id).model_dump()
     rows = [(h["step_id"], h["task_id"], h["status"]) for h in info["step_history"]]
     assert rows == [("fan", None, "running"), ("work_0.ask", "work_0", "success"), ("work_1.ask", "work_1", "success")]
-    triggers = [t["trigger"] for t in service.trace_transformations(workflow_id)["traces"]]
+    triggers = [t["trigger"] for t in service.trace_transformations(workflow_id).traces]
     assert triggers == ["initialize", "step work_0.ask", "step work_1.ask"]
 
 
@@ -222,8 +222,8 @@ def assert_no_secret(text: str) -> None:
 
 
 def test_secrets_are_masked_in_traces_and_debug(service: Any, traced: str) -> None:
-    traces = service.trace_transformations(traced, include_timing=True)
-    info = service.debug_info(traced)
+    traces = service.trace_transformations(traced, include_timing=True).model_dump()
+    info = service.debug_info(traced).model_dump()
     assert_no_secret(json.dumps(traces))
     assert_no_secret(json.dumps(info))
     auth = by_field(traces["traces"], "auth")
@@ -249,9 +249,9 @@ def test_a_sensitive_computed_field_is_masked_whole_even_after_it_changed(projec
             type: user_input
             prompt: "?"
         """)
-    workflow_id = service.start("test:keys", {})["workflow_id"]
-    assert service.next_step(workflow_id)["step"]["id"] == "ask"  # rotate ran
-    traces = service.trace_transformations(workflow_id)["traces"]
+    workflow_id = service.start("test:keys", {}).workflow_id
+    assert service.next_step(workflow_id).step["id"] == "ask"  # rotate ran
+    traces = service.trace_transformations(workflow_id).traces
     text = json.dumps(traces)
     assert "st-first-seed-value-xyz" not in text  # a past value, no longer in state
     assert "st-second-seed-value-xyz" not in text

@@ -24,13 +24,13 @@ steps:
 @pytest.fixture
 def failed(project: Project, service: Any) -> str:
     project.put("test:leaky", LEAKY)
-    workflow_id = service.start("test:leaky", {"api_token": TOKEN})["workflow_id"]
-    assert service.next_step(workflow_id)["status"] == "failed"
+    workflow_id = service.start("test:leaky", {"api_token": TOKEN}).workflow_id
+    assert service.next_step(workflow_id).status == "failed"
     return str(workflow_id)
 
 
 def test_debug_masks_a_secret_in_the_failure_message(service: Any, failed: str) -> None:
-    info = service.debug_info(failed)
+    info = service.debug_info(failed).model_dump()
     assert info["error"] == "step boom failed: command exited with code 4: auth failed for ***"
     assert TOKEN not in str(info)
 

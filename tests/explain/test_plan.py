@@ -31,7 +31,7 @@ def run_ids(listing: list[str]) -> list[str]:
 @pytest.mark.parametrize("name", SHIPPED + EXAMPLES)
 def test_plan_of_every_shipped_workflow_and_example(service: Any, name: str) -> None:
     stem = name.rsplit("/", 1)[-1].removesuffix(".yaml")
-    plan = service.explain_plan(name, EXAMPLE_INPUTS.get(stem, {}))
+    plan = service.explain_plan(name, EXAMPLE_INPUTS.get(stem, {})).model_dump()
     assert plan["workflow"] == stem
     assert plan["steps"] and all({"step_id", "type", "side"} <= set(s) for s in plan["steps"])
     assert all(s["side"] in ("server", "agent", "message") for s in plan["steps"])
@@ -48,7 +48,7 @@ def test_plan_of_every_shipped_workflow_and_example(service: Any, name: str) -> 
 
 
 def test_standards_fix_plan(service: Any) -> None:
-    plan = service.explain_plan("standards:fix", {"batch_size": 2})
+    plan = service.explain_plan("standards:fix", {"batch_size": 2}).model_dump()
     steps = steps_by_id(plan)
     assert plan["required_tools"] == ["hints_for_file", "lint_project"]
     assert steps["detect_files"]["writes"] == ["raw.git_files"] and steps["detect_files"]["side"] == "server"
@@ -75,7 +75,7 @@ def test_standards_fix_plan(service: Any) -> None:
 
 
 def test_ci_retry_tests_plan_shows_the_loop_and_the_break(service: Any) -> None:
-    plan = service.explain_plan("ci:retry-tests", {"command": "true"})
+    plan = service.explain_plan("ci:retry-tests", {"command": "true"}).model_dump()
     steps = steps_by_id(plan)
     assert steps["retry_loop"]["type"] == "while"
     assert steps["retry_loop.run_tests"]["loops"] == ["while {{ can_retry }} (max 20)"]
@@ -90,13 +90,13 @@ def test_ci_retry_tests_plan_shows_the_loop_and_the_break(service: Any) -> None:
 
 
 def test_deps_analyze_plan_shows_when_guards(service: Any) -> None:
-    steps = steps_by_id(service.explain_plan("deps:analyze", {}))
+    steps = steps_by_id(service.explain_plan("deps:analyze", {}).model_dump())
     assert steps["review"]["conditions"] == ["when {{ inputs.review }}"]
     assert steps["count_each.count"]["loops"] == ["foreach {{ manifests }}"]
 
 
 def test_standards_check_plan_includes_the_imported_workflow(service: Any) -> None:
-    plan = service.explain_plan("standards:check", {})
+    plan = service.explain_plan("standards:check", {}).model_dump()
     steps = steps_by_id(plan)
     assert steps["run_checks"]["includes"] == "shared:check-standards"
     assert steps["run_checks"]["writes"]
@@ -111,7 +111,7 @@ def test_standards_check_plan_includes_the_imported_workflow(service: Any) -> No
 
 
 def test_error_handling_example_lists_the_failure_handler(service: Any) -> None:
-    plan = service.explain_plan("examples/examples:error-handling.yaml", {})
+    plan = service.explain_plan("examples/examples:error-handling.yaml", {}).model_dump()
     steps = steps_by_id(plan)
     assert steps["on failure: on_failure.state_update_1"]["writes"] == ["raw.status"]
     assert "raw.workflow_errors" in plan["state_paths_written"]  # error_collection.state_path
@@ -120,11 +120,11 @@ def test_error_handling_example_lists_the_failure_handler(service: Any) -> None:
 
 
 def test_parallel_batches_estimate_follows_the_inputs(service: Any) -> None:
-    three = service.explain_plan("examples/examples:parallel-batches.yaml", {"files": ["a", "b", "c"]})
+    three = service.explain_plan("examples/examples:parallel-batches.yaml", {"files": ["a", "b", "c"]}).model_dump()
     assert steps_by_id(three)["fan_out"]["estimated_sub_agents"] == 2  # batch_size 2 by default
     assert three["estimated_sub_agents"] == {"total": 2, "by_step": {"fan_out": 2}}
     ones = service.explain_plan("examples/examples:parallel-batches.yaml",
-                                {"files": ["a", "b", "c"], "batch_size": 1})
+                                {"files": ["a", "b", "c"], "batch_size": 1}).model_dump()
     assert ones["estimated_sub_agents"]["total"] == 3
 
 
@@ -216,7 +216,7 @@ sub_agent_tasks:
 @pytest.fixture
 def estimates(project: Project, service: Any) -> dict[str, Any]:
     project.put("test:estimates", ESTIMATES)
-    plan = service.explain_plan("test:estimates", {"files": ["a", "b", "c"]})
+    plan = service.explain_plan("test:estimates", {"files": ["a", "b", "c"]}).model_dump()
     return {s["step_id"]: s.get("estimated_sub_agents") for s in plan["steps"]} | {"_plan": plan}
 
 
@@ -251,7 +251,7 @@ def test_estimate_inside_loops(estimates: dict[str, Any]) -> None:
 def test_bad_inputs_are_refused_with_every_problem(project: Project, service: Any) -> None:
     project.put("test:estimates", ESTIMATES)
     with pytest.raises((InputError, ServiceError)) as info:
-        service.explain_plan("test:estimates", {"files": 3, "nope": 1})
+        service.explain_plan("test:estimates", {"files": 3, "nope": 1}).model_dump()
     text = str(info.value)
     assert "files" in text and "nope" in text
 
@@ -265,10 +265,10 @@ def test_explain_runs_nothing(project: Project, service: Any) -> None:
             type: shell_command
             command: "touch {marker}"
         """)
-    plan = service.explain_plan("test:side-effects", {})
+    plan = service.explain_plan("test:side-effects", {}).model_dump()
     assert [s["step_id"] for s in plan["steps"]] == ["touch"]
     assert not marker.exists()
-    assert service.status()["instances"] == []
+    assert service.list_instances().instances == []
 
 
 # -- the CLI -------------------------------------------------------------------------------

@@ -2,17 +2,53 @@ from __future__ import annotations
 
 import itertools
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-from aromcp_workflows.app.driver import Driver, new_lock
+from aromcp_workflows.app.driver import Driver
+from aromcp_workflows.app.results import StepCompleted
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver, load_valid_bundle
 from aromcp_workflows.expressions import ExpressionEngine
-from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.interpreter import Answer, WorkflowRun
+from aromcp_workflows.interpreter.effects import Event
+from aromcp_workflows.shell.runner import ProgressCallback
+
+T = TypeVar("T")
 
 _ids = itertools.count()
+
+
+class RunDriver:
+    """The service's `Driver` over one run held in memory, with no store: each transaction
+    takes a lock, applies the change and "performs" the journalled history events by
+    keeping them in `events` (what the instance layer would have written)."""
+
+    def __init__(self, run: WorkflowRun):
+        self.run = run
+        self.events: list[Event] = []
+        self._lock = threading.RLock()
+        self.driver = Driver(transact=self._transact)
+
+    def _transact(self, workflow_id: str, change: Callable[[WorkflowRun], T]) -> T:
+        assert workflow_id == self.run.workflow_id
+        with self._lock:
+            value = change(self.run)
+            self.events.extend(self.run.take_journal().events)
+            return value
+
+    def next_step(self, thread_id: str | None = None, progress: ProgressCallback | None = None) -> Answer:
+        return self.driver.next_step(self.run.workflow_id, thread_id, progress)
+
+    def complete(self, thread_id: str | None, step_id: str, status: str = "success", result: Any = None,
+                 error: str | None = None, progress: ProgressCallback | None = None) -> StepCompleted:
+        """What `workflow_step_complete` would answer (as `WorkflowService.step_complete` shapes it)."""
+        done = self.driver.complete(self.run.workflow_id, thread_id, step_id, status, result, error, progress)
+        return StepCompleted(success=done.success, status=done.answer.status, messages=done.answer.messages,
+                             next_step=done.answer.step, error=done.answer.error)
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +70,7 @@ def start(engine: ExpressionEngine, tmp_path: Path):
         loader = WorkflowLoader(WorkflowResolver(project_dir=project))
         bundle = load_valid_bundle(target, loader)
         run = WorkflowRun.start(f"wf_{next(_ids)}", bundle, engine, project, inputs or {})
-        return run, Driver(run, new_lock())
+        return run, RunDriver(run)
 
     return _start
 

@@ -70,9 +70,9 @@ def reload_all(service: WorkflowService, ids: list[str]) -> None:
 
 
 def test_instances_of_one_definition_share_bundle_snapshot_programs_and_graph(service: WorkflowService) -> None:
-    ids = [service.start("waiting")["workflow_id"] for _ in range(3)]
+    ids = [service.start("waiting").workflow_id for _ in range(3)]
     for workflow_id in ids:
-        assert service.next_step(workflow_id)["step"]["definition"]["prompt"] == "Version one about 1 file(s)"
+        assert service.next_step(workflow_id).step["definition"]["prompt"] == "Version one about 1 file(s)"
     runs = [live(service, i).run for i in ids]
     records = [live(service, i).record for i in ids]
     assert runs[0].bundle is runs[1].bundle is runs[2].bundle
@@ -88,23 +88,23 @@ def test_instances_of_one_definition_share_bundle_snapshot_programs_and_graph(se
     assert reloaded[0].record.definition is reloaded[2].record.definition
     assert reloaded[0].run.states["main"].graph is reloaded[1].run.states["main"].graph
     assert SHARED_BUNDLES.builds - builds <= 1, "three reloads of one definition parse it at most once"
-    assert service.next_step(ids[1])["step"]["definition"]["prompt"] == "Version one about 1 file(s)"
+    assert service.next_step(ids[1]).step["definition"]["prompt"] == "Version one about 1 file(s)"
 
 
 def test_a_changed_definition_gets_its_own_bundle_and_old_instances_keep_theirs(service: WorkflowService) -> None:
-    old = service.start("waiting")["workflow_id"]
+    old = service.start("waiting").workflow_id
     write(service.project_dir, "Version two")
-    new = service.start("waiting")["workflow_id"]
+    new = service.start("waiting").workflow_id
     assert live(service, old).run.bundle is not live(service, new).run.bundle
     assert live(service, old).record.definition != live(service, new).record.definition
     reload_all(service, [old, new])
     assert live(service, old).run.bundle is not live(service, new).run.bundle
-    assert service.next_step(old)["step"]["definition"]["prompt"] == "Version one about 1 file(s)"
-    assert service.next_step(new)["step"]["definition"]["prompt"] == "Version two about 1 file(s)"
-    step = service.next_step(old)["step"]
+    assert service.next_step(old).step["definition"]["prompt"] == "Version one about 1 file(s)"
+    assert service.next_step(new).step["definition"]["prompt"] == "Version two about 1 file(s)"
+    step = service.next_step(old).step
     done = service.step_complete(old, step["id"], result="ok")
-    assert done["next_step"]["definition"]["prompt"] == "done"
-    assert service.next_step(new)["step"]["id"] == "ask", "completing one instance leaves the other where it was"
+    assert done.next_step is not None and done.next_step["definition"]["prompt"] == "done"
+    assert service.next_step(new).step["id"] == "ask", "completing one instance leaves the other where it was"
 
 
 def test_shared_bundles_are_weak_beyond_the_recent_ones() -> None:

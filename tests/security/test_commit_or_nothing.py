@@ -55,4 +55,4 @@ async def test_a_failed_commit_leaves_memory_and_disk_unchanged(tmp_path: Path) 
         assert step["step"]["definition"]["prompt"] == "n is 0"  # delivered before the update: same step again
 
     service.instances.forget(wid)  # what is on disk agrees with what the server showed
-    assert service.state_read(wid)["state"]["n"] == 1
+    assert service.state_read(wid).state["n"] == 1

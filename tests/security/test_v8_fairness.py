@@ -81,7 +81,7 @@ def test_a_trivial_step_answers_while_ten_runaways_hit_their_limits(service_and_
     assert all(r["success"] is False and "timed out" in r["error"] for r in results), results
     assert max(pool_sizes) <= 3  # the pool's default size: memory stays bounded
     # the engine is healthy afterwards and no V8 child is left running a loop
-    assert service.test_transformation("input + 1", 1)["output"] == 2
+    assert service.test_transformation("input + 1", 1).output == 2
 
 
 def test_a_preempted_transform_runs_again_and_returns_its_own_value() -> None:

@@ -24,7 +24,7 @@ async def test_interrupted_is_shown_resumed_and_cancellable(server, mode, projec
         second = (await ok(client, "workflow_start", {"workflow": "failing"}))["workflow_id"]
         outside = service_of(store_path, project, home)  # another process: the runner after Ctrl-C
         for wid in (first, second):
-            assert outside.interrupt(wid, "interrupted by SIGINT during boom")["status"] == "interrupted"
+            assert outside.interrupt(wid, "interrupted by SIGINT during boom").status == "interrupted"
         status = await ok(client, "workflow_status", {"workflow_id": first})
         assert status["status"] == "interrupted" and status["error"] == "interrupted by SIGINT during boom"
         listed = {row["workflow_id"]: row["status"] for row in (await ok(client, "workflow_status"))["instances"]}
@@ -37,4 +37,4 @@ async def test_interrupted_is_shown_resumed_and_cancellable(server, mode, projec
         await ok(client, "workflow_complete", {"workflow_id": second, "status": "cancelled"})
         assert (await ok(client, "workflow_status", {"workflow_id": second}))["status"] == "cancelled"
         # a finished instance is never marked interrupted
-        assert outside.interrupt(second)["status"] == "cancelled"
+        assert outside.interrupt(second).status == "cancelled"

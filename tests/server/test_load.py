@@ -106,7 +106,7 @@ def test_conflict_between_check_and_save_is_retried_inside(tmp_path):
         "name: c\ndefault_state: {raw: {hits: []}}\nsteps: []\n")
     one = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
     two = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
-    workflow_id = one.start("c")["workflow_id"]
+    workflow_id = one.start("c").workflow_id
     attempts = []
 
     def change(run):
@@ -117,8 +117,8 @@ def test_conflict_between_check_and_save_is_retried_inside(tmp_path):
 
     two.instances.transact(workflow_id, change)
     assert attempts == [[], ["A"]]  # applied once to the stale copy (refused), then to the current one
-    assert two.state_read(workflow_id, ["raw.hits"])["state"]["raw.hits"] == ["A", "B"]
-    assert one.state_read(workflow_id, ["raw.hits"])["state"]["raw.hits"] == ["A", "B"]
+    assert two.state_read(workflow_id, ["raw.hits"]).state["raw.hits"] == ["A", "B"]
+    assert one.state_read(workflow_id, ["raw.hits"]).state["raw.hits"] == ["A", "B"]
 
 
 async def test_two_processes_completing_the_same_step(dirs):

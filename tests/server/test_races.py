@@ -15,9 +15,9 @@ def test_a_call_holding_the_instance_during_a_rollback_cannot_undo_it(tmp_path: 
 
     project = make_project(tmp_path / "project")
     service = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
-    workflow_id = service.start("messages")["workflow_id"]
+    workflow_id = service.start("messages").workflow_id
     service.next_step(workflow_id)
-    checkpoint = service.checkpoint(workflow_id, "before")["checkpoint_id"]
+    checkpoint = service.checkpoint(workflow_id, "before").checkpoint_id
     service.state_update(workflow_id, [{"path": "raw.n", "value": 1}])
     seen = []
 
@@ -30,7 +30,7 @@ def test_a_call_holding_the_instance_during_a_rollback_cannot_undo_it(tmp_path: 
     service.instances.transact(workflow_id, concurrent_call)
     assert seen == [1, 0], "the call was applied again to the rolled-back instance"
     service.instances.forget(workflow_id)
-    state = service.state_read(workflow_id, ["raw.n", "raw.hits"])["state"]
+    state = service.state_read(workflow_id, ["raw.n", "raw.hits"]).state
     assert state["raw.n"] == 0, "the rollback was undone by a call that started before it"
     assert state["raw.hits"].count("late") == 1
 
@@ -146,7 +146,7 @@ def test_checkpoint_and_fail_leaves_a_checkpoint(tmp_path):
     (project / ".aromcp" / "workflows" / "boom.yaml").write_text(
         "name: boom\nsteps:\n  - id: bad\n    type: shell_command\n    command: \"exit 5\"\n")
     service = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path)
-    workflow_id = service.start("boom")["workflow_id"]
-    assert service.next_step(workflow_id)["status"] == "failed"
-    last = service.resume(workflow_id)["last_checkpoint"]
-    assert last is not None and "checkpoint_and_fail" in last["reason"] and "exited with code 5" in last["reason"]
+    workflow_id = service.start("boom").workflow_id
+    assert service.next_step(workflow_id).status == "failed"
+    last = service.resume(workflow_id).last_checkpoint
+    assert last is not None and "checkpoint_and_fail" in last.reason and "exited with code 5" in last.reason

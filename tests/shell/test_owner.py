@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from aromcp_workflows.app.results import NextStep
 from aromcp_workflows.app.service import WorkflowService
 from aromcp_workflows.interpreter import ShellRequest, ShellResult
 from aromcp_workflows.shell import owner as owners
@@ -71,8 +72,8 @@ def replica(project: Path, tmp_path: Path) -> WorkflowService:
 def claimed(service: WorkflowService, claim: dict[str, Any]) -> tuple[str, ShellRequest]:
     """An instance whose command `sh` was handed out by a server that wrote `claim` and has
     not finished it (it may be running it, or be dead)."""
-    workflow_id = service.start("owned")["workflow_id"]
-    first = service.next_step(workflow_id)["step"]
+    workflow_id = service.start("owned").workflow_id
+    first = service.next_step(workflow_id).step
 
     def hand_out(run: Any) -> ShellRequest:
         run.complete(None, first["id"], "success", "ok")
@@ -97,7 +98,7 @@ class Call:
     """`next_step` on another thread, as a client of another replica would make it."""
 
     def __init__(self, service: WorkflowService, workflow_id: str):
-        self.answer: dict[str, Any] | None = None
+        self.answer: NextStep | None = None
         self.thread = threading.Thread(target=self._run, args=(service, workflow_id), daemon=True)
         self.thread.start()
 
@@ -142,8 +143,8 @@ def test_the_owner_is_host_boot_namespace_pid_and_start_time() -> None:
 
 def test_a_claim_records_the_owner_and_a_lease(project: Path, tmp_path: Path) -> None:
     service = replica(project, tmp_path)
-    workflow_id = service.start("owned-long")["workflow_id"]
-    first = service.next_step(workflow_id)["step"]
+    workflow_id = service.start("owned-long").workflow_id
+    first = service.next_step(workflow_id).step
     before = time.time()
     call = threading.Thread(target=service.step_complete, args=(workflow_id, first["id"]), kwargs={"result": "x"})
     call.start()
@@ -177,7 +178,7 @@ def test_an_owner_on_another_host_whose_lease_expired_is_released_and_run_again(
     here = replica(project, tmp_path)
     call = Call(here, workflow_id)
     assert call.finished_within(30), "waited for an owner whose lease expired"
-    assert call.answer is not None and call.answer["step"]["id"] == "b"
+    assert call.answer is not None and call.answer.step is not None and call.answer.step["id"] == "b"
     assert runs(project) == 1
     reasons = released(here, workflow_id)
     assert len(reasons) == 1 and "lease" in reasons[0] and "replica-b.example" in reasons[0], reasons
@@ -194,10 +195,10 @@ def test_a_live_owner_with_a_valid_lease_is_waited_for(project: Path, tmp_path: 
     elsewhere.instances.transact(workflow_id, lambda run: run.finish_shell(
         request, ShellResult("ran-there\n", "", 0, 600.0)))  # the owner finishes and commits
     assert call.finished_within(30)
-    assert call.answer is not None and call.answer["step"]["id"] == "b"
+    assert call.answer is not None and call.answer.step is not None and call.answer.step["id"] == "b"
     assert runs(project) == 0, "the command ran here while its owner was running it"
     assert released(elsewhere, workflow_id) == []
-    assert "ran-there" in elsewhere.state_read(workflow_id, ["raw.out"])["state"]["raw.out"]
+    assert "ran-there" in elsewhere.state_read(workflow_id, ["raw.out"]).state["raw.out"]
 
 
 def test_a_dead_owner_on_this_host_is_released_at_once(project: Path, tmp_path: Path) -> None:
@@ -207,7 +208,7 @@ def test_a_dead_owner_on_this_host_is_released_at_once(project: Path, tmp_path: 
     here = replica(project, tmp_path)
     call = Call(here, workflow_id)
     assert call.finished_within(30), "waited for a lease although its owner is dead"
-    assert call.answer is not None and call.answer["step"]["id"] == "b"
+    assert call.answer is not None and call.answer.step is not None and call.answer.step["id"] == "b"
     assert runs(project) == 1
     assert f"process {pid}" in released(here, workflow_id)[0]
 
@@ -240,8 +241,8 @@ def test_instances_stored_with_only_owner_pid_still_work(project: Path, tmp_path
 def test_a_long_command_renews_its_lease(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(owners.LEASE_ENV, "0.6")  # renewed every 0.2 s; the command takes 1.6 s
     service = replica(project, tmp_path)
-    workflow_id = service.start("owned-long")["workflow_id"]
-    first = service.next_step(workflow_id)["step"]
+    workflow_id = service.start("owned-long").workflow_id
+    first = service.next_step(workflow_id).step
     call = threading.Thread(target=service.step_complete, args=(workflow_id, first["id"]), kwargs={"result": "x"})
     call.start()
     reader = replica(project, tmp_path)
@@ -253,7 +254,7 @@ def test_a_long_command_renews_its_lease(project: Path, tmp_path: Path, monkeypa
         time.sleep(0.05)
     assert len(leases) >= 3, f"the lease was not renewed while the command ran: {sorted(leases)}"
     assert runs(project) == 1 and released(reader, workflow_id) == []
-    assert service.next_step(workflow_id)["step"]["id"] == "b"
+    assert service.next_step(workflow_id).step["id"] == "b"
 
 
 def test_a_release_does_nothing_when_the_claim_was_renewed_meanwhile(project: Path, tmp_path: Path) -> None:

@@ -327,12 +327,12 @@ def test_a_replica_catches_up_by_deltas_with_what_the_other_committed(
 def test_a_step_writes_what_it_changed_not_the_big_list(service: Any) -> None:
     """The store grows by the change: each commit's delta is small next to a 2,000-item
     list it does not touch, and a full snapshot comes only after MAX_DELTAS deltas."""
-    wid = service.start("rich")["workflow_id"]
-    step = service.next_step(wid)["step"]
+    wid = service.start("rich").workflow_id
+    step = service.next_step(wid).step
     sizes = []
     store = service.instances.store
     for _ in range(4):
-        step = service.step_complete(wid, step["id"], result="x")["next_step"]
+        step = service.step_complete(wid, step["id"], result="x").next_step
         record = store.load(wid)
         sizes.append((record.deltas, record.delta_bytes, record.body_bytes))
     assert [d for d, _, _ in sizes] == [2, 3, 4, 5]  # the first delivery was delta 1
@@ -345,7 +345,7 @@ def test_an_append_to_a_long_list_writes_the_new_item_not_the_list(service: Any)
     """`append` to a 2,000-item list stores the appended item; a batch that only appends
     stores what it appended; a `set` after appends stores the list whole.  A reload gives
     the exact list every time."""
-    wid = service.start("rich")["workflow_id"]
+    wid = service.start("rich").workflow_id
     store = service.instances.store
 
     def grows_by(*updates: dict[str, Any]) -> int:
@@ -363,7 +363,7 @@ def test_an_append_to_a_long_list_writes_the_new_item_not_the_list(service: Any)
     expected = ["first", *[f"item-{i}" for i in range(1, 2000)], "one more", "a", "b", "c"]
     assert store.load(wid).state["states"]["main"]["raw"]["big"] == expected
     service.instances.forget(wid)
-    assert service.state_read(wid, ["raw.big"])["state"]["raw.big"] == expected
+    assert service.state_read(wid, ["raw.big"]).state["raw.big"] == expected
 
 
 def test_an_append_delta_that_does_not_fit_the_stored_list_is_refused(location: str) -> None:
@@ -382,24 +382,24 @@ def test_an_append_delta_that_does_not_fit_the_stored_list_is_refused(location: 
 def test_a_step_inside_a_long_foreach_does_not_rewrite_its_items(service: Any) -> None:
     """A foreach's items are stored once when the loop starts, not with every step's thread."""
     items = [f"a-fairly-long-item-name-{n}" for n in range(5000)]
-    wid = service.start("loop", {"items": items})["workflow_id"]
-    step = service.next_step(wid)["step"]
+    wid = service.start("loop", {"items": items}).workflow_id
+    step = service.next_step(wid).step
     store = service.instances.store
     before = store.load(wid)
     for _ in range(5):
-        step = service.step_complete(wid, step["id"], result="r")["next_step"]
+        step = service.step_complete(wid, step["id"], result="r").next_step
     after = store.load(wid)
     assert after.deltas - before.deltas == 5
     assert (after.delta_bytes - before.delta_bytes) / 5 < 1_000, after.delta_bytes - before.delta_bytes
     assert len(encode(items)) > 100_000  # what each step's thread used to carry
     service.instances.forget(wid)  # a reload puts the items back under the loop
-    assert service.next_step(wid)["step"]["definition"]["prompt"] == "file a-fairly-long-item-name-5"
+    assert service.next_step(wid).step["definition"]["prompt"] == "file a-fairly-long-item-name-5"
 
 
 def test_a_full_snapshot_replaces_the_deltas_after_max_deltas(service: Any) -> None:
     from aromcp_workflows.state import Update
 
-    wid = service.start("rich")["workflow_id"]
+    wid = service.start("rich").workflow_id
     for n in range(MAX_DELTAS + 5):
         service.state_update(wid, [Update(path="raw.counter", value=n).__dict__])
     record = service.instances.store.load(wid)
@@ -407,7 +407,7 @@ def test_a_full_snapshot_replaces_the_deltas_after_max_deltas(service: Any) -> N
     assert record.snapshot_version == MAX_DELTAS + 2 and record.deltas == 4
     assert record.state["states"]["main"]["raw"]["counter"] == MAX_DELTAS + 4
     service.instances.forget(wid)  # the next call reloads from snapshot + deltas
-    assert service.state_read(wid, ["raw.counter"])["state"]["raw.counter"] == MAX_DELTAS + 4
+    assert service.state_read(wid, ["raw.counter"]).state["raw.counter"] == MAX_DELTAS + 4
 
 
 def test_a_version_1_sqlite_store_migrates_and_loads_the_same(tmp_path: Path) -> None:

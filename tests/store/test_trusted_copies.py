@@ -67,26 +67,26 @@ def counting_versions(service: Any) -> list[str]:
 def test_a_trusted_copy_skips_the_version_query_and_is_never_stale(pair: tuple[Any, Any]) -> None:
     one, two = pair
     asked = counting_versions(one)
-    wid = one.start("relay")["workflow_id"]
-    step = one.next_step(wid)["step"]
+    wid = one.start("relay").workflow_id
+    step = one.next_step(wid).step
     for _ in range(TRUST_AFTER + 2):
-        step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"])["next_step"]
+        step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"]).next_step
     before = len(asked)
     for _ in range(5):  # trusted now: a change asks nothing, its save checks the version
-        step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"])["next_step"]
+        step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"]).next_step
     assert asked[before:] == [], "a trusted change still asked the store for the version"
 
     # the other service moves the instance on behind the first one's back
-    theirs = two.next_step(wid)["step"]
+    theirs = two.next_step(wid).step
     assert theirs["id"] == step["id"]
-    after = two.step_complete(wid, theirs["id"], result=theirs["definition"]["prompt"])["next_step"]
+    after = two.step_complete(wid, theirs["id"], result=theirs["definition"]["prompt"]).next_step
     # a call that changes nothing on the stale copy notices afterwards and answers currently
-    assert one.next_step(wid)["step"]["id"] == after["id"]
+    assert one.next_step(wid).step["id"] == after["id"]
     # a change on a stale trusted copy: the compare-and-set fails inside, applied again
     two.step_complete(wid, after["id"], result=after["definition"]["prompt"])
     stale = one.step_complete(wid, after["id"], result="late")  # already done by the other
-    assert stale["success"] is True  # completing twice is harmless ...
-    answers = one.state_read(wid, ["raw.answers"])["state"]["raw.answers"]
+    assert stale.success is True  # completing twice is harmless ...
+    answers = one.state_read(wid, ["raw.answers"]).state["raw.answers"]
     assert answers == [f"round {n}" for n in range(len(answers))]  # ... and changes nothing
 
 
@@ -94,25 +94,26 @@ def test_a_step_completed_on_a_trusted_copy_that_is_behind_is_not_refused(pair: 
     """The client got the next step from the other service; completing it here, where the
     trusted copy still waits on the previous one, must not be refused as 'not current'."""
     one, two = pair
-    wid = one.start("relay")["workflow_id"]
-    step = one.next_step(wid)["step"]
+    wid = one.start("relay").workflow_id
+    step = one.next_step(wid).step
     for _ in range(TRUST_AFTER + 2):
-        step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"])["next_step"]
-    newer = two.step_complete(wid, step["id"], result=step["definition"]["prompt"])["next_step"]
+        step = one.step_complete(wid, step["id"], result=step["definition"]["prompt"]).next_step
+    newer = two.step_complete(wid, step["id"], result=step["definition"]["prompt"]).next_step
     done = one.step_complete(wid, newer["id"], result=newer["definition"]["prompt"])
-    assert done["success"] is True and done["next_step"]["definition"]["prompt"] != newer["definition"]["prompt"]
+    assert done.success is True and done.next_step is not None
+    assert done.next_step["definition"]["prompt"] != newer["definition"]["prompt"]
 
 
 def test_alternating_services_keep_every_answer_once(pair: tuple[Any, Any]) -> None:
     one, two = pair
-    wid = one.start("relay")["workflow_id"]
+    wid = one.start("relay").workflow_id
     services = [one] * (TRUST_AFTER + 3) + [two, one, one, two, two, one] * 5
     for service in services:
-        step = service.next_step(wid)["step"]
+        step = service.next_step(wid).step
         if step is None:
             break
         service.step_complete(wid, step["id"], result=step["definition"]["prompt"])
-    answers = two.state_read(wid, ["raw.answers"])["state"]["raw.answers"]
+    answers = two.state_read(wid, ["raw.answers"]).state["raw.answers"]
     assert answers == [f"round {n}" for n in range(40)]
 
 
@@ -122,21 +123,21 @@ def test_a_copy_behind_one_full_snapshot_catches_up_by_deltas(pair: tuple[Any, A
     from aromcp_workflows.app.commits import MAX_DELTAS
 
     one, two = pair
-    wid = one.start("relay")["workflow_id"]
-    assert two.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == []  # two holds a copy now
+    wid = one.start("relay").workflow_id
+    assert two.state_read(wid, ["raw.answers"]).state["raw.answers"] == []  # two holds a copy now
     for n in range(MAX_DELTAS + 3):
         one.state_update(wid, [{"path": "raw.n", "value": n}, {"path": "raw.answers", "operation": "append",
                                                               "value": n}][: 1 + (n < 3)])
     assert two.instances.store.load(wid).snapshot_version > 1, "no full snapshot was written"
     asked = counting_versions(two)
-    assert two.state_read(wid, ["raw.n"])["state"]["raw.n"] == MAX_DELTAS + 2
+    assert two.state_read(wid, ["raw.n"]).state["raw.n"] == MAX_DELTAS + 2
     assert "load" not in asked and "deltas_since" in asked, asked
     # the caught-up copy writes on top of the other process's snapshot, not of its own old one
     two.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": "from two"}])
     one.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": "from one"}])
     for service in (one, two):
         service.instances.forget(wid)
-        assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == [0, 1, 2, "from two", "from one"]
+        assert service.state_read(wid, ["raw.answers"]).state["raw.answers"] == [0, 1, 2, "from two", "from one"]
 
 
 def test_a_copy_behind_two_full_snapshots_is_reloaded(pair: tuple[Any, Any]) -> None:
@@ -147,8 +148,8 @@ def test_a_copy_behind_two_full_snapshots_is_reloaded(pair: tuple[Any, Any]) -> 
     from aromcp_workflows.app.commits import MAX_DELTAS
 
     one, two = pair
-    wid = one.start("relay")["workflow_id"]
-    assert two.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == []  # two holds a copy now
+    wid = one.start("relay").workflow_id
+    assert two.state_read(wid, ["raw.answers"]).state["raw.answers"] == []  # two holds a copy now
     for n in range(2 * MAX_DELTAS + 5):
         one.state_update(wid, [{"path": "raw.n", "value": n}])
     asked = counting_versions(two)
@@ -156,7 +157,7 @@ def test_a_copy_behind_two_full_snapshots_is_reloaded(pair: tuple[Any, Any]) -> 
     reader = threading.Thread(target=lambda: seen.append(two.state_read(wid, ["raw.n"])), daemon=True)
     reader.start()
     reader.join(30)
-    assert seen and seen[0]["state"]["raw.n"] == 2 * MAX_DELTAS + 4, "the lagging copy never caught up"
+    assert seen and seen[0].state["raw.n"] == 2 * MAX_DELTAS + 4, "the lagging copy never caught up"
     assert "load" in asked, asked
 
 
@@ -165,11 +166,11 @@ def test_a_copy_behind_catches_up_in_one_trip_where_the_store_allows(pair: tuple
     statement, so a copy behind another replica's commit costs one round trip; SQLite asks
     the cheap version first (one SELECT in process) and reads the deltas only when behind."""
     one, two = pair
-    wid = one.start("relay")["workflow_id"]
-    step = one.next_step(wid)["step"]
+    wid = one.start("relay").workflow_id
+    step = one.next_step(wid).step
     two.step_complete(wid, step["id"], result=step["definition"]["prompt"])  # one's copy is behind now
     asked = counting_versions(one)
-    assert one.next_step(wid)["step"]["definition"]["prompt"] == "round 1"
+    assert one.next_step(wid).step["definition"]["prompt"] == "round 1"
     expected = ["deltas_since"] if one.instances.store.check_with_deltas else ["version", "deltas_since"]
     assert asked == expected
     asked.clear()
@@ -184,20 +185,20 @@ def test_copies_catching_up_across_each_others_snapshots_keep_the_store_whole(pa
     from aromcp_workflows.app.commits import MAX_DELTAS
 
     one, two = pair
-    wid = one.start("relay")["workflow_id"]
-    assert two.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == []  # two holds a copy now
+    wid = one.start("relay").workflow_id
+    assert two.state_read(wid, ["raw.answers"]).state["raw.answers"] == []  # two holds a copy now
     expected: list[Any] = []
     for n in range(MAX_DELTAS + 3):  # one writes a snapshot on the way
         one.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": n}])
         expected.append(n)
     for rounds in range(3):  # then they take turns, each catching up across the other's snapshot
         for name, service in (("two", two), ("one", one)):
-            assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == expected  # caught up
+            assert service.state_read(wid, ["raw.answers"]).state["raw.answers"] == expected  # caught up
             service.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": f"{name}{rounds}"}])
             expected.append(f"{name}{rounds}")
     for service in (one, two):
         service.instances.forget(wid)
-        assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == expected
+        assert service.state_read(wid, ["raw.answers"]).state["raw.answers"] == expected
     stored = one.instances.store.load(wid)
     assert stored.state["states"]["main"]["raw"]["answers"] == expected
 
@@ -214,13 +215,13 @@ def test_two_processes_in_random_turns_across_many_snapshots(pair: tuple[Any, An
 
     monkeypatch.setattr(commits, "MAX_DELTAS", 4)
     one, two = pair
-    wid = one.start("relay")["workflow_id"]
+    wid = one.start("relay").workflow_id
     pick, expected = random.Random(seed), []
     for turn in range(60):
         service = pick.choice((one, two))
         action = pick.choices(("read", "append", "set", "forget"), weights=(3, 5, 1, 1))[0]
         if action == "read":
-            assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == expected, turn
+            assert service.state_read(wid, ["raw.answers"]).state["raw.answers"] == expected, turn
         elif action == "append":
             service.state_update(wid, [{"path": "raw.answers", "operation": "append", "value": turn}])
             expected.append(turn)
@@ -231,4 +232,4 @@ def test_two_processes_in_random_turns_across_many_snapshots(pair: tuple[Any, An
             service.instances.forget(wid)
         assert one.instances.store.load(wid).state["states"]["main"]["raw"]["answers"] == expected, turn
     for service in (one, two):
-        assert service.state_read(wid, ["raw.answers"])["state"]["raw.answers"] == expected
+        assert service.state_read(wid, ["raw.answers"]).state["raw.answers"] == expected

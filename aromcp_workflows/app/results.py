@@ -1,0 +1,222 @@
+"""What the service answers: one typed result per operation.
+
+`WorkflowService` returns these; the MCP tools return the very same objects (they are
+the tools' output schemas and structured content), the CLI, the runner and the web view
+read their attributes.  So a reader follows any tool into the application with "go to
+definition", and the wire shape (README, "MCP interface") is written down once, here.
+
+Free-form JSON stays `Json` where the contract carries it as such: an atomic step, a
+state view, a definition.  Everything else has a field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+
+Json = dict[str, Any]
+
+
+class Result(BaseModel):
+    """A service result.  Fields left at `None` are not part of the reply on the wire."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_optionals(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """Drop an optional field (one whose default is None) that is None: a reply carries
+        no empty extras.  A required field that may be null (`step` at the end) stays.
+        (No return annotation on purpose: pydantic would take it as the serialized schema,
+        and `Any` would erase every tool's output schema.)"""
+        data = handler(self)
+        for name, spec in type(self).model_fields.items():
+            if spec.default is None and not spec.is_required() and data.get(name, 0) is None:
+                del data[name]
+        return data
+
+
+# -- workflows ---------------------------------------------------------------------------
+class WorkflowSummary(Result):
+    name: str
+    description: str
+    version: str
+    source: str
+    path: str
+
+
+class WorkflowList(Result):
+    workflows: list[WorkflowSummary]
+
+
+class WorkflowInfo(Result):
+    name: str
+    description: str
+    version: str
+    inputs: Json
+    found_at: str
+    source: str
+
+
+class Problem(Result):
+    """One validation error or warning, at `file:line:column`."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    severity: str = "error"
+
+
+class Validation(Result):
+    valid: bool
+    errors: list[Problem]
+    warnings: list[Problem]
+
+
+class DefinitionView(Result):
+    name: str
+    steps: list[Json]
+    state_schema: Json
+    sub_agent_tasks: Json
+    loaded_from: str
+    imports: dict[str, str]
+
+
+class Plan(Result):
+    workflow: str
+    steps: list[Json]
+    estimated_sub_agents: Json  # {total, by_step}
+    required_tools: list[str]
+    state_paths_written: list[str]
+    program: dict[str, dict[str, list[str]]]  # workflow -> program key -> listing lines
+
+
+# -- driving an instance ------------------------------------------------------------------
+class Started(Result):
+    workflow_id: str
+    status: str
+    state: Json
+
+
+class NextStep(Result):
+    """Where a thread stands: the atomic step to perform (None at the end) and the messages
+    that come before it.  `user_answers`: what the user answered in forms during this call."""
+
+    workflow_id: str
+    status: str
+    step: Json | None
+    messages: list[str]
+    error: str | None = None
+    user_answers: list[Json] | None = None
+
+
+class StepCompleted(Result):
+    """The answer to a step's result: accepted or not (`error` says why), then where the
+    thread stands now (`next_step`, its messages)."""
+
+    success: bool
+    status: str
+    messages: list[str]
+    next_step: Json | None
+    error: str | None = None
+    user_answers: list[Json] | None = None
+
+
+class StateView(Result):
+    state: Json
+
+
+class StateUpdated(Result):
+    success: bool
+    updated: list[str]
+    computed_changed: Json
+
+
+class Dependencies(Result):
+    direct_deps: list[str]
+    all_deps: list[str]
+    dependents: list[str]
+
+
+class CheckpointTaken(Result):
+    checkpoint_id: str
+    state_path: str
+
+
+class CheckpointInfo(Result):
+    checkpoint_id: str
+    step_id: str | None
+    reason: str
+    timestamp: str
+
+
+class Resumed(Result):
+    workflow_id: str
+    status: str
+    state: Json
+    last_checkpoint: CheckpointInfo | None
+
+
+class Completed(Result):
+    success: bool
+    final_state: Json
+
+
+class TaskCounts(Result):
+    """How an instance's sub-agent tasks stand (`progress` on the wire)."""
+
+    tasks_total: int
+    tasks_completed: int
+    tasks_failed: int
+    tasks_running: int
+
+
+class InstanceStatus(Result):
+    workflow_id: str
+    workflow: str
+    status: str
+    current_steps: list[str]
+    progress: TaskCounts
+    error: str | None = None
+
+
+class InstanceRow(Result):
+    workflow_id: str
+    workflow: str
+    status: str
+    current_steps: list[str]
+    age_seconds: float
+    updated_at: str
+    error: str | None = None
+
+
+class InstanceList(Result):
+    instances: list[InstanceRow]
+
+
+class StatusChanged(Result):
+    workflow_id: str
+    status: str
+
+
+# -- seeing inside ------------------------------------------------------------------------
+class Traces(Result):
+    traces: list[Json]
+
+
+class DebugInfo(Result):
+    current_step: str | None
+    current_steps: dict[str, str | None]
+    status: str
+    error: str | None = None
+    step_history: list[Json]
+    state_size: Json
+    performance: Json
+
+
+class TransformTest(Result):
+    success: bool
+    output: Any = None
+    error: str | None = None
+    execution_time_ms: float
