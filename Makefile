@@ -51,7 +51,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-## bench: the performance budgets of the README (prints medians with same-run references)
+## bench: the performance budgets of docs/performance.md (prints medians with same-run references)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_state.py
 	$(BIN)/python benchmarks/bench_server.py

@@ -2,7 +2,7 @@
 
 standards:fix on a git repo with 7 changed files: 3 batches, 3 sub-agents running
 concurrently over one MCP session, the summary message, and the tool-call budget
-N + T + 2 (README, "Performance").  The standards:fix run is shared by the tests that read it.
+N + T + 2 (docs/performance.md).  The standards:fix run is shared by the tests that read it.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from aromcp_workflows.integrations.prompts import (
     sub_agent_prompt,
 )
 
-# The tool names (README, "MCP interface"): clients may call.
+# The tool names (docs/mcp.md): clients may call.
 CONTRACT_TOOLS = {
     "workflow_list", "workflow_get_info", "workflow_validate", "workflow_start",
     "workflow_get_next_step", "workflow_step_complete", "workflow_state_read",

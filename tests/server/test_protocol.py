@@ -1,4 +1,4 @@
-"""Every MCP tool (README, "MCP interface") through a real client: its success and its main error.
+"""Every MCP tool (docs/mcp.md) through a real client: its success and its main error.
 
 The client is `mcp.Client` connected in memory to `build_server(WorkflowService(...))`:
 `mode="legacy"` runs the initialize handshake and real JSON-RPC framing, `mode="auto"`
@@ -610,8 +610,9 @@ def standards_answer(step: dict[str, Any]) -> Any:
 
 @pytest.mark.parametrize("economical", [True, False], ids=["economical", "seed"])
 async def test_standards_fix_tool_calls_within_budget(tmp_path, home, economical):
-    """DESIGN §7: an economical agent needs at most N + T + 2 tool calls (N agent-performed steps,
-    T sub-agent tasks); the seed protocol needs get_next_step + step_complete per step."""
+    """The budget (docs/performance.md): an economical agent needs at most N + T + 2 tool calls
+    (N agent-performed steps, T sub-agent tasks); the seed protocol needs get_next_step +
+    step_complete per step."""
     from aromcp_workflows.app.service import WorkflowService
     from aromcp_workflows.server.mcp import build_server
 

@@ -21,7 +21,7 @@ from srv_helpers import ok
 SNAPSHOT = Path(__file__).parent / "snapshots" / "list_tools.json"
 BUDGET_BYTES = 12 * 1024
 
-TOOLS = {  # README "MCP interface", in its order
+TOOLS = {  # docs/mcp.md, in its order
     "workflow_list", "workflow_get_info", "workflow_validate", "workflow_start", "workflow_get_next_step",
     "workflow_step_complete", "workflow_state_read", "workflow_state_update", "workflow_state_dependencies",
     "workflow_checkpoint", "workflow_resume", "workflow_complete", "workflow_status",
