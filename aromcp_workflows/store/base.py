@@ -390,10 +390,15 @@ def note_caught_up(record: InstanceRecord, since: CommitsSince) -> None:
 
 
 # -- the rules of a write, the same in both stores: only the SQL around them differs ---------
+# What `json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)` builds
+# on every call; made once, it saves about 1 µs per text (a save encodes three or more).
+_COLUMN_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def json_text(value: Any, what: str) -> str:
     """JSON text for a column; a non-JSON value is the caller's bug, named precisely."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _COLUMN_JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"cannot store {what}: it is not JSON-serializable ({exc})") from exc
 
