@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aromcp_workflows.store.base import pending_migrations, utc_now
-from aromcp_workflows.store.sql import CREATE_SCHEMA_VERSION, CURRENT_SCHEMA_VERSION
+from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CURRENT_SCHEMA_VERSION
 
 if TYPE_CHECKING:
     import psycopg

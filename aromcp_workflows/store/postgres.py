@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from aromcp_workflows.store import base
 from aromcp_workflows.store.base import (
     Checkpoint,
     CommitsSince,
@@ -41,17 +42,6 @@ from aromcp_workflows.store.base import (
     NotFoundError,
     StoreError,
     StoreOpenError,
-    checkpoint_from_row,
-    commits_since_from,
-    events_from_rows,
-    note_committed,
-    note_created,
-    plan_checkpoint,
-    plan_create,
-    plan_save,
-    save_refused,
-    stored_record,
-    summary_from_row,
 )
 from aromcp_workflows.store.pg_connect import (
     DEFAULT_POOL_SIZE,
@@ -63,15 +53,7 @@ from aromcp_workflows.store.pg_connect import (
     redact,
 )
 from aromcp_workflows.store.pg_schema import SCHEMA_VERSION, migrate
-from aromcp_workflows.store.sql import (
-    POSTGRES,
-    checkpoint_query,
-    history_query,
-    insert_checkpoint_query,
-    instances_query,
-    next_checkpoint_query,
-    version_query,
-)
+from aromcp_workflows.store.queries import POSTGRES
 
 if TYPE_CHECKING:
     import psycopg
@@ -116,7 +98,7 @@ _UPDATE_DELTA = (  # the small columns and one delta row; the large columns stay
 # Appended to a `WITH base AS (<write> RETURNING … AS first)`: the write and its history
 # rows are one statement (one round trip, atomic in autocommit); no base row, no history.
 _FIRST = "SELECT first FROM base"
-_VERSION = version_query(POSTGRES)
+_VERSION = POSTGRES.version()
 _INSERT_HISTORY = (  # the events travel as one JSON array of [kind, step_id, task_id, timestamp, data]
     "INSERT INTO history (workflow_id, seq, kind, step_id, task_id, timestamp, data) "
     "SELECT %s, base.first + e.n - 1, e.r->>0, e.r->>1, e.r->>2, e.r->>3, e.r->>4 "
@@ -226,7 +208,7 @@ class PostgresStore:
     # -- instances ----------------------------------------------------------------
 
     def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
-        plan = plan_create(record, events)
+        plan = base.plan_create(record, events)
         with self._conn("create an instance in") as conn:
             if plan.events:
                 history = _history_rows(plan.events, plan.event_data)
@@ -237,7 +219,7 @@ class PostgresStore:
             if cur.rowcount == 0:
                 found = conn.execute(_VERSION, (record.workflow_id,)).fetchone()
                 raise ConflictError(record.workflow_id, 0, int(found[0]) if found else 0)
-        return note_created(record, plan, 1)
+        return base.note_created(record, plan, 1)
 
     def version(self, workflow_id: str) -> int:
         """The stored version alone (a cheap freshness check for cached instances)."""
@@ -251,13 +233,13 @@ class PostgresStore:
         rows = self._fetch("read", _LOAD_INSTANCE, (workflow_id,))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
-        return stored_record(rows[0], rows[0][14])
+        return base.stored_record(rows[0], rows[0][14])
 
     def deltas_since(self, workflow_id: str, version: int) -> CommitsSince | None:
         rows = self._fetch("read", _PROGRESS, (version, workflow_id))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
-        return commits_since_from(rows[0], list(rows[0][6]), version)
+        return base.commits_since_from(rows[0], list(rows[0][6]), version)
 
     def save(
         self,
@@ -271,7 +253,7 @@ class PostgresStore:
     ) -> int:
         """Compare-and-set the row and append `events` with the delta, a new full
         snapshot, or both, atomically, in one statement (see `Store.save`)."""
-        plan = plan_save(record, expected_version, events, encoded, delta, snapshot)
+        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
         wid, version, count = record.workflow_id, plan.version, len(plan.events)
         cas = (version, plan.now, count, wid, expected_version, count)
         params: tuple[Any, ...]
@@ -290,14 +272,14 @@ class PostgresStore:
                 rows = conn.execute(write + _FIRST, params).fetchall()
             first = min((int(r[0]) for r in rows), default=None)
             if first is None:
-                raise save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
-        return note_committed(record, plan, first)
+                raise base.save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
+        return base.note_committed(record, plan, first)
 
     def list_instances(
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None
     ) -> list[InstanceSummary]:
-        sql, params = instances_query(POSTGRES, project_dir, statuses)
-        return [summary_from_row(r) for r in self._fetch("list", sql, params)]
+        sql, params = POSTGRES.instances(project_dir, statuses)
+        return [base.summary_from_row(r) for r in self._fetch("list", sql, params)]
 
     # -- history ------------------------------------------------------------------
 
@@ -309,8 +291,8 @@ class PostgresStore:
         limit: int | None = None,
         after_seq: int | None = None,
     ) -> list[HistoryEvent]:
-        sql, params = history_query(POSTGRES, workflow_id, kinds, task_id, limit, after_seq)
-        return events_from_rows(self._fetch("read the history of", sql, params))
+        sql, params = POSTGRES.history(workflow_id, kinds, task_id, limit, after_seq)
+        return base.events_from_rows(self._fetch("read the history of", sql, params))
 
     # -- checkpoints ----------------------------------------------------------------
 
@@ -321,7 +303,7 @@ class PostgresStore:
         reason: str,
         snapshot: Mapping[str, Any],
     ) -> Checkpoint:
-        plan = plan_checkpoint(workflow_id, step_id, reason, snapshot)
+        plan = base.plan_checkpoint(workflow_id, step_id, reason, snapshot)
         with self._write("add a checkpoint to") as conn:
             bumped = conn.execute(  # also locks the row: saves of this instance wait for us
                 "UPDATE instances SET last_seq = last_seq + 1 WHERE workflow_id = %s RETURNING last_seq",
@@ -329,17 +311,17 @@ class PostgresStore:
             ).fetchone()
             if bumped is None:
                 raise NotFoundError(workflow_id, self.path)
-            found = conn.execute(next_checkpoint_query(POSTGRES), (workflow_id,)).fetchone()
+            found = conn.execute(POSTGRES.next_checkpoint(), (workflow_id,)).fetchone()
             n = int(found[0]) if found else 1
-            conn.execute(insert_checkpoint_query(POSTGRES), plan.row(n))
+            conn.execute(POSTGRES.insert_checkpoint(), plan.row(n))
             conn.execute(f"WITH base AS (SELECT %s::bigint AS first) {_INSERT_HISTORY}",
                          (int(bumped[0]), workflow_id, _history_rows(*plan.history(n))))
         return plan.checkpoint(n)
 
     def get_checkpoint(self, workflow_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        sql, params = checkpoint_query(POSTGRES, workflow_id, checkpoint_id)
+        sql, params = POSTGRES.checkpoint(workflow_id, checkpoint_id)
         rows = self._fetch("read a checkpoint from", sql, params)
-        return checkpoint_from_row(rows[0]) if rows else None
+        return base.checkpoint_from_row(rows[0]) if rows else None
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r}, pool_size={self.pool_size})"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from aromcp_workflows.store.base import pending_migrations, utc_now
-from aromcp_workflows.store.sql import CREATE_SCHEMA_VERSION, CURRENT_SCHEMA_VERSION
+from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CURRENT_SCHEMA_VERSION
 
 # Append new migrations; never edit a released one.
 MIGRATIONS: list[tuple[int, list[str]]] = [

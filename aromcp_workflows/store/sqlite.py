@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.store import base
 from aromcp_workflows.store.base import (
     Checkpoint,
     CommitsSince,
@@ -40,28 +41,9 @@ from aromcp_workflows.store.base import (
     NotFoundError,
     StoreError,
     StoreOpenError,
-    checkpoint_from_row,
-    commits_since_from,
-    events_from_rows,
-    note_committed,
-    note_created,
-    plan_checkpoint,
-    plan_create,
-    plan_save,
-    save_refused,
-    stored_record,
-    summary_from_row,
 )
+from aromcp_workflows.store.queries import SQLITE
 from aromcp_workflows.store.schema import SCHEMA_VERSION, migrate
-from aromcp_workflows.store.sql import (
-    SQLITE,
-    checkpoint_query,
-    history_query,
-    insert_checkpoint_query,
-    instances_query,
-    next_checkpoint_query,
-    version_query,
-)
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -76,7 +58,7 @@ _ROW_COLUMNS = (
 _LOAD = f"SELECT {_INSTANCE_COLUMNS} FROM instances i JOIN bodies b USING (workflow_id) WHERE i.workflow_id = ?"
 _COMMITS = ("SELECT status, current_steps, error, version, updated_at, snapshot_version FROM instances "
             "WHERE workflow_id = ?")
-_VERSION = version_query(SQLITE)
+_VERSION = SQLITE.version()
 _DELTAS_AFTER = "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version"
 
 
@@ -213,7 +195,7 @@ class SqliteStore:
     # -- instances ----------------------------------------------------------------
 
     def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
-        plan = plan_create(record, events)
+        plan = base.plan_create(record, events)
         v = plan.values  # `record_from_row`'s columns: the row takes the small ones, bodies the JSON
         with self._write() as conn:
             found = conn.execute(_VERSION, (record.workflow_id,)).fetchone()
@@ -224,7 +206,7 @@ class SqliteStore:
             conn.execute("INSERT INTO bodies (workflow_id, definition, inputs, state, threads) "
                          "VALUES (?, ?, ?, ?, ?)", v[:1] + v[4:8])
             first = self._append(conn, record.workflow_id, plan.events, plan.event_data)
-        return note_created(record, plan, first)
+        return base.note_created(record, plan, first)
 
     def version(self, workflow_id: str) -> int:
         """The stored version alone (a cheap freshness check for cached instances)."""
@@ -237,11 +219,11 @@ class SqliteStore:
     def load(self, workflow_id: str) -> InstanceRecord:
         """The record: its last full snapshot with the deltas written since applied."""
         row, deltas = self._row_and_deltas(_LOAD, workflow_id, None)
-        return stored_record(row, deltas)
+        return base.stored_record(row, deltas)
 
     def deltas_since(self, workflow_id: str, version: int) -> CommitsSince | None:
         row, deltas = self._row_and_deltas(_COMMITS, workflow_id, version)
-        return commits_since_from(row, deltas, version)
+        return base.commits_since_from(row, deltas, version)
 
     def _row_and_deltas(self, sql: str, workflow_id: str, since: int | None) -> tuple[Any, list[str]]:
         """The instance's row read by `sql` and its deltas after version `since` (None: after
@@ -275,7 +257,7 @@ class SqliteStore:
         """Compare-and-set the small row (status, current steps, error, version) and append
         `events`, in one transaction, with the delta, a new full body, or both (see
         `Store.save`).  The definition and inputs are written once by `create`."""
-        plan = plan_save(record, expected_version, events, encoded, delta, snapshot)
+        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
         wid, version = record.workflow_id, plan.version
         with self._write() as conn:  # only a full snapshot moves snapshot_version (never the caller's copy of it)
             cur = conn.execute(
@@ -286,7 +268,7 @@ class SqliteStore:
                  wid, expected_version),
             )
             if cur.rowcount != 1:
-                raise save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
+                raise base.save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
             if plan.full:  # the deltas since the previous snapshot stay when this one comes with its delta
                 conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?",
                              (plan.body["state"], plan.body["threads"], wid))
@@ -295,15 +277,15 @@ class SqliteStore:
                 conn.execute("INSERT INTO deltas (workflow_id, version, delta) VALUES (?, ?, ?)",
                              (wid, version, delta))
             first = self._append(conn, wid, plan.events, plan.event_data)
-        return note_committed(record, plan, first)
+        return base.note_committed(record, plan, first)
 
     def list_instances(
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None
     ) -> list[InstanceSummary]:
-        sql, params = instances_query(SQLITE, project_dir, statuses)
+        sql, params = SQLITE.instances(project_dir, statuses)
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        return [summary_from_row(r) for r in rows]
+        return [base.summary_from_row(r) for r in rows]
 
     # -- history ------------------------------------------------------------------
 
@@ -315,10 +297,10 @@ class SqliteStore:
         limit: int | None = None,
         after_seq: int | None = None,
     ) -> list[HistoryEvent]:
-        sql, params = history_query(SQLITE, workflow_id, kinds, task_id, limit, after_seq)
+        sql, params = SQLITE.history(workflow_id, kinds, task_id, limit, after_seq)
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        return events_from_rows(rows)
+        return base.events_from_rows(rows)
 
     @staticmethod
     def _append(conn: sqlite3.Connection, workflow_id: str, events: list[HistoryEvent], data: list[str]) -> int:
@@ -346,22 +328,22 @@ class SqliteStore:
         reason: str,
         snapshot: Mapping[str, Any],
     ) -> Checkpoint:
-        plan = plan_checkpoint(workflow_id, step_id, reason, snapshot)
+        plan = base.plan_checkpoint(workflow_id, step_id, reason, snapshot)
         with self._write() as conn:
             if conn.execute(_VERSION, (workflow_id,)).fetchone() is None:
                 raise NotFoundError(workflow_id, self.path)
-            n = int(conn.execute(next_checkpoint_query(SQLITE), (workflow_id,)).fetchone()[0])
-            conn.execute(insert_checkpoint_query(SQLITE), plan.row(n))
+            n = int(conn.execute(SQLITE.next_checkpoint(), (workflow_id,)).fetchone()[0])
+            conn.execute(SQLITE.insert_checkpoint(), plan.row(n))
             self._append(conn, workflow_id, *plan.history(n))
         return plan.checkpoint(n)
 
     def get_checkpoint(
         self, workflow_id: str, checkpoint_id: str | None = None
     ) -> Checkpoint | None:
-        sql, params = checkpoint_query(SQLITE, workflow_id, checkpoint_id)
+        sql, params = SQLITE.checkpoint(workflow_id, checkpoint_id)
         with self._lock:
             row = self._connection().execute(sql, params).fetchone()
-        return None if row is None else checkpoint_from_row(row)
+        return None if row is None else base.checkpoint_from_row(row)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"
