@@ -201,23 +201,8 @@ def run_chain(rt: Runtime, items: list[ChainItem], table: ValueTable,
                 cached.clear()
                 continue
         except Interrupted as exc:
-            if exc.kind == "timeout" and exc.reached is not None and \
-                    exc.reached["i"] >= start:
-                done, i = exc.reached["done"], exc.reached["i"]
-                _absorb(items, outcomes, current, dirty, start, done)
-                cached.clear()
-                if i == exc.reached["first"]:
-                    inject = [i, "timeout", _limit_message("timeout", rt)]
-                start = i
-                continue
-            cached.clear()
-            if step:  # one transform per call: the one that ran is the guilty one
-                guilty = min((d for d in dirty if d >= start), default=start)
-                for k in range(start, guilty):
-                    outcomes[k] = ChainOutcome("skipped")
-                inject = [guilty, exc.kind, _limit_message(exc.kind, rt)]
-                start = guilty
-            step = True
+            cached.clear()  # the context may have been replaced: what V8 held is gone
+            start, step, inject = _resume_after(exc, rt, items, outcomes, current, dirty, start, step)
             continue
         start = _absorb(items, outcomes, current, dirty, start, parts)
         if injected_memory:
@@ -225,6 +210,29 @@ def run_chain(rt: Runtime, items: list[ChainItem], table: ValueTable,
         if any(o is not None and o.status == "failed" for o in outcomes):
             break
     return [o if o is not None else ChainOutcome("not_run") for o in outcomes]
+
+
+def _resume_after(exc: Interrupted, rt: Runtime, items: list[ChainItem], outcomes: list[ChainOutcome | None],
+                  current: dict[str, Any], dirty: set[int], start: int,
+                  step: bool) -> tuple[int, bool, list[Any] | None]:
+    """Where a chain run resumes after V8 was interrupted: (start, one item per call?, the
+    error to inject there).
+
+    A timeout says (through the prelude's `reached`) which item was running: the parts
+    finished before it are kept, and when it was the first item of its call it alone used
+    up the time limit and gets the error.  Out-of-memory says nothing: the run goes on one
+    transform per call, and when such a call fails, the one that ran is the guilty one."""
+    reached = exc.reached
+    if exc.kind == "timeout" and reached is not None and reached["i"] >= start:
+        _absorb(items, outcomes, current, dirty, start, reached["done"])
+        i = reached["i"]
+        return i, step, [i, "timeout", _limit_message("timeout", rt)] if i == reached["first"] else None
+    if not step:
+        return start, True, None
+    guilty = min((d for d in dirty if d >= start), default=start)
+    for k in range(start, guilty):
+        outcomes[k] = ChainOutcome("skipped")
+    return guilty, True, [guilty, exc.kind, _limit_message(exc.kind, rt)]
 
 
 def _js_items(items: list[ChainItem], keys: dict[str, str], new_keys: dict[str, str]) -> list[dict[str, Any]]:

@@ -144,28 +144,12 @@ def install_claude(
             f"Project directory {project_dir} does not exist or is not a directory. Run the "
             "command from your project, or pass the project directory."
         )
-    argv = list(command) if command is not None else default_server_command()
-    if not argv or not all(isinstance(part, str) and part for part in argv):
-        raise InstallError(f"The server command must be a non-empty list of strings, not {argv!r}.")
-
+    argv = _server_argv(command)
     config_path, command_path = claude_paths(project_dir, global_scope=global_scope, home=home)
     config = _read_config(config_path)
-    servers = config.setdefault("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise InstallError(
-            f"{config_path}: \"mcpServers\" is a {type(servers).__name__}, not an object. "
-            "Nothing was changed; fix that key (it maps server names to settings) and run "
-            "the install again."
-        )
+    servers = _servers_of(config, config_path)
     old_entry = servers.get(SERVER_NAME)
-    env = old_entry.get("env") if isinstance(old_entry, dict) else None
-    entry: dict[str, Any] = {
-        "type": "stdio",
-        "command": argv[0],
-        "args": [*argv[1:], "serve"],
-        "env": env if isinstance(env, dict) else {},  # keep variables the user added
-    }
-    servers[SERVER_NAME] = entry
+    entry = servers[SERVER_NAME] = _server_entry(old_entry, argv)
     slash_text, agent_text = slash_command_text(), project_agent_text()
     agent_path = agent_path_for(command_path)
     for path in (command_path, agent_path):
@@ -187,6 +171,41 @@ def install_claude(
         agent_path=agent_path,
         changes=changes,
     )
+
+
+def _server_argv(command: list[str] | None) -> list[str]:
+    """The server command to register (default: `default_server_command`), checked now:
+    Claude Code runs it as an argv, so an empty or non-string part would fail only later,
+    in the user's editor, far from its cause."""
+    argv = list(command) if command is not None else default_server_command()
+    if not argv or not all(isinstance(part, str) and part for part in argv):
+        raise InstallError(f"The server command must be a non-empty list of strings, not {argv!r}.")
+    return argv
+
+
+def _servers_of(config: dict[str, Any], config_path: Path) -> dict[str, Any]:
+    """The config's ``mcpServers`` object, added when absent.  Anything else under that key
+    is the user's data we do not understand: refused, never replaced."""
+    servers = config.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise InstallError(
+            f"{config_path}: \"mcpServers\" is a {type(servers).__name__}, not an object. "
+            "Nothing was changed; fix that key (it maps server names to settings) and run "
+            "the install again."
+        )
+    return servers
+
+
+def _server_entry(old_entry: Any, argv: list[str]) -> dict[str, Any]:
+    """Our server's entry for `argv`; the environment variables the user added to an
+    earlier entry are kept, so reinstalling never drops their settings."""
+    env = old_entry.get("env") if isinstance(old_entry, dict) else None
+    return {
+        "type": "stdio",
+        "command": argv[0],
+        "args": [*argv[1:], "serve"],
+        "env": env if isinstance(env, dict) else {},
+    }
 
 
 def _read_config(path: Path) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aromcp_workflows.store.base import StoreOpenError, utc_now
+from aromcp_workflows.store.base import pending_migrations, utc_now
+from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CURRENT_SCHEMA_VERSION
 
 if TYPE_CHECKING:
     import psycopg
@@ -101,25 +102,11 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], where: str) -> int:
     """Bring the database to `SCHEMA_VERSION`; returns the version found before migrating."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version "
-            "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
-        )
-        row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+        conn.execute(CREATE_SCHEMA_VERSION)
+        row = conn.execute(CURRENT_SCHEMA_VERSION).fetchone()
         current = int(row[0]) if row else 0  # type: ignore[call-overload]
-        if current > SCHEMA_VERSION:
-            raise StoreOpenError(
-                f"The workflow store {where} has schema version {current}, but this release of "
-                f"aromcp-workflows knows only up to version {SCHEMA_VERSION}. Upgrade "
-                "aromcp-workflows, or use another database (--store / AROMCP_WORKFLOWS_STORE)."
-            )
-        for version, statements in MIGRATIONS:
-            if version <= current:
-                continue
+        for version, statements in pending_migrations(MIGRATIONS, current, where, "another database"):
             for sql in statements:
                 conn.execute(sql)  # literal SQL from MIGRATIONS
-            conn.execute(
-                "INSERT INTO schema_version (version, applied_at) VALUES (%s, %s)",
-                (version, utc_now()),
-            )
+            conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (%s, %s)", (version, utc_now()))
     return current

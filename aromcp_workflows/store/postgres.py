@@ -31,8 +31,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from aromcp_workflows.store import base
 from aromcp_workflows.store.base import (
-    STATUSES,
     Checkpoint,
     CommitsSince,
     ConflictError,
@@ -42,14 +42,6 @@ from aromcp_workflows.store.base import (
     NotFoundError,
     StoreError,
     StoreOpenError,
-    apply_deltas,
-    commits_since_from,
-    event_from_row,
-    note_saved,
-    record_from_row,
-    snapshot_drops_through,
-    summary_from_row,
-    utc_now,
 )
 from aromcp_workflows.store.pg_connect import (
     DEFAULT_POOL_SIZE,
@@ -61,7 +53,7 @@ from aromcp_workflows.store.pg_connect import (
     redact,
 )
 from aromcp_workflows.store.pg_schema import SCHEMA_VERSION, migrate
-from aromcp_workflows.store.sqlite import SqliteStore, _dumps
+from aromcp_workflows.store.queries import POSTGRES
 
 if TYPE_CHECKING:
     import psycopg
@@ -73,10 +65,6 @@ POOL_TIMEOUT_S = 30.0
 _INSTANCE_COLUMNS = (
     "workflow_id, workflow, project_dir, status, definition, inputs, state, threads, "
     "current_steps, error, version, created_at, updated_at"
-)
-_SUMMARY_COLUMNS = (
-    "workflow_id, workflow, project_dir, status, current_steps, error, version, "
-    "created_at, updated_at"
 )
 _INSERT_INSTANCE = (
     f"INSERT INTO instances ({_INSTANCE_COLUMNS}, last_seq, snapshot_version) "
@@ -110,6 +98,7 @@ _UPDATE_DELTA = (  # the small columns and one delta row; the large columns stay
 # Appended to a `WITH base AS (<write> RETURNING … AS first)`: the write and its history
 # rows are one statement (one round trip, atomic in autocommit); no base row, no history.
 _FIRST = "SELECT first FROM base"
+_VERSION = POSTGRES.version()
 _INSERT_HISTORY = (  # the events travel as one JSON array of [kind, step_id, task_id, timestamp, data]
     "INSERT INTO history (workflow_id, seq, kind, step_id, task_id, timestamp, data) "
     "SELECT %s, base.first + e.n - 1, e.r->>0, e.r->>1, e.r->>2, e.r->>3, e.r->>4 "
@@ -219,31 +208,22 @@ class PostgresStore:
     # -- instances ----------------------------------------------------------------
 
     def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
-        now = utc_now()
-        created = record.created_at or now
-        row = _instance_values(record, version=1, created_at=created, updated_at=now)
-        events = list(events)
-        columns = _event_columns(record.workflow_id, events, now)
+        plan = base.plan_create(record, events)
         with self._conn("create an instance in") as conn:
-            if events:
+            if plan.events:
+                history = _history_rows(plan.events, plan.event_data)
                 cur = conn.execute(f"WITH base AS ({_INSERT_INSTANCE}) {_INSERT_HISTORY}",
-                                   (*row, len(events), record.workflow_id, columns))
+                                   (*plan.values, len(plan.events), record.workflow_id, history))
             else:
-                cur = conn.execute(_INSERT_INSTANCE, (*row, 0))
-            written = cur.rowcount
-            if written == 0:
-                found = conn.execute(
-                    "SELECT version FROM instances WHERE workflow_id = %s", (record.workflow_id,)
-                ).fetchone()
+                cur = conn.execute(_INSERT_INSTANCE, (*plan.values, 0))
+            if cur.rowcount == 0:
+                found = conn.execute(_VERSION, (record.workflow_id,)).fetchone()
                 raise ConflictError(record.workflow_id, 0, int(found[0]) if found else 0)
-        _number(events, 1)
-        record.version, record.created_at, record.updated_at = 1, created, now
-        note_saved(record, None, {"state": row[6], "threads": row[7]})
-        return 1
+        return base.note_created(record, plan, 1)
 
     def version(self, workflow_id: str) -> int:
         """The stored version alone (a cheap freshness check for cached instances)."""
-        rows = self._fetch("read", "SELECT version FROM instances WHERE workflow_id = %s", (workflow_id,))
+        rows = self._fetch("read", _VERSION, (workflow_id,))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
         return int(rows[0][0])
@@ -253,16 +233,13 @@ class PostgresStore:
         rows = self._fetch("read", _LOAD_INSTANCE, (workflow_id,))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
-        row = rows[0]
-        record = record_from_row(row)
-        record.snapshot_version, record.body_bytes = int(row[13]), len(row[6]) + len(row[7])
-        return apply_deltas(record, list(row[14]))
+        return base.stored_record(rows[0], rows[0][14])
 
     def deltas_since(self, workflow_id: str, version: int) -> CommitsSince | None:
         rows = self._fetch("read", _PROGRESS, (version, workflow_id))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
-        return commits_since_from(rows[0], list(rows[0][6]), version)
+        return base.commits_since_from(rows[0], list(rows[0][6]), version)
 
     def save(
         self,
@@ -276,62 +253,33 @@ class PostgresStore:
     ) -> int:
         """Compare-and-set the row and append `events` with the delta, a new full
         snapshot, or both, atomically, in one statement (see `Store.save`)."""
-        now = utc_now()
-        new_version = expected_version + 1
-        wid = record.workflow_id
-        if record.status not in STATUSES:
-            raise ValueError(f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}")
-        encoded = encoded or {}
-        body: dict[str, str] = {}
-        steps = _dumps(list(record.current_steps), f"the current_steps of {wid!r}")
-        events = list(events)
-        columns = _event_columns(wid, events, now)
-        cas = (new_version, now, len(events), wid, expected_version, len(events))
+        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
+        wid, version, count = record.workflow_id, plan.version, len(plan.events)
+        cas = (version, plan.now, count, wid, expected_version, count)
         params: tuple[Any, ...]
-        drop_through = snapshot_drops_through(record, new_version, delta, snapshot)
-        full = drop_through is not None
-        if full:
-            body = {"state": encoded.get("state") or _dumps(record.state, f"the state of {wid!r}"),
-                    "threads": encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")}
-            write, params = _UPDATE_FULL, (record.status, body["state"], body["threads"], steps, record.error,
-                                           *cas, wid, drop_through)
+        if plan.full:
+            write, params = _UPDATE_FULL, (record.status, plan.body["state"], plan.body["threads"],
+                                           plan.current_steps, record.error, *cas, wid, plan.drop_through)
             if delta is not None:  # the snapshot's own delta, for copies still catching up
-                write, params = write + ", " + _ADD_DELTA, (*params, wid, new_version, delta)
+                write, params = write + ", " + _ADD_DELTA, (*params, wid, version, delta)
         else:
-            write, params = _UPDATE_DELTA, (record.status, steps, record.error, *cas, wid, new_version, delta)
+            write, params = _UPDATE_DELTA, (record.status, plan.current_steps, record.error, *cas, wid, version, delta)
         with self._conn("save an instance in") as conn:
-            if events:  # one statement: compare-and-set, body or delta, numbering and history rows
-                rows = conn.execute(write + _INSERT_HISTORY, (*params, wid, columns)).fetchall()
+            if count:  # one statement: compare-and-set, body or delta, numbering and history rows
+                params = (*params, wid, _history_rows(plan.events, plan.event_data))
+                rows = conn.execute(write + _INSERT_HISTORY, params).fetchall()
             else:
                 rows = conn.execute(write + _FIRST, params).fetchall()
             first = min((int(r[0]) for r in rows), default=None)
             if first is None:
-                found = conn.execute("SELECT version FROM instances WHERE workflow_id = %s", (wid,)).fetchone()
-                if found is None:
-                    raise NotFoundError(wid, self.path)
-                raise ConflictError(wid, expected_version, int(found[0]))
-        _number(events, first)
-        record.version, record.updated_at = new_version, now
-        note_saved(record, None if full else delta, body)
-        return new_version
+                raise base.save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
+        return base.note_committed(record, plan, first)
 
     def list_instances(
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None
     ) -> list[InstanceSummary]:
-        sql = f"SELECT {_SUMMARY_COLUMNS} FROM instances"
-        where: list[str] = []
-        params: list[Any] = []
-        if project_dir is not None:
-            where.append("project_dir = %s")
-            params.append(project_dir)
-        if statuses:
-            where.append("status = ANY(%s)")
-            params.append(list(statuses))
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_at DESC, workflow_id"
-        rows = self._fetch("list", sql, params)
-        return [summary_from_row(r) for r in rows]
+        sql, params = POSTGRES.instances(project_dir, statuses)
+        return [base.summary_from_row(r) for r in self._fetch("list", sql, params)]
 
     # -- history ------------------------------------------------------------------
 
@@ -343,27 +291,8 @@ class PostgresStore:
         limit: int | None = None,
         after_seq: int | None = None,
     ) -> list[HistoryEvent]:
-        where = ["workflow_id = %s"]
-        params: list[Any] = [workflow_id]
-        if kinds:
-            where.append("kind = ANY(%s)")
-            params.append(list(kinds))
-        if task_id is not None:
-            where.append("task_id = %s")
-            params.append(task_id)
-        if after_seq is not None:
-            where.append("seq > %s")
-            params.append(after_seq)
-        sql = (
-            "SELECT seq, workflow_id, kind, step_id, task_id, timestamp, data FROM history "
-            f"WHERE {' AND '.join(where)} ORDER BY seq DESC"
-        )
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(max(0, int(limit)))
-        rows = self._fetch("read the history of", sql, params)
-        rows.reverse()
-        return [event_from_row(r) for r in rows]
+        sql, params = POSTGRES.history(workflow_id, kinds, task_id, limit, after_seq)
+        return base.events_from_rows(self._fetch("read the history of", sql, params))
 
     # -- checkpoints ----------------------------------------------------------------
 
@@ -374,8 +303,7 @@ class PostgresStore:
         reason: str,
         snapshot: Mapping[str, Any],
     ) -> Checkpoint:
-        now = utc_now()
-        text = _dumps(dict(snapshot), f"checkpoint snapshot of {workflow_id!r}")
+        plan = base.plan_checkpoint(workflow_id, step_id, reason, snapshot)
         with self._write("add a checkpoint to") as conn:
             bumped = conn.execute(  # also locks the row: saves of this instance wait for us
                 "UPDATE instances SET last_seq = last_seq + 1 WHERE workflow_id = %s RETURNING last_seq",
@@ -383,74 +311,25 @@ class PostgresStore:
             ).fetchone()
             if bumped is None:
                 raise NotFoundError(workflow_id, self.path)
-            seq = int(bumped[0])
-            found = conn.execute(
-                "SELECT COALESCE(MAX(n), 0) + 1 FROM checkpoints WHERE workflow_id = %s", (workflow_id,)
-            ).fetchone()
+            found = conn.execute(POSTGRES.next_checkpoint(), (workflow_id,)).fetchone()
             n = int(found[0]) if found else 1
-            checkpoint_id = f"cp-{n}"
-            conn.execute(
-                "INSERT INTO checkpoints (workflow_id, n, checkpoint_id, step_id, reason, created_at, snapshot) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (workflow_id, n, checkpoint_id, step_id, reason, now, text),
-            )
-            event = HistoryEvent(
-                kind="checkpoint", step_id=step_id, data={"checkpoint_id": checkpoint_id, "reason": reason},
-            )
-            columns = _event_columns(workflow_id, [event], now)
-            conn.execute(f"WITH base AS (SELECT %s::bigint AS first) {_INSERT_HISTORY}", (seq, workflow_id, columns))
-        # A detached copy: later changes to the caller's state must not alter the checkpoint.
-        return Checkpoint(checkpoint_id, workflow_id, step_id, reason, now, json.loads(text))
+            conn.execute(POSTGRES.insert_checkpoint(), plan.row(n))
+            conn.execute(f"WITH base AS (SELECT %s::bigint AS first) {_INSERT_HISTORY}",
+                         (int(bumped[0]), workflow_id, _history_rows(*plan.history(n))))
+        return plan.checkpoint(n)
 
     def get_checkpoint(self, workflow_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        sql = (
-            "SELECT checkpoint_id, workflow_id, step_id, reason, created_at, snapshot "
-            "FROM checkpoints WHERE workflow_id = %s"
-        )
-        params: tuple[Any, ...] = (workflow_id,)
-        if checkpoint_id is None:
-            sql += " ORDER BY n DESC LIMIT 1"
-        else:
-            sql += " AND checkpoint_id = %s"
-            params = (workflow_id, checkpoint_id)
+        sql, params = POSTGRES.checkpoint(workflow_id, checkpoint_id)
         rows = self._fetch("read a checkpoint from", sql, params)
-        if not rows:
-            return None
-        row = rows[0]
-        return Checkpoint(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
+        return base.checkpoint_from_row(rows[0]) if rows else None
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r}, pool_size={self.pool_size})"
 
 
-def _instance_values(record: InstanceRecord, *, version: int, created_at: str, updated_at: str) -> tuple[Any, ...]:
-    """Column values in `_INSTANCE_COLUMNS` order, checked exactly as the SQLite store checks them."""
-    row, body = SqliteStore._instance_values(record, version=version, created_at=created_at, updated_at=updated_at)
-    return (*row[:4], *body[1:], *row[4:])
-
-
-def _event_columns(workflow_id: str, events: list[HistoryEvent], now: str) -> str:
-    """The events as one JSON array of `[kind, step_id, task_id, timestamp, data]` rows
-    for `_INSERT_HISTORY`; checks them and fills in `workflow_id` and `timestamp` in
-    place, as SQLite does.  One text parameter: psycopg adapts it at C speed, where five
-    text arrays cost about 0.04 ms of Python per save."""
-    rows: list[list[str | None]] = []
-    for event in events:
-        if not event.kind:
-            raise ValueError(f"history event for {workflow_id!r} has an empty kind")
-        if event.workflow_id and event.workflow_id != workflow_id:
-            raise ValueError(
-                f"history event of kind {event.kind!r} names instance "
-                f"{event.workflow_id!r} but is being saved with {workflow_id!r}"
-            )
-        event.workflow_id = workflow_id
-        event.timestamp = event.timestamp or now
-        rows.append([event.kind, event.step_id, event.task_id, event.timestamp,
-                     _dumps(event.data, f"history event {event.kind!r} data")])
-    return json.dumps(rows, ensure_ascii=False)
-
-
-def _number(events: list[HistoryEvent], first: int) -> None:
-    """Give committed events the seq numbers the database assigned (first, first + 1, …)."""
-    for offset, event in enumerate(events):
-        event.seq = first + offset
+def _history_rows(events: list[HistoryEvent], data: list[str]) -> str:
+    """Checked events (`event_texts` gave their `data`) as the one JSON array of `[kind,
+    step_id, task_id, timestamp, data]` rows `_INSERT_HISTORY` reads.  One text parameter:
+    psycopg adapts it at C speed, where five text arrays cost about 0.04 ms of Python per save."""
+    return json.dumps([[e.kind, e.step_id, e.task_id, e.timestamp, text] for e, text in zip(events, data, strict=True)],
+                      ensure_ascii=False)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from aromcp_workflows.store.base import StoreOpenError, utc_now
+from aromcp_workflows.store.base import pending_migrations, utc_now
+from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CURRENT_SCHEMA_VERSION
 
 # Append new migrations; never edit a released one.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -94,28 +95,14 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
     """Bring the file to `SCHEMA_VERSION`; returns the version found before migrating."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version "
-            "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
-        )
-        current = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
-        if current > SCHEMA_VERSION:
-            raise StoreOpenError(
-                f"The workflow store {path} has schema version {current}, but this release of "
-                f"aromcp-workflows knows only up to version {SCHEMA_VERSION}. Upgrade "
-                "aromcp-workflows, or use another store file (--store / AROMCP_WORKFLOWS_STORE)."
-            )
-        for version, statements in MIGRATIONS:
-            if version <= current:
-                continue
+        conn.execute(CREATE_SCHEMA_VERSION)
+        current = int(conn.execute(CURRENT_SCHEMA_VERSION).fetchone()[0])
+        for version, statements in pending_migrations(MIGRATIONS, current, path, "another store file"):
             for sql in statements:
                 conn.execute(sql)
-            conn.execute(
-                "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
-                (version, utc_now()),
-            )
+            conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", (version, utc_now()))
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-    return int(current)
+    return current

@@ -22,7 +22,6 @@ Why these choices (numbers in docs/store-and-claude.md, from benchmarks/bench_st
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -31,8 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.store import base
 from aromcp_workflows.store.base import (
-    STATUSES,
     Checkpoint,
     CommitsSince,
     ConflictError,
@@ -42,15 +41,8 @@ from aromcp_workflows.store.base import (
     NotFoundError,
     StoreError,
     StoreOpenError,
-    apply_deltas,
-    commits_since_from,
-    event_from_row,
-    note_saved,
-    record_from_row,
-    snapshot_drops_through,
-    summary_from_row,
-    utc_now,
 )
+from aromcp_workflows.store.queries import SQLITE
 from aromcp_workflows.store.schema import SCHEMA_VERSION, migrate
 
 BUSY_TIMEOUT_MS = 10_000
@@ -63,18 +55,11 @@ _ROW_COLUMNS = (
     "workflow_id, workflow, project_dir, status, current_steps, error, version, created_at, updated_at, "
     "snapshot_version"
 )
-_SUMMARY_COLUMNS = (
-    "workflow_id, workflow, project_dir, status, current_steps, error, version, "
-    "created_at, updated_at"
-)
-
-
-def _dumps(value: Any, what: str) -> str:
-    """JSON text for a column; a non-JSON value is the caller's bug, named precisely."""
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"cannot store {what}: it is not JSON-serializable ({exc})") from exc
+_LOAD = f"SELECT {_INSTANCE_COLUMNS} FROM instances i JOIN bodies b USING (workflow_id) WHERE i.workflow_id = ?"
+_COMMITS = ("SELECT status, current_steps, error, version, updated_at, snapshot_version FROM instances "
+            "WHERE workflow_id = ?")
+_VERSION = SQLITE.version()
+_DELTAS_AFTER = "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version"
 
 
 def _create_private(path: Path) -> None:
@@ -210,75 +195,54 @@ class SqliteStore:
     # -- instances ----------------------------------------------------------------
 
     def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
-        now = utc_now()
-        created = record.created_at or now
-        row, body = self._instance_values(record, version=1, created_at=created, updated_at=now)
-        events = list(events)
+        plan = base.plan_create(record, events)
+        v = plan.values  # `record_from_row`'s columns: the row takes the small ones, bodies the JSON
         with self._write() as conn:
-            found = conn.execute(
-                "SELECT version FROM instances WHERE workflow_id = ?", (record.workflow_id,)
-            ).fetchone()
+            found = conn.execute(_VERSION, (record.workflow_id,)).fetchone()
             if found is not None:
                 raise ConflictError(record.workflow_id, 0, found[0])
-            conn.execute(f"INSERT INTO instances ({_ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)", row)
+            conn.execute(f"INSERT INTO instances ({_ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                         (*v[:4], *v[8:]))
             conn.execute("INSERT INTO bodies (workflow_id, definition, inputs, state, threads) "
-                         "VALUES (?, ?, ?, ?, ?)", body)
-            self._append(conn, record.workflow_id, events, now)
-        record.version, record.created_at, record.updated_at = 1, created, now
-        note_saved(record, None, {"state": body[3], "threads": body[4]})
-        return 1
+                         "VALUES (?, ?, ?, ?, ?)", v[:1] + v[4:8])
+            first = self._append(conn, record.workflow_id, plan.events, plan.event_data)
+        return base.note_created(record, plan, first)
 
     def version(self, workflow_id: str) -> int:
         """The stored version alone (a cheap freshness check for cached instances)."""
         with self._lock:
-            row = self._connection().execute(
-                "SELECT version FROM instances WHERE workflow_id = ?", (workflow_id,)
-            ).fetchone()
+            row = self._connection().execute(_VERSION, (workflow_id,)).fetchone()
         if row is None:
             raise NotFoundError(workflow_id, self.path)
         return int(row[0])
 
     def load(self, workflow_id: str) -> InstanceRecord:
-        """The record: its last full snapshot with the deltas written since applied.
-        Both reads are one read transaction, so they see the same commit."""
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN")
-            try:
-                row = conn.execute(
-                    f"SELECT {_INSTANCE_COLUMNS} FROM instances i JOIN bodies b USING (workflow_id) "
-                    "WHERE i.workflow_id = ?", (workflow_id,),
-                ).fetchone()
-                deltas = [] if row is None else [d for (d,) in conn.execute(
-                    "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version",
-                    (workflow_id, row[13]),
-                )]
-            finally:
-                conn.execute("COMMIT")
-        if row is None:
-            raise NotFoundError(workflow_id, self.path)
-        record = record_from_row(row)
-        record.snapshot_version, record.body_bytes = int(row[13]), len(row[6]) + len(row[7])
-        return apply_deltas(record, deltas)
+        """The record: its last full snapshot with the deltas written since applied."""
+        row, deltas = self._row_and_deltas(_LOAD, workflow_id, None)
+        return base.stored_record(row, deltas)
 
     def deltas_since(self, workflow_id: str, version: int) -> CommitsSince | None:
+        row, deltas = self._row_and_deltas(_COMMITS, workflow_id, version)
+        return base.commits_since_from(row, deltas, version)
+
+    def _row_and_deltas(self, sql: str, workflow_id: str, since: int | None) -> tuple[Any, list[str]]:
+        """The instance's row read by `sql` and its deltas after version `since` (None: after
+        the row's snapshot_version, its last column), in one read transaction so that both
+        see the same commit; NotFoundError if there is no such instance."""
         with self._lock:
             conn = self._connection()
             conn.execute("BEGIN")
             try:
-                row = conn.execute(
-                    "SELECT status, current_steps, error, version, updated_at, snapshot_version FROM instances "
-                    "WHERE workflow_id = ?", (workflow_id,),
-                ).fetchone()
-                deltas = [] if row is None else [d for (d,) in conn.execute(
-                    "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version",
-                    (workflow_id, version),
-                )]
+                row = conn.execute(sql, (workflow_id,)).fetchone()
+                deltas: list[str] = []
+                if row is not None:
+                    after = row[-1] if since is None else since
+                    deltas = [d for (d,) in conn.execute(_DELTAS_AFTER, (workflow_id, after))]
             finally:
                 conn.execute("COMMIT")
         if row is None:
             raise NotFoundError(workflow_id, self.path)
-        return commits_since_from(row, deltas, version)
+        return row, deltas
 
     def save(
         self,
@@ -293,62 +257,35 @@ class SqliteStore:
         """Compare-and-set the small row (status, current steps, error, version) and append
         `events`, in one transaction, with the delta, a new full body, or both (see
         `Store.save`).  The definition and inputs are written once by `create`."""
-        now = utc_now()
-        new_version = expected_version + 1
-        wid = record.workflow_id
-        if record.status not in STATUSES:
-            raise ValueError(f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}")
-        encoded = encoded or {}
-        drop_through = snapshot_drops_through(record, new_version, delta, snapshot)
-        full = drop_through is not None
-        if full:
-            state = encoded.get("state") or _dumps(record.state, f"the state of {wid!r}")
-            threads = encoded.get("threads") or _dumps(record.threads, f"the threads of {wid!r}")
-        steps = _dumps(list(record.current_steps), f"the current_steps of {wid!r}")
-        events = list(events)
+        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
+        wid, version = record.workflow_id, plan.version
         with self._write() as conn:  # only a full snapshot moves snapshot_version (never the caller's copy of it)
             cur = conn.execute(
                 "UPDATE instances SET status = ?, current_steps = ?, error = ?, version = ?, updated_at = ?, "
                 "snapshot_version = CASE WHEN ? THEN ? ELSE snapshot_version END "
                 "WHERE workflow_id = ? AND version = ?",
-                (record.status, steps, record.error, new_version, now, full, new_version, wid, expected_version),
+                (record.status, plan.current_steps, record.error, version, plan.now, plan.full, version,
+                 wid, expected_version),
             )
             if cur.rowcount != 1:
-                found = conn.execute(
-                    "SELECT version FROM instances WHERE workflow_id = ?", (record.workflow_id,)
-                ).fetchone()
-                if found is None:
-                    raise NotFoundError(record.workflow_id, self.path)
-                raise ConflictError(record.workflow_id, expected_version, found[0])
-            if full:  # the deltas since the previous snapshot stay when this one comes with its delta
-                conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?", (state, threads, wid))
-                conn.execute("DELETE FROM deltas WHERE workflow_id = ? AND version <= ?", (wid, drop_through))
+                raise base.save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
+            if plan.full:  # the deltas since the previous snapshot stay when this one comes with its delta
+                conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?",
+                             (plan.body["state"], plan.body["threads"], wid))
+                conn.execute("DELETE FROM deltas WHERE workflow_id = ? AND version <= ?", (wid, plan.drop_through))
             if delta is not None:
                 conn.execute("INSERT INTO deltas (workflow_id, version, delta) VALUES (?, ?, ?)",
-                             (wid, new_version, delta))
-            self._append(conn, record.workflow_id, events, now)
-        record.version, record.updated_at = new_version, now
-        note_saved(record, None if full else delta, {"state": state, "threads": threads} if full else {})
-        return new_version
+                             (wid, version, delta))
+            first = self._append(conn, wid, plan.events, plan.event_data)
+        return base.note_committed(record, plan, first)
 
     def list_instances(
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None
     ) -> list[InstanceSummary]:
-        sql = f"SELECT {_SUMMARY_COLUMNS} FROM instances"
-        where: list[str] = []
-        params: list[Any] = []
-        if project_dir is not None:
-            where.append("project_dir = ?")
-            params.append(project_dir)
-        if statuses:
-            where.append(f"status IN ({', '.join('?' * len(statuses))})")
-            params.extend(statuses)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_at DESC, workflow_id"
+        sql, params = SQLITE.instances(project_dir, statuses)
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        return [summary_from_row(r) for r in rows]
+        return [base.summary_from_row(r) for r in rows]
 
     # -- history ------------------------------------------------------------------
 
@@ -360,64 +297,27 @@ class SqliteStore:
         limit: int | None = None,
         after_seq: int | None = None,
     ) -> list[HistoryEvent]:
-        where = ["workflow_id = ?"]
-        params: list[Any] = [workflow_id]
-        if kinds:
-            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
-            params.extend(kinds)
-        if task_id is not None:
-            where.append("task_id = ?")
-            params.append(task_id)
-        if after_seq is not None:
-            where.append("seq > ?")
-            params.append(after_seq)
-        sql = (
-            "SELECT seq, workflow_id, kind, step_id, task_id, timestamp, data FROM history "
-            f"WHERE {' AND '.join(where)} ORDER BY seq DESC"
-        )
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(max(0, int(limit)))
+        sql, params = SQLITE.history(workflow_id, kinds, task_id, limit, after_seq)
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        rows.reverse()
-        return [event_from_row(r) for r in rows]
+        return base.events_from_rows(rows)
 
     @staticmethod
-    def _append(
-        conn: sqlite3.Connection, workflow_id: str, events: list[HistoryEvent], now: str
-    ) -> None:
-        """Append events inside the caller's write transaction; assigns seq in place.
-
-        seq is assigned on the event objects before commit; if the transaction rolls back
-        the caller discards them together with the failed save.
-        """
+    def _append(conn: sqlite3.Connection, workflow_id: str, events: list[HistoryEvent], data: list[str]) -> int:
+        """Append checked events (`event_texts` gave their `data`) inside the caller's write
+        transaction; returns the seq of the first, numbered after the instance's last."""
         if not events:
-            return
-        last = conn.execute(
+            return 1
+        first = 1 + int(conn.execute(
             "SELECT COALESCE(MAX(seq), 0) FROM history WHERE workflow_id = ?", (workflow_id,)
-        ).fetchone()[0]
-        rows = []
-        for offset, event in enumerate(events, start=1):
-            if not event.kind:
-                raise ValueError(f"history event for {workflow_id!r} has an empty kind")
-            if event.workflow_id and event.workflow_id != workflow_id:
-                raise ValueError(
-                    f"history event of kind {event.kind!r} names instance "
-                    f"{event.workflow_id!r} but is being saved with {workflow_id!r}"
-                )
-            event.workflow_id = workflow_id
-            event.timestamp = event.timestamp or now
-            event.seq = last + offset
-            rows.append((
-                workflow_id, event.seq, event.kind, event.step_id, event.task_id,
-                event.timestamp, _dumps(event.data, f"history event {event.kind!r} data"),
-            ))
+        ).fetchone()[0])
         conn.executemany(
             "INSERT INTO history (workflow_id, seq, kind, step_id, task_id, timestamp, data) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows,
+            [(workflow_id, first + offset, e.kind, e.step_id, e.task_id, e.timestamp, text)
+             for offset, (e, text) in enumerate(zip(events, data, strict=True))],
         )
+        return first
 
     # -- checkpoints ----------------------------------------------------------------
 
@@ -428,72 +328,22 @@ class SqliteStore:
         reason: str,
         snapshot: Mapping[str, Any],
     ) -> Checkpoint:
-        now = utc_now()
-        text = _dumps(dict(snapshot), f"checkpoint snapshot of {workflow_id!r}")
+        plan = base.plan_checkpoint(workflow_id, step_id, reason, snapshot)
         with self._write() as conn:
-            if conn.execute(
-                "SELECT 1 FROM instances WHERE workflow_id = ?", (workflow_id,)
-            ).fetchone() is None:
+            if conn.execute(_VERSION, (workflow_id,)).fetchone() is None:
                 raise NotFoundError(workflow_id, self.path)
-            n = conn.execute(
-                "SELECT COALESCE(MAX(n), 0) + 1 FROM checkpoints WHERE workflow_id = ?",
-                (workflow_id,),
-            ).fetchone()[0]
-            checkpoint_id = f"cp-{n}"
-            conn.execute(
-                "INSERT INTO checkpoints (workflow_id, n, checkpoint_id, step_id, reason, "
-                "created_at, snapshot) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (workflow_id, n, checkpoint_id, step_id, reason, now, text),
-            )
-            event = HistoryEvent(
-                kind="checkpoint", step_id=step_id,
-                data={"checkpoint_id": checkpoint_id, "reason": reason},
-            )
-            self._append(conn, workflow_id, [event], now)
-        # A detached copy: later changes to the caller's state must not alter the checkpoint.
-        return Checkpoint(checkpoint_id, workflow_id, step_id, reason, now, json.loads(text))
+            n = int(conn.execute(SQLITE.next_checkpoint(), (workflow_id,)).fetchone()[0])
+            conn.execute(SQLITE.insert_checkpoint(), plan.row(n))
+            self._append(conn, workflow_id, *plan.history(n))
+        return plan.checkpoint(n)
 
     def get_checkpoint(
         self, workflow_id: str, checkpoint_id: str | None = None
     ) -> Checkpoint | None:
-        sql = (
-            "SELECT checkpoint_id, workflow_id, step_id, reason, created_at, snapshot "
-            "FROM checkpoints WHERE workflow_id = ?"
-        )
-        params: tuple[Any, ...] = (workflow_id,)
-        if checkpoint_id is None:
-            sql += " ORDER BY n DESC LIMIT 1"
-        else:
-            sql += " AND checkpoint_id = ?"
-            params = (workflow_id, checkpoint_id)
+        sql, params = SQLITE.checkpoint(workflow_id, checkpoint_id)
         with self._lock:
             row = self._connection().execute(sql, params).fetchone()
-        if row is None:
-            return None
-        return Checkpoint(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
-
-    # -- helpers --------------------------------------------------------------------
-
-    @staticmethod
-    def _instance_values(
-        record: InstanceRecord, *, version: int, created_at: str, updated_at: str
-    ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        """(row in `_ROW_COLUMNS` order without snapshot_version, body values); JSON errors name the field."""
-        wid = record.workflow_id
-        if not wid or any(ch.isspace() for ch in wid):
-            raise ValueError(f"workflow_id must be a non-empty token without whitespace: {wid!r}")
-        if record.status not in STATUSES:
-            raise ValueError(
-                f"status of {wid!r} must be one of {', '.join(STATUSES)}, not {record.status!r}"
-            )
-        row = (wid, record.workflow, record.project_dir, record.status,
-               _dumps(list(record.current_steps), f"the current_steps of {wid!r}"),
-               record.error, version, created_at, updated_at)
-        body = (wid, _dumps(record.definition, f"the definition of {wid!r}"),
-                _dumps(record.inputs, f"the inputs of {wid!r}"),
-                _dumps(record.state, f"the state of {wid!r}"),
-                _dumps(record.threads, f"the threads of {wid!r}"))
-        return row, body
+        return None if row is None else base.checkpoint_from_row(row)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"

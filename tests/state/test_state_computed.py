@@ -161,6 +161,28 @@ def test_runaway_with_fallback_keeps_the_rest_of_the_chain():
         eng.close()
 
 
+@pytest.mark.slow  # two out-of-memory kills of a V8 context on purpose: about 3 s
+def test_out_of_memory_in_a_chain_blames_the_one_transform_and_keeps_the_rest():
+    """Out-of-memory says nothing about which transform ran (unlike a timeout): the chain
+    is re-run one transform per call until the guilty one is found (batch.run_chain)."""
+    hog = "let a = []; while (true) { a.push('x'.repeat(1 << 20) + a.length) }"
+    eng = ExpressionEngine(timeout_ms=5000, max_memory_mb=128)
+    try:
+        specs = [C("big", ["raw.n"], False, "input > 100"),
+                 C("flag", ["computed.big"], False, "input ? 1 : 0"),  # cut off: big stays false
+                 C("hog", ["raw.n"], False, hog, on_error="use_fallback", fallback=-1),
+                 C("twice", ["computed.hog"], False, "input * 2")]
+        s = StateTiers(eng, specs)
+        r = s.initialize({"raw": {"n": 1}})
+        assert s.computed == {"big": False, "flag": 0, "hog": -1, "twice": -2}
+        assert [(e["field"], e["kind"]) for e in r.errors] == [("hog", "memory")]
+        r = s.apply([Update("raw.n", "set", 5)])  # one transform per call: big, then (flag skipped) hog
+        assert s.computed == {"big": False, "flag": 0, "hog": -1, "twice": -2}
+        assert [(e["field"], e["kind"]) for e in r.errors] == [("hog", "memory")]
+    finally:
+        eng.close()
+
+
 def test_values_kept_in_v8_survive_a_lost_context(engine):
     s = StateTiers(engine, [C("evens", ["raw.items"], False, "input.filter(x => x % 2 === 0)"),
                             C("count", ["computed.evens"], False, "input.length")])
