@@ -16,6 +16,7 @@ import queue
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -110,7 +111,7 @@ class RawClient:
     """JSON-RPC over a process's stdio, one line per message; every line is kept."""
 
     def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
-        self.stderr = open(cwd / "stderr.log", "w+")  # noqa: SIM115 - closed in close()
+        self.stderr = tempfile.NamedTemporaryFile("w+", dir=cwd, prefix="stderr-", suffix=".log", delete=False)  # noqa: SIM115
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env=env, cwd=str(cwd))
         self.started = time.perf_counter()
@@ -159,7 +160,8 @@ class RawClient:
         return answer
 
     def stderr_text(self) -> str:
-        self.stderr.flush()
+        if not self.stderr.closed:
+            self.stderr.flush()
         return Path(self.stderr.name).read_text()
 
     def close(self, timeout: float = 30) -> int:

@@ -5,7 +5,8 @@
 - `claude plugin validate` (Claude Code 2.1.328 from npm, installed once into
   ~/.cache/aromcp-workflows-tests) accepts the plugin with `--profile directory` and the
   marketplace; `claude plugin marketplace add` + `plugin install` with HOME in a temp dir,
-  then `claude mcp list` shows the server connected. All of it works offline.
+  then `claude mcp list` shows the server connected: with the venv ready, and from an empty
+  data folder while the install is held up (the launcher answers the handshake meanwhile).
 
 Without node/npm these tests skip, saying so; under CI (`CI=true`) a skip is a failure.
 """
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from plugin_helpers import install_held, wait_until_ready
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "plugin"
@@ -150,22 +152,47 @@ def test_claude_validates_the_marketplace(claude: Path, tmp_path: Path) -> None:
     assert "marketplace" in out.lower() and "Validation passed" in out
 
 
+def install_plugin(claude: Path, home: Path, project: Path) -> Path:
+    """`/plugin marketplace add` + `/plugin install`, as a user does; the plugin's data folder."""
+    added = run_claude(claude, home, "plugin", "marketplace", "add", str(REPO), cwd=project)
+    assert added.returncode == 0 and "aromcp" in added.stdout, added.stdout + added.stderr
+    installed = run_claude(claude, home, "plugin", "install", "aromcp-workflows@aromcp", cwd=project)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    return home / ".claude" / "plugins" / "data" / "aromcp-workflows-aromcp"
+
+
+def assert_connected(claude: Path, home: Path, project: Path) -> None:
+    """`claude mcp list` starts the plugin's server and waits for its handshake (30 s at most)."""
+    listed = run_claude(claude, home, "mcp", "list", cwd=project)
+    line = next((row for row in listed.stdout.splitlines() if row.startswith("plugin:aromcp-workflows:")), "")
+    assert line.startswith("plugin:aromcp-workflows:workflows:"), listed.stdout + listed.stderr
+    assert "✔ Connected" in line, listed.stdout + listed.stderr
+
+
 def test_claude_installs_the_plugin_and_connects(claude: Path, plugin_data: Path, tmp_path: Path) -> None:
-    """`/plugin marketplace add` + `/plugin install`, as a user does, then `claude mcp list`
-    starts the server through the launcher (with the venv made above) and connects."""
+    """A real install, then `claude mcp list` starts the server through the launcher (with
+    the venv made above) and connects."""
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()
     data_root = home / ".claude" / "plugins" / "data"
     data_root.mkdir(parents=True)
     (data_root / "aromcp-workflows-aromcp").symlink_to(plugin_data)  # skip the first-start install
-    added = run_claude(claude, home, "plugin", "marketplace", "add", str(REPO), cwd=project)
-    assert added.returncode == 0 and "aromcp" in added.stdout, added.stdout + added.stderr
-    installed = run_claude(claude, home, "plugin", "install", "aromcp-workflows@aromcp", cwd=project)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    listed = run_claude(claude, home, "mcp", "list", cwd=project)
-    line = next((row for row in listed.stdout.splitlines() if row.startswith("plugin:aromcp-workflows:")), "")
-    assert line.startswith("plugin:aromcp-workflows:workflows:"), listed.stdout + listed.stderr
-    assert "✔ Connected" in line, listed.stdout + listed.stderr
+    install_plugin(claude, home, project)
+    assert_connected(claude, home, project)
+
+
+def test_claude_connects_on_the_first_start_while_the_install_runs(claude: Path, tmp_path: Path) -> None:
+    """From an empty data folder, with the install held up (as on a slow network), the server
+    still connects: the launcher answers the handshake while it installs. Once the install
+    is done, the next start connects through the venv."""
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    data = install_plugin(claude, home, project)
+    with install_held(data):
+        assert_connected(claude, home, project)
+        assert not list(data.glob("venvs/*/aromcp-workflows-plugin.json"))
+    wait_until_ready(data)  # the install went on after `mcp list` closed the session
+    assert_connected(claude, home, project)
 
 
 def test_a_missing_cli_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -107,20 +107,24 @@ def test_an_undeletable_old_venv_is_one_line_and_no_reinstall(shared_tmp: Path) 
     assert (data / "venv" / "bin" / "python").exists()  # never touched beyond what it could
 
 
-def test_an_unwritable_install_lock_is_one_line(shared_tmp: Path) -> None:
-    """The install lock is a file this user cannot write: one line that names it and says
-    what to do, at once (no pip run), and the same on the next start."""
+def test_an_unusable_install_lock_is_one_line(shared_tmp: Path) -> None:
+    """The install lock is a file this user can neither write nor read: one line that names
+    it and says what to do, at once (no pip run), and the same on the next start. A lock
+    file that is only readable still serves (flock needs no write access)."""
     user = other_user()
     data = shared_tmp / "data"
     data.mkdir()
     lock = data / "install.lock"
     lock.write_text("")
     give_to(data, user)
-    out_of_reach(lock)
+    lock.chmod(0)
     for _ in range(2):
         proc = prepare(PLUGIN, data, user=user)
         assert proc.returncode == 1
         lines = one_line(proc.stderr)
         assert len(lines.splitlines()) == 1 and str(lock) in lines and "/mcp" in lines, proc.stderr
-        assert "installing" not in proc.stderr
+        assert "chown" in lines and "installing" not in proc.stderr
+    out_of_reach(lock)
+    proc = prepare(PLUGIN, data, user=user)
+    assert proc.returncode == 0 and "ready:" in one_line(proc.stderr), proc.stderr
     assert stat.S_IMODE(lock.stat().st_mode) == 0o444
