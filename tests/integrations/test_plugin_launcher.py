@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,9 @@ from pathlib import Path
 import pytest
 from plugin_helpers import (
     PLUGIN,
+    SYSTEM_PYTHON,
     give_to,
+    launcher_env,
     other_user,
     plugin_copy,
     prepare,
@@ -128,3 +131,26 @@ def test_an_unusable_install_lock_is_one_line(shared_tmp: Path) -> None:
     proc = prepare(PLUGIN, data, user=user)
     assert proc.returncode == 0 and "ready:" in one_line(proc.stderr), proc.stderr
     assert stat.S_IMODE(lock.stat().st_mode) == 0o444
+
+
+def test_an_undeletable_unfinished_venv_is_one_line_before_pip(shared_tmp: Path) -> None:
+    """This version's venv folder is there but unfinished (no marker) and this user cannot
+    delete it: one line saying how to remove it, before pip runs, on every start."""
+    user = other_user()
+    data = shared_tmp / "data"
+    data.mkdir()
+    give_to(data, user)
+    where = subprocess.run([SYSTEM_PYTHON, "-c", "import launch; print(launch.venv_dir(launch.data_dir()))"],
+                           cwd=PLUGIN / "server", capture_output=True, text=True, env=launcher_env(data), check=True)
+    unfinished = Path(where.stdout.strip())
+    (unfinished / "bin").mkdir(parents=True)
+    (unfinished / "bin" / "python").write_text("")
+    out_of_reach(unfinished / "bin")
+    out_of_reach(unfinished)
+    for _ in range(2):
+        proc = prepare(PLUGIN, data, user=user)
+        assert proc.returncode == 1
+        lines = one_line(proc.stderr)
+        assert len(lines.splitlines()) == 1 and f"rm -rf '{unfinished}'" in lines and "/mcp" in lines, proc.stderr
+        assert "installing" not in proc.stderr
+    assert (unfinished / "bin" / "python").exists()
