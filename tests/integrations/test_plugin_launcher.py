@@ -140,7 +140,7 @@ def test_an_undeletable_unfinished_venv_is_one_line_before_pip(shared_tmp: Path)
     data = shared_tmp / "data"
     data.mkdir()
     give_to(data, user)
-    where = subprocess.run([SYSTEM_PYTHON, "-c", "import launch; print(launch.venv_dir(launch.data_dir()))"],
+    where = subprocess.run([SYSTEM_PYTHON, "-c", "import venvs; print(venvs.venv_dir(venvs.data_dir()))"],
                            cwd=PLUGIN / "server", capture_output=True, text=True, env=launcher_env(data), check=True)
     unfinished = Path(where.stdout.strip())
     (unfinished / "bin").mkdir(parents=True)
