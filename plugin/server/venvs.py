@@ -69,6 +69,7 @@ def data_dir() -> Path:
 
 
 def whoami() -> str:
+    """The user name to put in a `chown` suggestion."""
     try:
         import pwd
 
@@ -80,10 +81,15 @@ def whoami() -> str:
 @functools.cache
 def project() -> dict[str, Any]:
     """`[project]` of pyproject.toml: the version names the venv, the dependencies fill it."""
-    import tomllib  # 3.11+, which main() has made sure of
+    import tomllib  # 3.11+, which launch.py has made sure of
 
-    with open(SOURCE / "pyproject.toml", "rb") as handle:
-        return dict(tomllib.load(handle)["project"])
+    path = SOURCE / "pyproject.toml"
+    try:
+        with open(path, "rb") as handle:
+            return dict(tomllib.load(handle)["project"])
+    except (OSError, ValueError, KeyError) as exc:  # a copy without its links (Windows without symlinks)
+        raise LauncherError(f"cannot read the plugin's {path} ({exc}); reinstall the plugin "
+                            f"(/plugin), {RECONNECT}") from None
 
 
 def fingerprint() -> dict[str, object]:
@@ -309,17 +315,18 @@ def build(env_dir: Path) -> None:
     clear(staging)
     say(f"first start: installing dependencies into {env_dir} (needs PyPI; about a minute)")
     pip = make_venv(staging)
+    python = venv_python(staging)
     try:
         pip_install(pip, env_dir.parent.parent / "install.log")
-        python = venv_python(staging)
         purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                  check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
         (Path(purelib) / "aromcp_workflows_plugin.pth").write_text(str(SOURCE) + "\n", encoding="utf-8")
         (staging / MARKER).write_text(json.dumps(fingerprint()), encoding="utf-8")
         os.replace(staging, env_dir)
-    except OSError as exc:
-        raise LauncherError(f"cannot finish the venv in {staging} ({exc.strerror}: {exc.filename}); "
-                            f"free some disk space or fix the folder's permissions, {RECONNECT}") from None
+    except (OSError, subprocess.CalledProcessError) as exc:
+        reason = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) else f"{python} exited {exc.returncode}"
+        raise LauncherError(f"cannot finish the venv in {staging} ({reason}); free some disk space or fix the "
+                            f"folder's permissions, {RECONNECT}") from None
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
