@@ -17,6 +17,8 @@ SLOW_PREFIXES = (
     "importer/test_shipped.py",
     "importer/test_corpus.py",
     "integrations/test_plugin_claude_cli.py",
+    "integrations/test_plugin_launcher.py",
+    "integrations/test_plugin_proxy.py",
     "server/test_crash.py",
     "server/test_load.py",
     "server/test_transport.py",
