@@ -146,7 +146,7 @@ def start_instance(project: Path, store: Path) -> str:
     can be one that runs a shell step and asks a question."""
     from aromcp_workflows.app.service import WorkflowService
 
-    return str(WorkflowService(project_dir=project, store_path=store).start("slow-then-ask", {})["workflow_id"])
+    return str(WorkflowService(project_dir=project, store_path=store).start("slow-then-ask", {}).workflow_id)
 
 
 async def reference_tools(tmp_path: Path, mode: str) -> list[dict[str, Any]]:
