@@ -35,6 +35,9 @@ from aromcp_workflows.store import (
     HistoryEvent,
     InstanceRecord,
     InstanceSummary,
+    KeyTakenError,
+    OutcomeUnknownError,
+    StartKey,
     Store,
     StoreError,
     note_caught_up,
@@ -122,15 +125,18 @@ class InstanceRegistry:
         return self._prompt
 
     # -- creating and loading -----------------------------------------------------------------
-    def start(self, workflow_id: str, bundle: WorkflowBundle, project_dir: Any, inputs: dict[str, Any]) -> WorkflowRun:
-        """A new instance, committed before anyone can see it."""
+    def start(self, workflow_id: str, bundle: WorkflowBundle, project_dir: Any, inputs: dict[str, Any],
+              start_key: StartKey | None = None) -> WorkflowRun:
+        """A new instance, committed before anyone can see it (with its start key, if any:
+        `KeyTakenError` when that key started another instance first)."""
         bundle = WorkflowBundle.from_snapshot(bundle.snapshot())  # one bundle per content, shared by instances
         run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self.prompt)
         base = InstanceRecord(workflow_id=run.workflow_id, workflow=bundle.main.name,
                               project_dir=str(run.project_dir), definition=bundle.snapshot(),
                               created_at=utc_now(), updated_at=utc_now())
         record = record_of(run, base)
-        self._perform(record, run.take_journal(), lambda events: self.store.create(record, events))
+        self._perform(record, run.take_journal(), lambda events: self.store.create(record, events,
+                                                                                 start_key=start_key))
         with self._guard:
             self._live[run.workflow_id] = LiveInstance(run, *kept(run, record))
         return run
@@ -311,8 +317,10 @@ class InstanceRegistry:
             record.version = write(history_events(journal))
             for point in journal.checkpoints:
                 self.store.add_checkpoint(record.workflow_id, None, point.reason, record.snapshot())
-        except ConflictError:
+        except (ConflictError, KeyTakenError):
             raise
+        except OutcomeUnknownError as exc:
+            raise ServiceError(f"workflow {record.workflow_id}: {exc}") from None
         except StoreError as exc:
             raise ServiceError(f"workflow {record.workflow_id}: the store could not save this change ({exc}); "
                                "nothing of this call was kept — fix the store (disk space, permissions) and "
@@ -346,6 +354,9 @@ class InstanceRegistry:
             event = HistoryEvent(kind="rolled_back", data={"checkpoint_id": checkpoint_id})
             self._translate(lambda: self.store.save(record, live.record.version, [event]))
             self.forget(workflow_id)  # the next call loads the rolled-back instance
+
+    def started_by(self, project_dir: str, key: str) -> tuple[str, str] | None:
+        return self._translate(lambda: self.store.started_by(project_dir, key))
 
     def exists(self, workflow_id: str) -> None:
         self._translate(lambda: self.store.load(workflow_id))

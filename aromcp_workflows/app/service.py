@@ -9,6 +9,8 @@ change is committed before the method returns.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -52,10 +54,11 @@ from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.runner import ProgressCallback
 from aromcp_workflows.state import Update
-from aromcp_workflows.store import InstanceRecord, open_store
+from aromcp_workflows.store import InstanceRecord, KeyTakenError, StartKey, open_store
 
 __all__ = ["WorkflowService"]
 STEP_STATUSES = ("success", "failed")
+MAX_KEY = 200  # characters of a workflow_start idempotency_key
 END_STATUSES = {"success": "completed", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 
 
@@ -151,12 +154,39 @@ class WorkflowService:
             return Plan(**explain_plan(bundle, inputs or {}, self.instances.engine))
 
     # -- instances ------------------------------------------------------------------
-    def start(self, workflow: str, inputs: dict[str, Any] | None = None) -> Started:
+    def start(self, workflow: str, inputs: dict[str, Any] | None = None,
+              idempotency_key: str | None = None) -> Started:
+        """A new instance; with `idempotency_key`, the instance that key started in this
+        project if there is one (a resend of a start whose answer was lost), and a refusal
+        when that key came with another request."""
+        inputs = inputs or {}
+        key = None if idempotency_key is None else start_key(idempotency_key, workflow, inputs)
+        if key is not None:
+            with refusals():
+                found = self.instances.started_by(str(self.project_dir), key.key)
+            if found is not None:
+                return self._started_before(key, *found)
         bundle = self.bundle(workflow)
         workflow_id = f"wf_{uuid.uuid4().hex[:12]}"
         with refusals():
-            run = self.instances.start(workflow_id, bundle, self.project_dir, inputs or {})
+            try:
+                run = self.instances.start(workflow_id, bundle, self.project_dir, inputs, key)
+            except KeyTakenError as exc:  # the same start, sent twice at once: one instance, one answer
+                assert key is not None
+                return self._started_before(key, exc.workflow_id, exc.request)
         return Started(workflow_id=workflow_id, status=run.status, state=run.states["main"].flattened())
+
+    def _started_before(self, key: StartKey, workflow_id: str, request: str) -> Started:
+        """The answer to a start whose key was used already: that instance as it stands now."""
+        if request != key.request:
+            raise ServiceError(
+                f"idempotency_key {key.key!r} was already used in this project to start instance {workflow_id} "
+                "with a different request (another workflow or other inputs); nothing was started. Resend "
+                "exactly the first request to get that instance again, or use a new key for a new start.")
+        with refusals():
+            status, state = self.instances.read(workflow_id,
+                                                lambda run, _: (run.status, run.states["main"].flattened()))
+        return Started(workflow_id=workflow_id, status=status, state=state)
 
     def next_step(self, workflow_id: str, task_id: str | None = None,
                   progress: ProgressCallback | None = None) -> NextStep:
@@ -292,6 +322,17 @@ class WorkflowService:
         """The instance's masker (see `InstanceRegistry.masker`)."""
         with refusals():
             return self.instances.masker(workflow_id, latest)
+
+
+def start_key(key: str, workflow: str, inputs: dict[str, Any]) -> StartKey:
+    """A checked idempotency key with the fingerprint of its request (workflow and inputs as
+    the client sent them: the same request sent again has the same fingerprint)."""
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY or any(ord(c) < 32 or ord(c) == 127 for c in key):
+        raise ServiceError(f"idempotency_key must be 1 to {MAX_KEY} characters without control characters "
+                           "(a UUID made by the client for this one start is a good choice)")
+    request = json.dumps({"workflow": workflow, "inputs": inputs}, sort_keys=True, separators=(",", ":"),
+                         ensure_ascii=False, default=repr)
+    return StartKey(key, hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest())
 
 
 def _updates(updates: list[dict[str, Any]]) -> list[Update]:

@@ -160,10 +160,11 @@ class WorkflowTools:
         with tool_errors("workflow_validate"):
             return self.service.validate(workflow, yaml)
 
-    def workflow_start(self, workflow: str, inputs: dict[str, Any] | None = None) -> Started:
-        """Start a workflow instance; returns workflow_id and the initial state."""
+    def workflow_start(self, workflow: str, inputs: dict[str, Any] | None = None,
+                       idempotency_key: str | None = None) -> Started:
+        """Start a workflow instance; returns workflow_id and the state (same idempotency_key: same instance)."""
         with tool_errors("workflow_start"):
-            return self.service.start(workflow, inputs or {})
+            return self.service.start(workflow, inputs or {}, idempotency_key)
 
     def workflow_get_next_step(self, workflow_id: str, task_id: str | None = None,
                                sub_agent_context: dict[str, Any] | None = None,

@@ -190,6 +190,35 @@ class StoreOpenError(StoreError):
     """The store file could not be opened or created (path, reason and remedy in the text)."""
 
 
+@dataclass(frozen=True)
+class StartKey:
+    """The idempotency key of one `workflow_start`, kept with the instance it started.
+
+    `key` is the client's token (unique per project); `request` a fingerprint of what the
+    start asked for (workflow and inputs), so that the same key sent again with another
+    request is told apart from a resend of the same one."""
+
+    key: str
+    request: str
+
+
+class KeyTakenError(StoreError):
+    """`create` found its start key used already: nothing was written.  `workflow_id` is
+    the instance that key started, `request` the fingerprint stored with it."""
+
+    def __init__(self, key: str, workflow_id: str, request: str) -> None:
+        super().__init__(f"start key {key!r} already started instance {workflow_id!r}")
+        self.key, self.workflow_id, self.request = key, workflow_id, request
+
+    def __reduce__(self) -> tuple[type[KeyTakenError], tuple[str, str, str]]:
+        return (type(self), (self.key, self.workflow_id, self.request))
+
+
+class OutcomeUnknownError(StoreError):
+    """The connection to the database broke while a write was in flight, and whether the
+    write was committed could not be told afterwards: nothing may be assumed either way."""
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable, versioned storage of workflow instances, their history and checkpoints.
@@ -207,11 +236,19 @@ class Store(Protocol):
     # read transaction.
     check_with_deltas: bool
 
-    def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
-        """Insert a new instance at version 1 (set on `record` too) with its first events.
+    def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = (), *,
+               start_key: StartKey | None = None) -> int:
+        """Insert a new instance at version 1 (set on `record` too) with its first events,
+        and its `start_key` (per project), in one transaction.
 
-        Raises ConflictError (expected_version 0) if the id is taken.
+        Raises ConflictError (expected_version 0) if the id is taken, KeyTakenError (nothing
+        written) if the start key is.
         """
+        ...
+
+    def started_by(self, project_dir: str, key: str) -> tuple[str, str] | None:
+        """The instance a start key started in a project, with the request fingerprint
+        stored beside it: `(workflow_id, request)`, or None for an unused key."""
         ...
 
     def load(self, workflow_id: str) -> InstanceRecord:
@@ -429,8 +466,11 @@ def event_texts(workflow_id: str, events: Sequence[HistoryEvent], now: str) -> l
     return texts
 
 
-def number_events(events: Sequence[HistoryEvent], first: int) -> None:
-    """Give written events their seq numbers (first, first + 1, …), as the store assigned them."""
+def number_events(events: Sequence[HistoryEvent], first: int | None) -> None:
+    """Give written events their seq numbers (first, first + 1, …), as the store assigned them
+    (None: a write confirmed after its connection broke, whose numbers could not be read)."""
+    if first is None:
+        return
     for offset, event in enumerate(events):
         event.seq = first + offset
 
@@ -522,7 +562,7 @@ def save_refused(workflow_id: str, expected_version: int, found: Sequence[Any] |
     return ConflictError(workflow_id, expected_version, int(found[0]))
 
 
-def note_committed(record: InstanceRecord, plan: PlannedSave, first_seq: int) -> int:
+def note_committed(record: InstanceRecord, plan: PlannedSave, first_seq: int | None) -> int:
     """Bring `record` and its events up to the save its store has just committed; the new version."""
     number_events(plan.events, first_seq)
     record.version, record.updated_at = plan.version, plan.now

@@ -15,6 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# `workflow_start`'s idempotency keys: one row per key and project, naming the instance the
+# key started and a fingerprint of the request (`base.StartKey`).  The same text in both.
+CREATE_START_KEYS = (
+    "CREATE TABLE start_keys (project_dir TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL, "
+    "workflow_id TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (project_dir, key))"
+)
+
 # The migrations' own table, one row per applied migration (`pending_migrations`).
 CREATE_SCHEMA_VERSION = (
     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
@@ -99,6 +106,15 @@ class Dialect:
     def next_checkpoint(self) -> str:
         """The number of an instance's next checkpoint (its id is ``cp-<n>``)."""
         return f"SELECT COALESCE(MAX(n), 0) + 1 FROM checkpoints WHERE workflow_id = {self.mark}"
+
+    def start_key(self) -> str:
+        """`Store.started_by`: the instance a start key started in a project, and its request."""
+        return f"SELECT workflow_id, request FROM start_keys WHERE project_dir = {self.mark} AND key = {self.mark}"
+
+    def insert_start_key(self) -> str:
+        """One start key row: project_dir, key, request, workflow_id, created_at."""
+        return ("INSERT INTO start_keys (project_dir, key, request, workflow_id, created_at) "
+                f"VALUES ({', '.join([self.mark] * 5)})")
 
     def insert_checkpoint(self) -> str:
         """One checkpoint row: workflow_id, n, checkpoint_id, step_id, reason, created_at, snapshot."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from aromcp_workflows.store.base import pending_migrations, utc_now
-from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CURRENT_SCHEMA_VERSION
+from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CREATE_START_KEYS, CURRENT_SCHEMA_VERSION
 
 # Append new migrations; never edit a released one.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -85,6 +85,11 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 PRIMARY KEY (workflow_id, version)
             )""",
         ],
+    ),
+    (
+        # `workflow_start`'s idempotency keys (a resent start returns the instance it made).
+        3,
+        [CREATE_START_KEYS + " WITHOUT ROWID"],
     ),
 ]
 

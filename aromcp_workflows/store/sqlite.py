@@ -38,7 +38,9 @@ from aromcp_workflows.store.base import (
     HistoryEvent,
     InstanceRecord,
     InstanceSummary,
+    KeyTakenError,
     NotFoundError,
+    StartKey,
     StoreError,
     StoreOpenError,
 )
@@ -194,19 +196,31 @@ class SqliteStore:
 
     # -- instances ----------------------------------------------------------------
 
-    def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
+    def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = (), *,
+               start_key: StartKey | None = None) -> int:
         plan = base.plan_create(record, events)
         v = plan.values  # `record_from_row`'s columns: the row takes the small ones, bodies the JSON
         with self._write() as conn:
             found = conn.execute(_VERSION, (record.workflow_id,)).fetchone()
             if found is not None:
                 raise ConflictError(record.workflow_id, 0, found[0])
+            if start_key is not None:
+                taken = conn.execute(SQLITE.start_key(), (record.project_dir, start_key.key)).fetchone()
+                if taken is not None:
+                    raise KeyTakenError(start_key.key, taken[0], taken[1])
+                conn.execute(SQLITE.insert_start_key(), (record.project_dir, start_key.key, start_key.request,
+                                                         record.workflow_id, plan.now))
             conn.execute(f"INSERT INTO instances ({_ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
                          (*v[:4], *v[8:]))
             conn.execute("INSERT INTO bodies (workflow_id, definition, inputs, state, threads) "
                          "VALUES (?, ?, ?, ?, ?)", v[:1] + v[4:8])
             first = self._append(conn, record.workflow_id, plan.events, plan.event_data)
         return base.note_created(record, plan, first)
+
+    def started_by(self, project_dir: str, key: str) -> tuple[str, str] | None:
+        with self._lock:
+            row = self._connection().execute(SQLITE.start_key(), (project_dir, key)).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def version(self, workflow_id: str) -> int:
         """The stored version alone (a cheap freshness check for cached instances)."""

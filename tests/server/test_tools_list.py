@@ -38,7 +38,7 @@ ARGUMENTS = {  # the contract's argument names (required ones marked *)
     "workflow_list": {"include_global"},
     "workflow_get_info": {"workflow*"},
     "workflow_validate": {"workflow", "yaml"},
-    "workflow_start": {"workflow*", "inputs"},
+    "workflow_start": {"workflow*", "inputs", "idempotency_key"},
     "workflow_get_next_step": {"workflow_id*", "task_id", "sub_agent_context"},
     "workflow_step_complete": {"workflow_id*", "step_id*", "status", "result", "error", "task_id"},
     "workflow_state_read": {"workflow_id*", "paths", "task_id"},
