@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aromcp_workflows.store.base import pending_migrations, utc_now
-from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CURRENT_SCHEMA_VERSION
+from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CREATE_START_KEYS, CURRENT_SCHEMA_VERSION
 
 if TYPE_CHECKING:
     import psycopg
@@ -91,6 +91,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 delta       TEXT NOT NULL,
                 PRIMARY KEY (workflow_id, version)
             )""",
+        ],
+    ),
+    (
+        # `workflow_start`'s idempotency keys; and the token of the write that made each
+        # version (`last_commit` of the row, `commit_id` of a delta), by which a write whose
+        # acknowledgement was lost with its connection finds out whether it was committed.
+        3,
+        [
+            CREATE_START_KEYS,
+            "ALTER TABLE instances ADD COLUMN last_commit TEXT",
+            "ALTER TABLE deltas ADD COLUMN commit_id TEXT",
         ],
     ),
 ]

@@ -18,6 +18,16 @@ Same contract and semantics as `SqliteStore` (see `base.Store`); what differs an
 - Durability is the database server's: a commit acknowledged by PostgreSQL survives a
   killed replica whatever its settings; ``synchronous_commit`` decides what survives a
   crash of PostgreSQL itself (docs/deploy.md).
+- A restart of PostgreSQL is not the caller's problem.  A read whose connection breaks
+  is sent again on a fresh one until PostgreSQL answers (`RECONNECT_PATIENCE_S`).  A
+  write whose connection breaks may or may not have been committed (the commit can
+  succeed and only its acknowledgement be lost), so it is never simply sent again: every
+  write carries a random token (``last_commit`` of the row, ``commit_id`` of its delta,
+  the exact checkpoint row), and once PostgreSQL answers again the store reads which
+  write made the version after the expected one.  Its own token: it was committed, and
+  the call goes on.  The expected version still there: nothing was committed, and the
+  write is sent again (its compare-and-set still guards it).  Another writer's: a
+  conflict, as if the write had lost the race.
 - psycopg is an optional extra (``pip install 'aromcp-workflows[postgres]'``): imported
   only when a ``postgresql://`` store is used.
 """
@@ -25,11 +35,15 @@ Same contract and semantics as `SqliteStore` (see `base.Store`); what differs an
 from __future__ import annotations
 
 import json
+import logging
 import os
+import secrets
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aromcp_workflows.store import base
 from aromcp_workflows.store.base import (
@@ -39,7 +53,10 @@ from aromcp_workflows.store.base import (
     HistoryEvent,
     InstanceRecord,
     InstanceSummary,
+    KeyTakenError,
     NotFoundError,
+    OutcomeUnknownError,
+    StartKey,
     StoreError,
     StoreOpenError,
 )
@@ -59,16 +76,20 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
+T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10
 POOL_TIMEOUT_S = 30.0
+RECONNECT_PATIENCE_S = POOL_TIMEOUT_S  # how long a call waits for PostgreSQL to come back
+RETRY_PAUSES_S = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8)  # between attempts on a broken connection; then 1 s
+log = logging.getLogger("aromcp_workflows")
 
 _INSTANCE_COLUMNS = (
     "workflow_id, workflow, project_dir, status, definition, inputs, state, threads, "
     "current_steps, error, version, created_at, updated_at"
 )
 _INSERT_INSTANCE = (
-    f"INSERT INTO instances ({_INSTANCE_COLUMNS}, last_seq, snapshot_version) "
-    f"VALUES ({', '.join(['%s'] * 14)}, 1) ON CONFLICT (workflow_id) DO NOTHING RETURNING 1 AS first"
+    f"INSERT INTO instances ({_INSTANCE_COLUMNS}, last_seq, last_commit, snapshot_version) "
+    f"VALUES ({', '.join(['%s'] * 15)}, 1) ON CONFLICT (workflow_id) DO NOTHING RETURNING 1 AS first"
 )
 # One statement, one snapshot: the row and the deltas written since its full snapshot.
 _LOAD_INSTANCE = (
@@ -82,15 +103,16 @@ _PROGRESS = (  # one statement, one snapshot: the status columns and the deltas 
     "ORDER BY d.version) FROM instances i WHERE workflow_id = %s"
 )
 _COMPARE_AND_SET = (
-    "version = %s, updated_at = %s, last_seq = last_seq + %s WHERE workflow_id = %s AND version = %s "
-    "RETURNING last_seq - %s + 1 AS first"
+    "version = %s, updated_at = %s, last_seq = last_seq + %s, last_commit = %s WHERE workflow_id = %s AND "
+    "version = %s RETURNING last_seq - %s + 1 AS first"
 )
 _UPDATE_FULL = (  # a new full snapshot; the deltas up to a version go (see `Store.save`)
     "WITH base AS (UPDATE instances SET status = %s, state = %s, threads = %s, current_steps = %s, error = %s, "
     f"snapshot_version = version + 1, {_COMPARE_AND_SET}), "
     "gone AS (DELETE FROM deltas WHERE workflow_id = %s AND version <= %s AND EXISTS (SELECT 1 FROM base)) "
 )
-_ADD_DELTA = "added AS (INSERT INTO deltas (workflow_id, version, delta) SELECT %s, %s, %s FROM base) "
+_ADD_DELTA = ("added AS (INSERT INTO deltas (workflow_id, version, delta, commit_id) "
+              "SELECT %s, %s, %s, %s FROM base) ")
 _UPDATE_DELTA = (  # the small columns and one delta row; the large columns stay as they are
     "WITH base AS (UPDATE instances SET status = %s, current_steps = %s, error = %s, "
     f"{_COMPARE_AND_SET}), " + _ADD_DELTA
@@ -99,6 +121,16 @@ _UPDATE_DELTA = (  # the small columns and one delta row; the large columns stay
 # rows are one statement (one round trip, atomic in autocommit); no base row, no history.
 _FIRST = "SELECT first FROM base"
 _VERSION = POSTGRES.version()
+_TAKE_KEY = POSTGRES.insert_start_key() + " ON CONFLICT (project_dir, key) DO NOTHING RETURNING 1"
+# After a broken connection: which write made the version after the expected one (`save`),
+# whether an instance was created (`create`) or a checkpoint added, and by whom.
+_SAVED = (
+    "SELECT version, last_commit, last_seq, (SELECT d.commit_id FROM deltas d WHERE d.workflow_id = i.workflow_id "
+    "AND d.version = %s) FROM instances i WHERE workflow_id = %s"
+)
+_CREATED = "SELECT version, last_commit FROM instances WHERE workflow_id = %s"
+_CHECKPOINTED = ("SELECT n FROM checkpoints WHERE workflow_id = %s AND created_at = %s AND reason = %s "
+                 "AND snapshot = %s")
 _INSERT_HISTORY = (  # the events travel as one JSON array of [kind, step_id, task_id, timestamp, data]
     "INSERT INTO history (workflow_id, seq, kind, step_id, task_id, timestamp, data) "
     "SELECT %s, base.first + e.n - 1, e.r->>0, e.r->>1, e.r->>2, e.r->>3, e.r->>4 "
@@ -181,23 +213,48 @@ class PostgresStore:
             ) from exc
 
     def _fetch(self, action: str, sql: str, params: Sequence[Any]) -> list[Any]:
-        """The rows of one read.  A connection the server dropped (PostgreSQL restarted while
-        it sat in the pool) is replaced and the read tried once more: reads are safe to repeat."""
-        psycopg, _ = import_psycopg()
-        for attempt in range(2):
+        """The rows of one read.  A connection the server dropped (PostgreSQL restarted) is
+        replaced and the read sent again until PostgreSQL answers: reads are safe to repeat."""
+        deadline = time.monotonic() + RECONNECT_PATIENCE_S
+        attempt = 0
+        while True:
             try:
                 with self._conn(action) as conn:
                     return conn.execute(sql, params).fetchall()
             except StoreError as exc:
-                if attempt or not isinstance(exc.__cause__, psycopg.OperationalError):
+                if not _broken(exc) or time.monotonic() >= deadline:
                     raise
-        raise AssertionError("unreachable")
+            _pause(attempt)
+            attempt += 1
 
-    @contextmanager
-    def _write(self, action: str) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
-        with self._conn(action) as conn, conn.transaction():
-            yield conn
+    def _write_once(self, action: str, attempt: Callable[[psycopg.Connection[Any]], T],
+                    outcome: Callable[[], _Committed[T] | None]) -> T:
+        """Run a write exactly once.  When its connection breaks, the write may have been
+        committed or not: `outcome` (a read, which waits for PostgreSQL) tells which —
+        committed, with what the write returned; or not, and it is sent again."""
+        deadline = time.monotonic() + RECONNECT_PATIENCE_S
+        while True:
+            try:
+                with self._conn(action) as conn:
+                    return attempt(conn)
+            except StoreError as exc:
+                if not _broken(exc) or time.monotonic() >= deadline:
+                    raise
+                lost = exc
+            try:
+                done = outcome()
+            except (NotFoundError, ConflictError, OutcomeUnknownError):
+                raise
+            except StoreError as exc:
+                raise OutcomeUnknownError(
+                    f"The connection to the workflow store {self.path} broke while this change was being "
+                    f"saved ({one_line(lost.__cause__ or lost)}), and PostgreSQL did not answer again within "
+                    f"{RECONNECT_PATIENCE_S:g}s ({exc}): whether the change was saved is unknown. Check "
+                    "that PostgreSQL is up, look at the instance (workflow_status), then retry.") from exc
+            log.warning("PostgreSQL connection lost while trying to %s %s: the write was %s", action, self.path,
+                        "committed" if done is not None else "not committed; sending it again")
+            if done is not None:
+                return done.value
 
     def close(self) -> None:
         with self._lock:
@@ -207,19 +264,49 @@ class PostgresStore:
 
     # -- instances ----------------------------------------------------------------
 
-    def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = ()) -> int:
+    def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = (), *,
+               start_key: StartKey | None = None) -> int:
         plan = base.plan_create(record, events)
-        with self._conn("create an instance in") as conn:
-            if plan.events:
-                history = _history_rows(plan.events, plan.event_data)
-                cur = conn.execute(f"WITH base AS ({_INSERT_INSTANCE}) {_INSERT_HISTORY}",
-                                   (*plan.values, len(plan.events), record.workflow_id, history))
-            else:
-                cur = conn.execute(_INSERT_INSTANCE, (*plan.values, 0))
-            if cur.rowcount == 0:
-                found = conn.execute(_VERSION, (record.workflow_id,)).fetchone()
-                raise ConflictError(record.workflow_id, 0, int(found[0]) if found else 0)
+        wid, token = record.workflow_id, _token()
+        values = (*plan.values, len(plan.events), token)
+        history = _history_rows(plan.events, plan.event_data) if plan.events else None
+
+        def attempt(conn: psycopg.Connection[Any]) -> int:
+            if start_key is None:
+                return self._insert(conn, wid, values, history)
+            with conn.transaction():  # the key and the instance: both or neither
+                if conn.execute(_TAKE_KEY, (record.project_dir, start_key.key, start_key.request, wid,
+                                            plan.now)).fetchone() is None:
+                    taken = conn.execute(POSTGRES.start_key(), (record.project_dir, start_key.key)).fetchone()
+                    raise KeyTakenError(start_key.key, taken[0], taken[1]) if taken else ConflictError(wid, 0, 0)
+                return self._insert(conn, wid, values, history)
+
+        def outcome() -> _Committed[int] | None:
+            rows = self._fetch("read", _CREATED, (wid,))
+            if not rows:
+                return None
+            if rows[0][1] != token:
+                raise ConflictError(wid, 0, int(rows[0][0]))
+            return _Committed(1)
+
+        self._write_once("create an instance in", attempt, outcome)
         return base.note_created(record, plan, 1)
+
+    @staticmethod
+    def _insert(conn: psycopg.Connection[Any], wid: str, values: tuple[Any, ...], history: str | None) -> int:
+        """The instance row and its first history rows, in one statement."""
+        if history is not None:
+            cur = conn.execute(f"WITH base AS ({_INSERT_INSTANCE}) {_INSERT_HISTORY}", (*values, wid, history))
+        else:
+            cur = conn.execute(_INSERT_INSTANCE, values)
+        if cur.rowcount == 0:
+            found = conn.execute(_VERSION, (wid,)).fetchone()
+            raise ConflictError(wid, 0, int(found[0]) if found else 0)
+        return 1
+
+    def started_by(self, project_dir: str, key: str) -> tuple[str, str] | None:
+        rows = self._fetch("read", POSTGRES.start_key(), (project_dir, key))
+        return (rows[0][0], rows[0][1]) if rows else None
 
     def version(self, workflow_id: str) -> int:
         """The stored version alone (a cheap freshness check for cached instances)."""
@@ -254,26 +341,51 @@ class PostgresStore:
         """Compare-and-set the row and append `events` with the delta, a new full
         snapshot, or both, atomically, in one statement (see `Store.save`)."""
         plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
-        wid, version, count = record.workflow_id, plan.version, len(plan.events)
-        cas = (version, plan.now, count, wid, expected_version, count)
+        wid, version, count, token = record.workflow_id, plan.version, len(plan.events), _token()
+        cas = (version, plan.now, count, token, wid, expected_version, count)
         params: tuple[Any, ...]
         if plan.full:
             write, params = _UPDATE_FULL, (record.status, plan.body["state"], plan.body["threads"],
                                            plan.current_steps, record.error, *cas, wid, plan.drop_through)
             if delta is not None:  # the snapshot's own delta, for copies still catching up
-                write, params = write + ", " + _ADD_DELTA, (*params, wid, version, delta)
+                write, params = write + ", " + _ADD_DELTA, (*params, wid, version, delta, token)
         else:
-            write, params = _UPDATE_DELTA, (record.status, plan.current_steps, record.error, *cas, wid, version, delta)
-        with self._conn("save an instance in") as conn:
-            if count:  # one statement: compare-and-set, body or delta, numbering and history rows
-                params = (*params, wid, _history_rows(plan.events, plan.event_data))
-                rows = conn.execute(write + _INSERT_HISTORY, params).fetchall()
-            else:
-                rows = conn.execute(write + _FIRST, params).fetchall()
-            first = min((int(r[0]) for r in rows), default=None)
+            write, params = _UPDATE_DELTA, (record.status, plan.current_steps, record.error, *cas, wid, version,
+                                            delta, token)
+        if count:  # one statement: compare-and-set, body or delta, numbering and history rows
+            write, params = write + _INSERT_HISTORY, (*params, wid, _history_rows(plan.events, plan.event_data))
+        else:
+            write += _FIRST
+
+        def attempt(conn: psycopg.Connection[Any]) -> int | None:
+            first = min((int(r[0]) for r in conn.execute(write, params).fetchall()), default=None)
             if first is None:
                 raise base.save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
+            return first
+
+        first = self._write_once("save an instance in", attempt,
+                                 lambda: self._saved(wid, expected_version, token, count))
         return base.note_committed(record, plan, first)
+
+    def _saved(self, wid: str, expected: int, token: str, count: int) -> _Committed[int | None] | None:
+        """After a broken connection: whether the save of `token` made version `expected + 1`
+        (with its first history seq when that can still be read), or nothing was committed."""
+        rows = self._fetch("read", _SAVED, (expected + 1, wid))
+        if not rows:
+            raise NotFoundError(wid, self.path)
+        found, last, last_seq, delta_commit = int(rows[0][0]), rows[0][1], int(rows[0][2]), rows[0][3]
+        if found == expected:
+            return None
+        if last == token:
+            return _Committed(last_seq - count + 1)
+        if delta_commit == token:
+            return _Committed(None)  # ours, and others wrote since: its seq numbers are not at hand
+        if found == expected + 1 or delta_commit is not None:
+            raise ConflictError(wid, expected, found)
+        raise OutcomeUnknownError(
+            f"The connection to the workflow store {self.path} broke while instance {wid} was being saved, and "
+            f"{found - expected} later versions were written since: whether this change was one of them cannot "
+            "be told any more. Look at the instance (workflow_status) before retrying.")
 
     def list_instances(
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None
@@ -304,19 +416,27 @@ class PostgresStore:
         snapshot: Mapping[str, Any],
     ) -> Checkpoint:
         plan = base.plan_checkpoint(workflow_id, step_id, reason, snapshot)
-        with self._write("add a checkpoint to") as conn:
-            bumped = conn.execute(  # also locks the row: saves of this instance wait for us
-                "UPDATE instances SET last_seq = last_seq + 1 WHERE workflow_id = %s RETURNING last_seq",
-                (workflow_id,),
-            ).fetchone()
-            if bumped is None:
-                raise NotFoundError(workflow_id, self.path)
-            found = conn.execute(POSTGRES.next_checkpoint(), (workflow_id,)).fetchone()
-            n = int(found[0]) if found else 1
-            conn.execute(POSTGRES.insert_checkpoint(), plan.row(n))
-            conn.execute(f"WITH base AS (SELECT %s::bigint AS first) {_INSERT_HISTORY}",
-                         (int(bumped[0]), workflow_id, _history_rows(*plan.history(n))))
-        return plan.checkpoint(n)
+
+        def attempt(conn: psycopg.Connection[Any]) -> int:
+            with conn.transaction():
+                bumped = conn.execute(  # also locks the row: saves of this instance wait for us
+                    "UPDATE instances SET last_seq = last_seq + 1 WHERE workflow_id = %s RETURNING last_seq",
+                    (workflow_id,),
+                ).fetchone()
+                if bumped is None:
+                    raise NotFoundError(workflow_id, self.path)
+                found = conn.execute(POSTGRES.next_checkpoint(), (workflow_id,)).fetchone()
+                n = int(found[0]) if found else 1
+                conn.execute(POSTGRES.insert_checkpoint(), plan.row(n))
+                conn.execute(f"WITH base AS (SELECT %s::bigint AS first) {_INSERT_HISTORY}",
+                             (int(bumped[0]), workflow_id, _history_rows(*plan.history(n))))
+            return n
+
+        def outcome() -> _Committed[int] | None:  # the exact row written (time to the µs, reason, snapshot)
+            rows = self._fetch("read", _CHECKPOINTED, (workflow_id, plan.now, reason, plan.text))
+            return _Committed(int(rows[0][0])) if rows else None
+
+        return plan.checkpoint(self._write_once("add a checkpoint to", attempt, outcome))
 
     def get_checkpoint(self, workflow_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         sql, params = POSTGRES.checkpoint(workflow_id, checkpoint_id)
@@ -325,6 +445,29 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r}, pool_size={self.pool_size})"
+
+
+@dataclass(frozen=True)
+class _Committed(Generic[T]):
+    """A write found committed after its connection broke, with what the write returns."""
+
+    value: T
+
+
+def _token() -> str:
+    """The random token a write leaves on what it writes (see the module's docstring)."""
+    return secrets.token_hex(8)
+
+
+def _broken(exc: StoreError) -> bool:
+    """Whether a store error is a lost or refused connection (PostgreSQL restarting, say),
+    after which the same request may succeed; not a refusal of the request itself."""
+    psycopg, _ = import_psycopg()
+    return isinstance(exc.__cause__, psycopg.OperationalError)
+
+
+def _pause(attempt: int) -> None:
+    time.sleep(RETRY_PAUSES_S[attempt] if attempt < len(RETRY_PAUSES_S) else 1.0)
 
 
 def _history_rows(events: list[HistoryEvent], data: list[str]) -> str:

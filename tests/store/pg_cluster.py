@@ -5,7 +5,7 @@ user (``runuser -u postgres -- …``); as anyone else it runs as that user.  It 
 no TCP address: clients reach it through the socket in its temp dir, on a port number
 that is free on this machine (the port only names the socket file).  Durability settings
 are off (``fsync=off``): the cluster is deleted after the run, and PostgreSQL itself is
-never killed by the tests (server replicas are).
+only restarted on purpose (`restart_immediate`: the outage tests and the fault campaign).
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ class PgCluster:
     def restart(self) -> None:
         """A fast restart (every client connection is dropped); same port, same databases."""
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-m", "fast", "-w", "restart")
+
+    def restart_immediate(self) -> None:
+        """A crash and recovery: ``pg_ctl restart -m immediate`` (no shutdown checkpoint,
+        every connection cut mid-statement), as after PostgreSQL was killed."""
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-m", "immediate", "-w", "restart")
 
     def stop(self) -> None:
         try:
