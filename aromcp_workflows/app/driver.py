@@ -3,11 +3,16 @@
 The interpreter answers every call with an effect value; this module performs them.
 `Answer` goes back to the caller.  `ShellRequest` runs the command with no lock held,
 then hands the result back in a new transaction; the transaction that hands out the
-request also records its owner and lease (`shell.owner`), and a long command renews the
-lease every third of it.  `Busy` (another call is running the thread's command) waits:
-on the command's completion event when this process runs it — no thread polls — and
-otherwise until its owner finishes; a command whose owner is gone (or whose lease
-expired) is released so that it runs again.
+request also records its owner, lease and run directory (`shell.owner`,
+`shell.rundir`), and a long command renews the lease every third of it.  The run
+directory is removed once the result is committed, not before: until then a later call
+can take the result from it.  `Busy` (another call is running the thread's command)
+waits: on the command's completion event when this process runs it — no thread polls —
+and otherwise until its owner finishes.  A command whose owner is gone (or whose lease
+expired) is adopted when its run directory is on this machine: the command started
+there goes on or has ended, and its result is taken, so it never runs twice on one
+machine.  Only a command whose owner was on another machine (which died, or was cut
+off past its lease) is released and runs again here: at least once.
 
 A `Transact` function runs one change to an instance under its lock and commits it (or
 changes nothing): the instance layer's `InstanceRegistry.transact`.
@@ -20,26 +25,29 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from aromcp_workflows.interpreter import Answer, Busy, Completion, ShellRequest, ShellResult, WorkflowRun
 from aromcp_workflows.interpreter.effects import Outcome
 from aromcp_workflows.shell import owner as owners
-from aromcp_workflows.shell.runner import Periodic, ProgressCallback, run_shell
+from aromcp_workflows.shell.rundir import RunDir
+from aromcp_workflows.shell.runner import DEFAULT_TIMEOUT_MS, Periodic, ProgressCallback, adopt, run_shell
 
 T = TypeVar("T")
 Transact = Callable[[str, Callable[[WorkflowRun], T]], T]  # (workflow_id, change) -> what change returned
-ShellRunner = Callable[[ShellRequest, ProgressCallback | None, Sequence[Periodic]], ShellResult]
+ShellRunner = Callable[[ShellRequest, ProgressCallback | None, Sequence[Periodic], RunDir, dict[str, Any]],
+                       ShellResult]
 OTHER_PROCESS_POLL_S = (0.05, 0.5)  # backoff while a command runs in another server process
 BUSY_WAIT_S = 5.0  # how long one wait on a running command lasts before it is looked at again
 log = logging.getLogger("aromcp_workflows")
 
 
 def default_shell_runner(request: ShellRequest, progress: ProgressCallback | None,
-                         periodic: Sequence[Periodic] = ()) -> ShellResult:
+                         periodic: Sequence[Periodic], run_dir: RunDir, meta: dict[str, Any]) -> ShellResult:
     named = None if progress is None else _named(progress, request.step_id)
     return run_shell(request.command, request.cwd, env=request.env, timeout_ms=request.timeout_ms,
-                     progress=named, periodic=periodic)
+                     progress=named, periodic=periodic, run_dir=run_dir, meta=meta)
 
 
 def _named(progress: ProgressCallback, step_id: str) -> ProgressCallback:
@@ -88,10 +96,12 @@ class Completed:
 @dataclass
 class Pending:
     """An effect the driver must perform outside the lock for `workflow_id`: run a command
-    (`ShellRequest`) or wait for the one another call runs (`Busy`)."""
+    (`ShellRequest`, in the run directory its claim names) or wait for the one another call
+    runs (`Busy`)."""
 
     workflow_id: str
     effect: ShellRequest | Busy
+    run_dir: RunDir | None = None
 
 
 Claimed = Answer | Pending
@@ -105,10 +115,11 @@ class Driver:
     this process runs now."""
 
     def __init__(self, transact: Transact[Any], shell_runner: ShellRunner = default_shell_runner,
-                 in_flight: InFlight = IN_FLIGHT):
+                 in_flight: InFlight = IN_FLIGHT, store_path: Callable[[], str] = lambda: ""):
         self.transact = transact
         self.shell_runner = shell_runner
         self.in_flight = in_flight
+        self.store_path = store_path  # recorded with each command, for the server that adopts it
 
     def next_step(self, workflow_id: str, thread_id: str | None = None,
                   progress: ProgressCallback | None = None) -> Answer:
@@ -137,11 +148,13 @@ class Driver:
         so a concurrent call waits for it instead of thinking it orphaned."""
         if isinstance(outcome, ShellRequest):
             self.in_flight.start((run.workflow_id, outcome.thread_id, outcome.step_id))
-            me = owners.current()
+            me, run_dir = owners.current(), RunDir.new()
             run.claim_shell(outcome.thread_id, outcome.step_id, {
                 "owner": me.data(), "lease_until": time.time() + owners.lease_seconds(),
-                "owner_pid": me.pid})  # what servers of older versions judge a claim by
-            return Pending(run.workflow_id, outcome)
+                "owner_pid": me.pid,  # what servers of older versions judge a claim by
+                "run_dir": str(run_dir.path),
+                "deadline": time.time() + (outcome.delay_ms + (outcome.timeout_ms or DEFAULT_TIMEOUT_MS)) / 1000})
+            return Pending(run.workflow_id, outcome, run_dir)
         if isinstance(outcome, Busy):
             return Pending(run.workflow_id, outcome)
         return outcome
@@ -150,19 +163,26 @@ class Driver:
         waits = 0
         while isinstance(claimed, Pending):
             if isinstance(claimed.effect, ShellRequest):
-                claimed = self._run_shell(claimed.workflow_id, claimed.effect, progress)
+                run_dir = claimed.run_dir or RunDir.new()
+                claimed = self._run_shell(claimed.workflow_id, claimed.effect, progress, run_dir)
             else:
                 waits += 1
                 claimed = self._wait(claimed.workflow_id, claimed.effect, thread_id, waits)
         return claimed
 
-    def _run_shell(self, workflow_id: str, request: ShellRequest, progress: ProgressCallback | None) -> Claimed:
+    def _run_shell(self, workflow_id: str, request: ShellRequest, progress: ProgressCallback | None,
+                   run_dir: RunDir) -> Claimed:
         key = (workflow_id, request.thread_id, request.step_id)
         try:
             if request.delay_ms:
                 time.sleep(request.delay_ms / 1000)
-            result = self.shell_runner(request, progress, [self._lease_renewal(workflow_id, request)])
-            return self.transact(workflow_id, lambda run: self._claim(run, run.finish_shell(request, result)))
+            meta = {"workflow_id": workflow_id, "thread_id": request.thread_id, "step_id": request.step_id,
+                    "store": self.store_path(), "server": owners.current().data()}
+            result = self.shell_runner(request, progress, [self._lease_renewal(workflow_id, request)], run_dir, meta)
+            claimed = self.transact(workflow_id, lambda run: self._claim(run, run.finish_shell(request, result,
+                                                                                             owners.current().data())))
+            run_dir.remove()  # committed: nobody needs its files any more
+            return claimed
         finally:
             self.in_flight.end(key)
 
@@ -192,7 +212,7 @@ class Driver:
         return Periodic(lease / 3, renew)
 
     def _wait(self, workflow_id: str, busy: Busy, thread_id: str | None, waits: int) -> Claimed:
-        """Wait for the command another call is running; release it when nobody runs it."""
+        """Wait for the command another call is running; take it over when nobody runs it."""
         key = (workflow_id, busy.thread_id, busy.step_id)
         event = self.in_flight.event(key)
         reason = None if event is not None else owners.abandoned(busy.claim, owners.current(), time.time())
@@ -201,8 +221,41 @@ class Driver:
         elif reason is None:  # its owner still runs it, in another process or on another host
             low, high = OTHER_PROCESS_POLL_S
             time.sleep(min(high, low * waits))
-        else:  # nobody runs it: run it again (unless its claim changed meanwhile)
-            self.transact(workflow_id, lambda run: run.release_shell(busy.thread_id, busy.step_id, reason,
-                                                                     busy.claim))
+        else:
+            taken = self._adopt(workflow_id, busy, reason)
+            if taken is not None:
+                return taken
         return self.transact(workflow_id, lambda run: self._claim(run, run.advance(thread_id)))
 
+    def _adopt(self, workflow_id: str, busy: Busy, reason: str) -> Claimed | None:
+        """Take over a command nobody runs any more.  On this machine its run directory tells
+        where it stands: it is waited for and its result committed (None returned when the
+        claim changed meanwhile: look again), or it never started and runs now for the first
+        time.  Elsewhere (or a claim without a run directory) it is released: it runs again."""
+        claim, me = busy.claim, owners.current()
+        owner = owners.Owner.from_data(claim.get("owner"))
+        run_dir = claim.get("run_dir")
+        if not isinstance(run_dir, str) or owner is None or not me.shares_pids_with(owner):
+            self.transact(workflow_id, lambda run: run.release_shell(busy.thread_id, busy.step_id, reason, claim))
+            return None
+        mine = {**claim, "owner": me.data(), "lease_until": time.time() + owners.lease_seconds(), "owner_pid": me.pid}
+        if not self.transact(workflow_id, lambda run: run.adopt_shell(busy.thread_id, busy.step_id, claim, mine,
+                                                                      reason)):
+            return None
+        key = (workflow_id, busy.thread_id, busy.step_id)
+        request = ShellRequest(busy.thread_id, busy.step_id, "", Path("."), {}, None, 0)
+        self.in_flight.start(key)
+        try:
+            deadline = claim.get("deadline")
+            result = adopt(RunDir(Path(run_dir)), deadline if isinstance(deadline, int | float) else time.time(),
+                           None, [self._lease_renewal(workflow_id, request)])
+            if result is None:
+                self.transact(workflow_id, lambda run: run.release_shell(
+                    busy.thread_id, busy.step_id, f"{reason}, before it started", mine))
+                return None
+            claimed = self.transact(workflow_id, lambda run: self._claim(run, run.finish_shell(request, result,
+                                                                                             me.data())))
+            RunDir(Path(run_dir)).remove()
+            return claimed
+        finally:
+            self.in_flight.end(key)

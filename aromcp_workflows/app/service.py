@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -52,11 +53,13 @@ from aromcp_workflows.definition import DefinitionError, WorkflowLoader, Workflo
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.safety.masking import Masker
+from aromcp_workflows.shell.rundir import RunDir
 from aromcp_workflows.shell.runner import ProgressCallback
 from aromcp_workflows.state import Update
 from aromcp_workflows.store import InstanceRecord, KeyTakenError, StartKey, open_store
 
 __all__ = ["WorkflowService"]
+log = logging.getLogger("aromcp_workflows")
 STEP_STATUSES = ("success", "failed")
 MAX_KEY = 200  # characters of a workflow_start idempotency_key
 END_STATUSES = {"success": "completed", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
@@ -74,7 +77,7 @@ class WorkflowService:
         self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
         self.loader = WorkflowLoader(self.resolver, syntax_engine=self._engine)  # compiles JS in the V8 children
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
-        self.driver = Driver(transact=self.instances.transact)
+        self.driver = Driver(transact=self.instances.transact, store_path=lambda: self.instances.store.path)
 
     @property
     def project_dir(self) -> Path:
@@ -317,6 +320,38 @@ class WorkflowService:
         except ExpressionError as exc:
             return TransformTest(success=False, error=str(exc), execution_time_ms=_ms_since(started))
         return TransformTest(success=True, output=output, execution_time_ms=_ms_since(started))
+
+    def take_over_orphans(self) -> int:
+        """Adopt the commands of this store that servers of this machine started and left
+        behind when they died (`shell.rundir.orphans`): each is waited for in a thread of its
+        own and its result committed, as the next call on its thread would do — but at once,
+        before a server on another machine sees its lease expire and runs it again.  Returns
+        how many were found."""
+        import threading
+
+        from aromcp_workflows.shell.rundir import orphans
+
+        store = self.instances.store.path
+        found = [(d, meta) for d in orphans() if (meta := d.meta()) is not None and meta.get("store") == store]
+        for run_dir, meta in found:
+            thread = meta.get("thread_id")
+            threading.Thread(target=self._adopt_orphan, args=(run_dir, str(meta.get("workflow_id")),
+                                                              None if thread in (None, "main") else str(thread)),
+                             name="aromcp-adopt", daemon=True).start()
+        return len(found)
+
+    def _adopt_orphan(self, run_dir: RunDir, workflow_id: str, thread_id: str | None) -> None:
+        """Ask for the thread's next step (which adopts its command), then drop a run directory
+        no claim names any more (its result was committed before its server could remove it)."""
+        try:
+            self.driver.next_step(workflow_id, thread_id)
+            named = self.instances.read(workflow_id, lambda run, _: str(run_dir.path) in json.dumps(
+                run.thread(thread_id).to_json().get("pending") or {}))
+        except Exception as exc:  # a broken instance must not stop the server: its next call reports it
+            log.warning("could not take over the command left in %s: %s", run_dir.path, exc)
+            return
+        if not named:
+            run_dir.remove()
 
     def masker(self, workflow_id: str, latest: bool = True) -> Masker:
         """The instance's masker (see `InstanceRegistry.masker`)."""

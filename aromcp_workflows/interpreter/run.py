@@ -115,11 +115,14 @@ class WorkflowRun(Machine):
         return self.answer(thread, pending.step)
 
     # -- results from outside -----------------------------------------------------------------
-    def finish_shell(self, request: ShellRequest, result: ShellResult) -> Outcome:
-        """A command's result: stored (or its `on_error` applied), then the thread goes on."""
+    def finish_shell(self, request: ShellRequest, result: ShellResult, owner: Any = None) -> Outcome:
+        """A command's result: stored (or its `on_error` applied), then the thread goes on.
+        With `owner`, only while that runner still holds the command's claim (another took it
+        over after its lease ran out: its result, of the same run, is the one kept)."""
         thread = self.thread(request.thread_id)
         pending = thread.pending
-        if pending is None or pending.kind != "shell" or pending.step_id != request.step_id:
+        if (pending is None or pending.kind != "shell" or pending.step_id != request.step_id
+                or (owner is not None and not shell_steps.claimed_by(thread, request.step_id, owner))):
             return self.advance(thread.thread_id)  # stale result (the instance moved on, e.g. cancelled)
         ctx = Ctx(self, thread, thread.frames[-1])
         follow_up = self.settle(ctx, request.step_id, lambda: shell_steps.shell_finished(ctx, request, result))
@@ -132,6 +135,17 @@ class WorkflowRun(Machine):
     def renew_shell(self, thread_id: str, step_id: str, owner: Any, lease_until: float) -> bool:
         """Extend the lease of the runner that still owns the command; False if it does not."""
         return shell_steps.renew(self.thread(thread_id), step_id, owner, lease_until)
+
+    def adopt_shell(self, thread_id: str, step_id: str, expected: dict[str, Any], claim: dict[str, Any],
+                    reason: str) -> bool:
+        """Take over a command whose runner is gone (or whose lease ran out) without running it
+        again: `claim` names the new runner.  Only while its claim is still `expected`."""
+        thread = self.thread(thread_id)
+        if not shell_steps.adopt(thread, step_id, expected, claim):
+            return False
+        self.record("shell_adopted", step_id, None if thread_id == "main" else thread_id,
+                    {"reason": f"{reason}; its result is taken from where it still runs (it does not run again)"})
+        return True
 
     def release_shell(self, thread_id: str, step_id: str, reason: str = "the process running the command is gone",
                       expected: dict[str, Any] | None = None) -> bool:

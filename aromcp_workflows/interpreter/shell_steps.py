@@ -22,7 +22,8 @@ from aromcp_workflows.interpreter.path_templates import path_template, path_valu
 from aromcp_workflows.interpreter.results import store_failure, store_result
 from aromcp_workflows.interpreter.thread import Pending, Thread
 
-CLAIM_KEYS = ("owner", "lease_until", "owner_pid")  # who runs a pending command (the app layer's data)
+# Who runs a pending command and where its output goes (the app layer's data, never judged here).
+CLAIM_KEYS = ("owner", "lease_until", "owner_pid", "run_dir", "deadline")
 
 
 def request_shell(ctx: Ctx, step: Any, step_id: str, attempt: int) -> ShellRequest:
@@ -144,6 +145,22 @@ def renew(thread: Thread, step_id: str, owner: Any, lease_until: float) -> bool:
         return False
     pending.data["lease_until"] = lease_until
     return True
+
+
+def adopt(thread: Thread, step_id: str, expected: dict[str, Any], claim: dict[str, Any]) -> bool:
+    """Make `claim` the command's claim if its claim is still `expected` (the one judged
+    abandoned): its new runner takes over the running command, not a new run of it."""
+    pending = releasable(thread, step_id, expected)
+    if pending is None:
+        return False
+    pending.data.update(claim)
+    return True
+
+
+def claimed_by(thread: Thread, step_id: str, owner: Any) -> bool:
+    """Whether `owner` still holds the claim on the pending command (no claim: anybody does)."""
+    pending = _pending_shell(thread, step_id)
+    return pending is not None and pending.data.get("owner", owner) == owner
 
 
 def releasable(thread: Thread, step_id: str, expected: dict[str, Any] | None) -> Pending | None:

@@ -282,10 +282,11 @@ class WorkflowTools:
 
 
 def build_server(service_factory: Callable[[], WorkflowService] | None = None, log_level: str = "WARNING",
-                 allowed_files: tuple[str, ...] = ()) -> MCPServer:
+                 allowed_files: tuple[str, ...] = (), holder: ServiceHolder | None = None) -> MCPServer:
     """The MCP server.  Clients name workflows; `allowed_files` are the only paths it runs
-    (`aromcp-workflows run FILE` starts its own server allowing that one file)."""
-    holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
+    (`aromcp-workflows run FILE` starts its own server allowing that one file).  `holder`:
+    the service holder to use (`serve` shares it with the orphan take-over)."""
+    holder = holder or ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
                         masker_for=holder.masker)
@@ -344,14 +345,37 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    server = build_server(default_service_factory(project_dir, store), log_level=level, allowed_files=allowed_files)
+    holder = ServiceHolder(default_service_factory(project_dir, store), allowed_files)
+    server = build_server(log_level=level, holder=holder)
     _stop_commands_on_signals()
+    _take_over_orphans(holder)
     if transport == "stdio":
         server.run()
     else:
         print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
               flush=True)
         server.run("streamable-http", host=host, port=port)
+
+
+def _take_over_orphans(holder: ServiceHolder) -> None:
+    """When a server of this machine died leaving commands running (or ended, unrecorded),
+    adopt them now, in the background: the service (store, V8) is built only if there are
+    any, so a normal start stays as fast as ever."""
+    import threading
+
+    from aromcp_workflows.shell.rundir import orphans
+
+    if not orphans():
+        return
+
+    def adopt() -> None:
+        try:
+            found = holder.get().take_over_orphans()
+            log.info("taking over %d command(s) left by a server that died", found)
+        except Exception:
+            log.warning("could not take over the commands left by a server that died", exc_info=True)
+
+    threading.Thread(target=adopt, name="aromcp-orphans", daemon=True).start()
 
 
 def _stop_commands_on_signals() -> None:

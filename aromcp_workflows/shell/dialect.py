@@ -48,14 +48,16 @@ def posix_words(command: str) -> tuple[str, ...] | None:
     return None if found is None else found.words
 
 
-def dash_text(command: str, env: Mapping[str, str], cwd: str | os.PathLike[str]) -> str | None:
+def dash_text(command: str, env: Mapping[str, str], cwd: str | os.PathLike[str],
+              exec_last: bool = True) -> str | None:
     """The text to give dash when it runs `command` with exactly bash's result, else None.
 
     It is the command with what bash adds for each program it runs made explicit: `SHLVL`
     and `_` in the program's environment (bash raises SHLVL by one, and lowers it again
     for a program it execs; `_` is the path it ran), as assignments before the program's
     word, and `exec ` before the last program where bash would exec it rather than fork
-    (see `grammar._Parser._exec_at`)."""
+    (see `grammar._Parser._exec_at`).  `exec_last=False` leaves that `exec ` out (the
+    program keeps bash's SHLVL for it): for a shell that must outlive the command."""
     if not runs_same_under_sh(command, env, cwd):
         return None
     found = shape(command)
@@ -68,7 +70,7 @@ def dash_text(command: str, env: Mapping[str, str], cwd: str | os.PathLike[str])
             return None
         execs = start == found.exec_at
         parts += [command[done:start], f"SHLVL={level if execs else level + 1} _={shlex.quote(target)} ",
-                  "exec " if execs else ""]
+                  "exec " if execs and exec_last else ""]
         done = start
     return "".join(parts) + command[done:]
 

@@ -2,15 +2,20 @@
 
 Commands run with `bash -c` in the project root (or `working_dir`), in a session of their
 own so that a timeout kills the whole process group, and with stdout/stderr capped so a
-chatty command cannot exhaust memory or flood the agent.  A command that cannot be started
+chatty command cannot exhaust memory or flood the agent.  Output and exit status go to
+files of a run directory (`shell.rundir`), not to pipes: a command whose server is killed
+finishes, and the next server on the machine takes its result (`adopt`) instead of
+running it a second time.  A command that cannot be started
 at all (an argument list too long for the kernel, a NUL byte, a missing shell) is a failed
 `ShellResult` with `spawn_error` set — never an exception — so the step's `on_error`
 decides what happens.
 
 The spawn path is lean because a `true` step should cost about what a bare spawn costs
 (`benchmarks/bench_shell.py`): no helper threads, no polling.  The calling thread waits in
-one `poll` on both pipes and on a pidfd of the child, with a timeout that is the next
-thing due (the deadline, a progress report, a periodic duty such as renewing a lease).
+one `poll` on a pidfd of the child, with a timeout that is the next thing due (the
+deadline, a progress report, a periodic duty such as renewing a lease); a background
+process the command left holding its output is waited for (within the timeout) by its
+lock on the output files.
 `start_new_session=True` (not a `preexec_fn`) keeps CPython's vfork fast path.
 
 A command that dash runs with exactly bash's result (`shell.dialect`: simple commands,
@@ -32,18 +37,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import Any
 
 from aromcp_workflows.interpreter.output import ShellResult
-from aromcp_workflows.shell.dialect import dash_text, sh_path
+from aromcp_workflows.shell.dialect import dash_text, posix_words, sh_path
+from aromcp_workflows.shell.rundir import OUTPUT_CAP as OUTPUT_CAP  # the cap, where callers look for it
+from aromcp_workflows.shell.rundir import RunDir
 
-OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 ProgressCallback = Callable[[float, str], None]
 PROGRESS_INTERVAL_ENV = "AROMCP_PROGRESS_INTERVAL"  # seconds between progress reports (default 1)
 FAST_SHELL_ENV = "AROMCP_SHELL_FAST"  # "auto" (default): dash where it gives bash's result; "off": bash always
-READ_CHUNK = 65536
-_POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
+TRIM_INTERVAL_S = 0.25  # how often a running command's output files are cut back to the cap
+HOLDER_POLL_S = (0.005, 0.1)  # backoff while a process left behind still holds the output open
 
 _running: set[int] = set()  # process groups of the commands running now
 _running_lock = threading.Lock()
@@ -105,78 +111,143 @@ def _alive(group: int) -> bool:
 
 def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
               timeout_ms: int | None = None, progress: ProgressCallback | None = None,
-              periodic: Sequence[Periodic] = ()) -> ShellResult:
-    """Run `command` with bash; never raises for the command's own failures."""
+              periodic: Sequence[Periodic] = (), run_dir: RunDir | None = None,
+              meta: dict[str, Any] | None = None) -> ShellResult:
+    """Run `command` with bash; never raises for the command's own failures.
+
+    With `run_dir` (named in the step's claim before the call), the command's files stay
+    there for the caller to remove once its result is committed: until then a later server
+    can take the result from them (`adopt`).  `meta` is recorded there when it starts.
+    Without one, a private run directory is used and removed."""
     if not cwd.is_dir():
         return ShellResult("", f"working directory does not exist: {cwd}", 127, 0.0)
     timeout = (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
     started = time.monotonic()
     if _stopping.is_set():
         raise ShellInterrupted("the server is shutting down; the command was not started")
+    own, run_dir = run_dir is None, run_dir or RunDir.new()
     try:
-        process = _spawn(command, cwd, env)
+        process = _spawn(command, cwd, env, run_dir)
     except (OSError, ValueError) as exc:  # E2BIG, ENOENT, "embedded null byte", ...
+        run_dir.remove()
         reason = _spawn_reason(exc, command, env)
         return ShellResult("", reason, 127, (time.monotonic() - started) * 1000, spawn_error=reason)
+    run_dir.note_started({**(meta or {}), "pid": process.pid})
     with _running_lock:
         _running.add(process.pid)
-    duties = list(periodic)
-    if progress is not None:
-        duties.append(Periodic(progress_interval(),
-                               lambda elapsed: progress(elapsed, f"command still running after {elapsed:.0f} s")))
+    waiting = _Wait(process.pid, run_dir, started + timeout, started, _duties(periodic, progress), process)
     try:
-        out, err = _Capture(), _Capture()
-        timed_out = _Wait(process, started + timeout, started, duties).run(out, err)
+        timed_out = waiting.run()
     except BaseException:  # a duty raised (or the thread was interrupted): leave no command behind
-        _kill_group(process)
+        _kill_group(process.pid, process)
         raise
     finally:
         with _running_lock:
             _running.discard(process.pid)
     if _stopping.is_set():
+        run_dir.remove()  # stopped on purpose: it runs again on resume, not adopted as killed
         raise ShellInterrupted(f"the server is shutting down; the command was stopped after "
                                f"{time.monotonic() - started:.1f} s and will run again on resume")
-    stderr = err.text()
+    code = 124 if timed_out else _exit_code(process.returncode)
+    result = collect(run_dir, code, started, timed_out, timeout_ms, waiting.dropped)
+    if own:
+        run_dir.remove()
+    return result
+
+
+def adopt(run_dir: RunDir, deadline_s: float, timeout_ms: int | None,
+          periodic: Sequence[Periodic] = ()) -> ShellResult | None:
+    """The result of a command another server (now gone) started in `run_dir`, waiting for
+    it to end: by its wall-clock deadline `deadline_s` (`time.time()`) it is killed as its
+    own server would have.  None when it was never started: the caller runs it (first run)."""
+    state = run_dir.state()
+    if state == "never_started":
+        return None
+    started = time.monotonic()
+    timed_out = False
+    if state == "running":
+        waiting = _Wait(run_dir.wrapper_pid(), run_dir,
+                        started + max(0.0, deadline_s - time.time()), started, list(periodic))
+        timed_out = waiting.run()
+        dropped = waiting.dropped
+    else:
+        dropped = {}
+    status = run_dir.status()
+    if status is None and not timed_out:
+        result = collect(run_dir, 137, started, False, timeout_ms, dropped)
+        result.stderr += "\n[killed: the command ended without reporting an exit status, and its server was gone]"
+        return result
+    return collect(run_dir, 124 if timed_out else status or 0, started, timed_out, timeout_ms, dropped)
+
+
+def collect(run_dir: RunDir, code: int, started: float, timed_out: bool, timeout_ms: int | None,
+            dropped: dict[str, int]) -> ShellResult:
+    """The `ShellResult` of a command that has ended, read from its run directory."""
+    stdout, cut_out = run_dir.output("out", dropped)
+    stderr, cut_err = run_dir.output("err", dropped)
     if timed_out:
         stderr += f"\n[killed: the command ran longer than its timeout of {timeout_ms or DEFAULT_TIMEOUT_MS} ms]"
-    return ShellResult(out.text(), stderr, process.returncode if not timed_out else 124,
-                       (time.monotonic() - started) * 1000, timed_out, out.truncated or err.truncated)
+    return ShellResult(stdout, stderr, code, (time.monotonic() - started) * 1000, timed_out, cut_out or cut_err)
 
 
-def _spawn(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
-    """`bash -c command` in its own session (vfork stays usable: no `preexec_fn`), stdin
-    from /dev/null, the environment copied only when the step adds to it."""
+def _exit_code(returncode: int | None) -> int:
+    """The wrapper's exit code; a wrapper killed by a signal as a shell reports it (128 + n)."""
+    if returncode is None:
+        return 137
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _duties(periodic: Sequence[Periodic], progress: ProgressCallback | None) -> list[Periodic]:
+    duties = list(periodic)
+    if progress is not None:
+        duties.append(Periodic(progress_interval(),
+                               lambda elapsed: progress(elapsed, f"command still running after {elapsed:.0f} s")))
+    return duties
+
+
+def _spawn(command: str, cwd: Path, env: dict[str, str] | None, run_dir: RunDir) -> subprocess.Popen[bytes]:
+    """`bash -c <wrapper> bash command` in its own session (vfork stays usable: no
+    `preexec_fn`), stdin from /dev/null, stdout and stderr to the run directory's files, the
+    environment copied only when the step adds to it."""
     full_env = {**os.environ, **env} if env else None
     bash = _bash_for(full_env)
     fast = _fast_shell(command, full_env, cwd) if bash != "bash" else None  # bash not found: keep its error
-    if fast is not None:  # argv[0] stays "bash": $0 and message prefixes are bash's; the text: see dash_text
-        dash, text = fast
+    out, err = run_dir.open_streams()
+    try:
+        if fast is not None:  # argv[0] stays "bash": $0 and message prefixes are bash's; the text: see dash_text
+            dash, text, inline = fast
+            try:
+                return subprocess.Popen(["bash", "-c", run_dir.wrapper(inline), "bash", text], executable=dash, cwd=cwd,
+                                        env=full_env, stdin=_devnull(), stdout=out, stderr=err,
+                                        start_new_session=True)
+            except FileNotFoundError:
+                sh_path.cache_clear()  # dash went away: bash runs it, and /bin/sh is looked at again next time
+        wrapper = run_dir.wrapper()
         try:
-            return subprocess.Popen(["bash", "-c", text], executable=dash, cwd=cwd, env=full_env,
-                                    stdin=_devnull(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            return subprocess.Popen(["bash", "-c", wrapper, "bash", command], executable=bash, cwd=cwd,
+                                    env=full_env, stdin=_devnull(), stdout=out, stderr=err,
                                     start_new_session=True)
         except FileNotFoundError:
-            sh_path.cache_clear()  # dash went away: bash runs it, and /bin/sh is looked at again next time
-    try:
-        return subprocess.Popen(["bash", "-c", command], executable=bash, cwd=cwd, env=full_env, stdin=_devnull(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    except FileNotFoundError:
-        if bash == "bash":
-            raise
-        _BASH_PATHS.clear()  # bash moved since it was looked up: look it up again, once
-        return subprocess.Popen(["bash", "-c", command], cwd=cwd, env=full_env, stdin=_devnull(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            if bash == "bash":
+                raise
+            _BASH_PATHS.clear()  # bash moved since it was looked up: look it up again, once
+            return subprocess.Popen(["bash", "-c", wrapper, "bash", command], cwd=cwd, env=full_env,
+                                    stdin=_devnull(), stdout=out, stderr=err, start_new_session=True)
+    finally:
+        os.close(out)
+        os.close(err)
 
 
-def _fast_shell(command: str, env: dict[str, str] | None, cwd: Path) -> tuple[str, str] | None:
-    """dash's path and the text to give it when it gives exactly what bash gives for this
-    command (it starts in about 0.6 of bash's time; `shell.dialect` decides), else None.
-    FAST_SHELL_ENV=off: never."""
+def _fast_shell(command: str, env: dict[str, str] | None, cwd: Path) -> tuple[str, str, bool] | None:
+    """dash's path, the text to give it, and whether it can run in the wrapper itself, when
+    dash gives exactly what bash gives for this command (it starts in about 0.6 of bash's
+    time; `shell.dialect` decides), else None.  FAST_SHELL_ENV=off: never."""
     sh = sh_path()
     if sh is None or os.environ.get(FAST_SHELL_ENV, "auto") == "off":
         return None
-    text = dash_text(command, os.environ if env is None else env, cwd)
-    return None if text is None else (sh, text)
+    inline = "exit" not in (posix_words(command) or ("exit",))
+    text = dash_text(command, os.environ if env is None else env, cwd, exec_last=not inline)
+    return None if text is None else (sh, text, inline)
 
 
 def _bash_for(env: dict[str, str] | None) -> str:
@@ -215,66 +286,62 @@ def _spawn_reason(exc: BaseException, command: str, env: dict[str, str] | None) 
 
 
 class _Wait:
-    """One thread waits for everything: output on either pipe, the child's exit, the
-    deadline and the periodic duties.  Done when both pipes reached end of file (a
-    background grandchild still holding them is waited for, within the timeout) and the
-    child has exited."""
+    """One thread waits for everything: the command's exit (a pidfd of the wrapper, or its
+    output locks for a command another server started), the deadline, the periodic duties
+    (and cutting the output files back to the cap), then any process the command left
+    holding its output (within the timeout)."""
 
-    def __init__(self, process: subprocess.Popen[bytes], deadline: float, started: float,
-                 duties: list[Periodic]):
-        self.process, self.deadline, self.started, self.duties = process, deadline, started, duties
-        for duty in duties:
+    def __init__(self, pid: int | None, run_dir: RunDir, deadline: float, started: float, duties: list[Periodic],
+                 process: subprocess.Popen[bytes] | None = None):
+        self.pid, self.run_dir, self.process = pid, run_dir, process
+        self.deadline, self.started = deadline, started
+        self.dropped: dict[str, int] = {}
+        self.duties = [*duties, Periodic(TRIM_INTERVAL_S, lambda _elapsed: run_dir.trim(self.dropped))]
+        for duty in self.duties:
             duty.due = started + duty.interval_s
-        self.poller = select.poll()
-        self.pidfd = _pidfd(process.pid)
-        if self.pidfd is not None:
-            self.poller.register(self.pidfd, select.POLLIN)
 
-    def run(self, out: _Capture, err: _Capture) -> bool:
-        """Collect the output; True when the timeout killed the command."""
-        assert self.process.stdout is not None and self.process.stderr is not None
-        pipes: dict[int, tuple[IO[bytes], _Capture]] = {
-            self.process.stdout.fileno(): (self.process.stdout, out),
-            self.process.stderr.fileno(): (self.process.stderr, err)}
-        for fd in pipes:
-            self.poller.register(fd, _POLL_IN)
-        exited = False
+    def run(self) -> bool:
+        """True when the timeout killed the command."""
+        pidfd = _pidfd(self.pid) if self.pid is not None else None
         try:
-            while pipes or not exited:
-                if not pipes and self.pidfd is None:  # no pidfd (not Linux): wait for the exit itself
-                    return self._wait_exit()
-                now = time.monotonic()
-                if now >= self.deadline:
-                    self._kill()
-                    self._drain(pipes)
-                    return True
-                self._run_duties(now)
-                for fd, _ in self.poller.poll(self._poll_ms(now)):
-                    if fd == self.pidfd:
-                        exited = True
-                        self.poller.unregister(fd)
-                    elif fd in pipes and not pipes[fd][1].read_from(fd):
-                        self.poller.unregister(fd)
-                        pipes.pop(fd)[0].close()
-            self.process.wait()  # it has exited: this only reaps it
-            return False
+            if pidfd is not None and not self._until_exit(pidfd):
+                return self._kill()
         finally:
-            for pipe, _ in pipes.values():
-                pipe.close()
-            if self.pidfd is not None:
-                os.close(self.pidfd)
+            if pidfd is not None:
+                os.close(pidfd)
+        if (self.process is not None and self.process.poll() is None  # no pidfd (not Linux)
+                and not self._until(lambda: self.process is not None and self.process.poll() is not None)):
+            return self._kill()
+        if not self._until(lambda: not self.run_dir.held()):
+            return self._kill()
+        return False
 
-    def _drain(self, pipes: dict[int, tuple[IO[bytes], _Capture]]) -> None:
-        """After a kill: keep what the command wrote before it died, without waiting for
-        a writer that escaped the process group."""
-        for _ in range(256):  # a writer outside the group could go on for ever: bounded
-            ready = [fd for fd, _ in self.poller.poll(0) if fd in pipes]
-            if not ready:
-                return
-            for fd in ready:
-                if not pipes[fd][1].read_from(fd):
-                    self.poller.unregister(fd)
-                    pipes.pop(fd)[0].close()
+    def _until_exit(self, pidfd: int) -> bool:
+        """Wait for the wrapper to exit (reaping it when it is our child); False at the deadline."""
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        while True:
+            now = time.monotonic()
+            if now >= self.deadline:
+                return False
+            self._run_duties(now)
+            if poller.poll(self._poll_ms(now)):
+                if self.process is not None:
+                    self.process.wait()  # it has exited: this only reaps it
+                return True
+
+    def _until(self, done: Callable[[], bool]) -> bool:
+        """Poll `done` with a short backoff (a rare wait: a process left holding the output, a
+        command this process did not start); False at the deadline."""
+        pause = HOLDER_POLL_S[0]
+        while not done():
+            now = time.monotonic()
+            if now >= self.deadline:
+                return False
+            self._run_duties(now)
+            time.sleep(min(pause, max(0.0, self.deadline - now), self._poll_ms(now) / 1000))
+            pause = min(HOLDER_POLL_S[1], pause * 2)
+        return True
 
     def _poll_ms(self, now: float) -> int:
         wake = min([self.deadline, *(duty.due for duty in self.duties)])
@@ -286,68 +353,26 @@ class _Wait:
                 duty.action(now - self.started)
                 duty.due = time.monotonic() + duty.interval_s
 
-    def _wait_exit(self) -> bool:
-        """Fallback without a pidfd: wait for the exit in slices (deadline and duties still apply)."""
-        while True:
-            now = time.monotonic()
-            if now >= self.deadline:
-                self._kill()
-                return True
-            self._run_duties(now)
-            try:
-                self.process.wait(timeout=self._poll_ms(now) / 1000)
-                return False
-            except subprocess.TimeoutExpired:
-                pass
-
-    def _kill(self) -> None:
-        _kill_group(self.process)
+    def _kill(self) -> bool:
+        if self.pid is not None:
+            _kill_group(self.pid, self.process)
+        return True
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the command's whole process group (its session), then reap it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+def _kill_group(pid: int, process: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL the command's whole process group (its session), then reap it if it is ours."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if process is not None:
+        process.wait()
 
 
 def _pidfd(pid: int) -> int | None:
-    """A descriptor that polls readable when the child exits (Linux ≥ 5.3), or None."""
+    """A descriptor that polls readable when the process exits (Linux >= 5.3), or None."""
     opener = getattr(os, "pidfd_open", None)
     if opener is None:
         return None
     try:
         return int(opener(pid))
-    except OSError:  # ENOSYS on an old kernel, or a seccomp filter refusing it
+    except OSError:  # ENOSYS on an old kernel, a seccomp filter refusing it, or the process is gone
         return None
-
-
-class _Capture:
-    """One stream's output, keeping at most OUTPUT_CAP bytes (the rest is counted)."""
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.dropped = 0
-
-    def read_from(self, fd: int) -> bool:
-        """Read what is there; False at end of file."""
-        chunk = os.read(fd, READ_CHUNK)
-        if not chunk:
-            return False
-        room = OUTPUT_CAP - self.size
-        if room > 0:
-            self.chunks.append(chunk[:room])
-            self.size += min(room, len(chunk))
-        self.dropped += max(0, len(chunk) - max(room, 0))
-        return True
-
-    @property
-    def truncated(self) -> bool:
-        return self.dropped > 0
-
-    def text(self) -> str:
-        text = b"".join(self.chunks).decode("utf-8", errors="replace")
-        if self.dropped:
-            text += f"\n[output truncated: {self.dropped} more bytes not kept (cap {OUTPUT_CAP} bytes)]"
-        return text

@@ -421,13 +421,14 @@ async def test_sigkill_and_restart_loses_nothing_and_repeats_nothing(tmp_path_fa
     assert normalized(state) == normalized(reference)
     if not all(c.inflight or c.lost for c in CASES[case]):
         assert agent.redelivered, "at least one thread was waiting on a step when the server died"
-    if case == "mid-shell-command":  # the kill landed during the command: it was started twice
+    if case == "mid-shell-command":  # the kill landed during the command: adopted, not started again
         from aromcp_workflows.store import open_store
 
         store = open_store(agent.root / "store.sqlite3")
         starts = [e for e in store.history(agent.workflow_id, kinds=["step_started"]) if e.step_id == "sh1"]
+        adopted = [e for e in store.history(agent.workflow_id, kinds=["shell_adopted"]) if e.step_id == "sh1"]
         store.close()
-        assert len(starts) == 2, starts
+        assert len(starts) == 1 and len(adopted) == 1, (starts, adopted)
     if any(c.lost for c in CASES[case]):
         # the step was completed before the crash: completing it again is harmless (and applied once,
         # which check_exact verified above)

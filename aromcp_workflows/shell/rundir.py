@@ -1,0 +1,261 @@
+"""Where a running command keeps its output and exit status: files that outlive its server.
+
+A server-side command runs in a session of its own, so it outlives a server that is killed
+(SIGKILL, a crash) and finishes.  Its output used to go to pipes that died with the server,
+and its exit status to the server's `waitpid`: the next server could only run it again,
+sometimes while the first run still went on.  So each command gets a run directory, named
+in the pending step's claim before the command starts:
+
+- `out`, `err`: the command's stdout and stderr (append mode).  The server takes an
+  exclusive `flock` on each before the spawn; the command inherits those descriptors, so
+  the locks are held for as long as any process of the command holds its output open,
+  whoever its parent is by then.  A free lock means nobody writes there any more.
+- `status`: the exit status, written by the shell that wraps the command (`WRAPPER`) when
+  the command ends, whether or not a server still waits for it.
+- `meta`: written by the server right after the spawn (pid, the instance and step, the
+  server that started it): the command was started.
+
+The next server on the same machine adopts the command instead of running it again
+(`RunDir.state` tells: finished, still running, never started, or killed without a
+status).  The directory lives on a tmpfs where there is one (`$XDG_RUNTIME_DIR`,
+`/dev/shm`): a file created on a disk costs milliseconds, and a reboot — the end of every
+command of the machine — empties it.  Output beyond `OUTPUT_CAP` is cut out of the files
+while a server waits (`trim`), so a chatty command cannot fill that memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import secrets
+import shlex
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
+COMMANDS_DIR_ENV = "AROMCP_COMMANDS_DIR"  # where run directories are made (default: a tmpfs)
+STREAMS = ("out", "err")
+FILES = (*STREAMS, "status", "meta", "out.head", "err.head")
+RunState = Literal["finished", "running", "never_started", "killed"]
+
+# The command text travels as $1 and runs in a subshell through `eval`, which parses it line
+# by line as `bash -c` does (a `shopt` on one line governs the next); the subshell keeps the
+# wrapper alive to record the status whatever the command does (`exit`, `exec`, a signal:
+# 128 + its number, as a shell reports it).  $0 stays "bash" and no positional parameter,
+# variable or environment entry of the wrapper reaches the command.
+WRAPPER = ('__aromcp_cmd=$1; shift; (eval "unset __aromcp_cmd; $__aromcp_cmd"); __aromcp_status=$?; '
+           'echo "$__aromcp_status" >{status}; exit "$__aromcp_status"')
+# A command that can neither leave the shell early nor replace it (the plain commands dash
+# runs, `shell.dialect`, without `exit` and without the `exec` of its last program) runs in
+# the wrapper itself: no subshell to fork.
+_SUBSHELL = '(eval "unset __aromcp_cmd; $__aromcp_cmd")'
+INLINE_WRAPPER = WRAPPER.replace(_SUBSHELL, _SUBSHELL[1:-1])
+
+_roots: dict[str, Path] = {}
+
+
+def commands_root() -> Path:
+    """The directory run directories are made in: `AROMCP_COMMANDS_DIR`, else a per-user
+    directory on a tmpfs (`$XDG_RUNTIME_DIR`, `/dev/shm`), else in the temp directory.  A
+    per-user directory that is not this user's own private directory (someone else made it
+    first, or a link) is not used: a private one is made for this process instead."""
+    configured = os.environ.get(COMMANDS_DIR_ENV) or ""
+    found = _roots.get(configured)
+    if found is None:
+        found = _roots[configured] = Path(configured) if configured else _default_root()
+    return found
+
+
+def _default_root() -> Path:
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or ""
+    for base in (runtime, "/dev/shm", tempfile.gettempdir()):
+        if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            root = Path(base) / f"aromcp-commands-{os.getuid()}"
+            with contextlib.suppress(FileExistsError):
+                root.mkdir(mode=0o700)
+            info = root.lstat()
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
+                return root
+            return Path(tempfile.mkdtemp(prefix="aromcp-commands-", dir=base))
+    return Path(tempfile.mkdtemp(prefix="aromcp-commands-"))
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One command's run directory (see the module's docstring)."""
+
+    path: Path
+
+    @classmethod
+    def new(cls) -> RunDir:
+        """A fresh name under `commands_root`; nothing is created until `open_streams`."""
+        return cls(commands_root() / secrets.token_hex(8))
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def wrapper(self, inline: bool = False) -> str:
+        """The shell text that runs the command given as $1 and records its status here."""
+        return (INLINE_WRAPPER if inline else WRAPPER).format(status=shlex.quote(str(self.file("status"))))
+
+    def open_streams(self) -> tuple[int, int]:
+        """Create the directory and the two output files, each locked (see the module's
+        docstring); the descriptors are for the command, and the caller closes its own."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.path.mkdir(mode=0o700)
+        fds = []
+        try:
+            for name in STREAMS:
+                fd = os.open(self.file(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
+                             0o600)
+                fds.append(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds[0], fds[1]
+
+    def note_started(self, meta: dict[str, Any]) -> None:
+        """Record that the command was started, and by whom (read by `state` and `orphans`)."""
+        with contextlib.suppress(OSError):
+            fd = os.open(self.path / "meta", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, json.dumps(meta).encode())
+            finally:
+                os.close(fd)
+
+    def meta(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.file("meta").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def wrapper_pid(self) -> int | None:
+        """The pid of the command's wrapper shell while it still runs, checked by what it
+        runs (its arguments name this directory), never a pid the system gave to another
+        process since."""
+        pid = (self.meta() or {}).get("pid")
+        if not isinstance(pid, int) or pid <= 0:
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        return pid if os.fsencode(str(self.file("status"))) in cmdline else None
+
+    def status(self) -> int | None:
+        """The exit status the wrapper recorded, or None (not ended, or killed before it could)."""
+        try:
+            text = self.file("status").read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return int(text) if text.isdigit() else None
+
+    def held(self) -> bool:
+        """Whether some process still holds the command's output open (the command, or a
+        background process it left behind)."""
+        for name in STREAMS:
+            try:
+                fd = os.open(self.file(name), os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    return True
+                raise
+            finally:
+                os.close(fd)
+        return False
+
+    def state(self) -> RunState:
+        """Where the command stands, for a server that did not start it."""
+        if self.held():
+            return "running"
+        if self.status() is not None:
+            return "finished"
+        return "killed" if self.meta() is not None else "never_started"
+
+    def trim(self, dropped: dict[str, int]) -> None:
+        """Keep a stream's first `OUTPUT_CAP` bytes (in `<stream>.head`) and empty the file
+        when it grew past twice that, counting what was cut in `dropped`: the command writes
+        on at the end of an emptied file (append mode), and memory stays bounded."""
+        for name in STREAMS:
+            path = self.file(name)
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            if size <= 2 * OUTPUT_CAP:
+                continue
+            head = self.file(f"{name}.head")
+            if not head.exists():
+                with path.open("rb") as source:
+                    head.write_bytes(source.read(OUTPUT_CAP))
+                dropped[name] = dropped.get(name, 0) - OUTPUT_CAP
+            os.truncate(path, 0)
+            dropped[name] = dropped.get(name, 0) + size
+
+    def output(self, name: str, dropped: dict[str, int] | None = None) -> tuple[str, bool]:
+        """A stream's text (at most `OUTPUT_CAP` bytes kept, with a note of the rest) and
+        whether it was cut."""
+        more = (dropped or {}).get(name, 0)
+        try:
+            fd = os.open(self.path / name, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return "", False
+        try:
+            size = os.fstat(fd).st_size
+            head = self.path / f"{name}.head"
+            if more or os.path.exists(head):  # cut while it ran: the head is kept apart
+                kept, more = head.read_bytes(), more + size
+            else:
+                kept = os.read(fd, OUTPUT_CAP) if size else b""
+                more = max(0, size - len(kept))
+        finally:
+            os.close(fd)
+        text = kept.decode("utf-8", errors="replace")
+        if more > 0:
+            text += f"\n[output truncated: {more} more bytes not kept (cap {OUTPUT_CAP} bytes)]"
+        return text, more > 0
+
+    def remove(self) -> None:
+        """Delete the directory (its known files one by one: cheaper than a tree walk)."""
+        try:
+            for name in os.listdir(self.path):
+                if name in FILES:
+                    os.unlink(self.path / name)
+            os.rmdir(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError:  # something else was put there: take it all
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def orphans(root: Path | None = None) -> list[RunDir]:
+    """The run directories under the commands root whose command was started by a server of
+    this machine that is gone: results (or running commands) nobody will take otherwise."""
+    from aromcp_workflows.shell import owner as owners
+
+    base, me = root or commands_root(), owners.current()
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        candidate = RunDir(base / name)
+        server = owners.Owner.from_data((candidate.meta() or {}).get("server"))
+        if server is not None and me.shares_pids_with(server) and not owners.runs(server):
+            found.append(candidate)
+    return found

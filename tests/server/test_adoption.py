@@ -1,0 +1,244 @@
+"""A command whose server dies is adopted by the next server on the machine, not run again.
+
+Found by the fault campaign (`benchmarks/chaos.py`, SIGKILL of the server at random moments):
+commands run in a session of their own, so the first run outlived its server and finished;
+the next server saw the owner's pid gone and ran the command again, sometimes while the
+first run was still going.  Now the command's output and exit status go to files of a run
+directory named in its claim (`shell.rundir`), and the next server waits for the running
+command and takes its result.
+
+Every test runs real servers over stdio (`rawstdio.RawServer`) and a real command that
+appends one line to `runs.log` each time it starts and one when it ends, so a test sees
+exactly how often it ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rawstdio import RawServer
+from srv_helpers import serve_args, server_env
+
+pytestmark = pytest.mark.slow
+
+WORKFLOW = """\
+name: adopt
+default_state:
+  raw: {out: "", code: -1}
+steps:
+  - id: a
+    type: agent_prompt
+    prompt: "first"
+  - id: sh
+    type: shell_command
+    command: "echo start $$ >> runs.log; sleep SLEEP; echo end $$ >> runs.log; echo result-$$; exit 3"
+    on_error: continue
+    state_update: {path: raw.out, value: "{{ result.stdout }}"}
+  - id: code
+    type: state_update
+    path: raw.code
+    value: "{{ 1 }}"
+  - id: b
+    type: agent_prompt
+    prompt: "second"
+"""
+
+
+class Machine:
+    """A project, a store and a commands directory shared by the servers a test starts."""
+
+    def __init__(self, root: Path, sleep: float, **env: str) -> None:
+        self.root = root
+        self.project = root / "project"
+        (self.project / ".aromcp" / "workflows").mkdir(parents=True)
+        (self.project / ".aromcp" / "workflows" / "adopt.yaml").write_text(WORKFLOW.replace("SLEEP", str(sleep)))
+        self.home = root / "home"
+        self.home.mkdir()
+        self.store = root / "store.sqlite3"
+        self.commands = root / "commands"
+        self.env = {"AROMCP_COMMANDS_DIR": str(self.commands), **env}
+        self.servers: list[RawServer] = []
+
+    async def server(self) -> RawServer:
+        started = await RawServer(serve_args(self.project, self.store), server_env(self.home, self.store, **self.env),
+                                  self.project, self.root / f"server{len(self.servers)}.stderr").start()
+        self.servers.append(started)
+        return started
+
+    def runs(self) -> list[str]:
+        log = self.project / "runs.log"
+        return log.read_text().split("\n")[:-1] if log.exists() else []
+
+    async def close(self) -> None:
+        for server in self.servers:
+            if server.proc is not None and server.proc.returncode is None:
+                if server.proc.pid:
+                    os.kill(server.proc.pid, signal.SIGCONT)
+                await server.close()
+
+
+async def shell_started(machine: Machine, server: RawServer) -> tuple[str, asyncio.Future[dict[str, Any]]]:
+    """An instance whose agent step `a` is completed: the call that runs `sh` is in flight
+    once `runs.log` shows the command started."""
+    wid = (await server.call_tool("workflow_start", {"workflow": "adopt"}))["workflow_id"]
+    first = (await server.call_tool("workflow_get_next_step", {"workflow_id": wid}))["step"]
+    call = await server.send_request("tools/call", {"name": "workflow_step_complete", "arguments": {
+        "workflow_id": wid, "step_id": first["id"], "result": "ok"}})
+    deadline = time.monotonic() + 20
+    while not machine.runs():
+        assert time.monotonic() < deadline, "the command never started"
+        await asyncio.sleep(0.02)
+    return wid, call
+
+
+def events(machine: Machine, wid: str, kind: str) -> list[dict[str, Any]]:
+    from aromcp_workflows.store import open_store
+
+    store = open_store(str(machine.store))
+    try:
+        return [e.data for e in store.history(wid, kinds=[kind])]
+    finally:
+        store.close()
+
+
+async def test_a_command_running_when_its_server_died_is_adopted(tmp_path: Path) -> None:
+    machine = Machine(tmp_path, sleep=1.5)
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        await first.kill()  # the command goes on without its server
+        assert [line.split()[0] for line in machine.runs()] == ["start"]
+        second = await machine.server()
+        answer = await second.call_tool("workflow_get_next_step", {"workflow_id": wid})  # waits for the orphan
+        pid = machine.runs()[0].split()[1]
+        assert machine.runs() == [f"start {pid}", f"end {pid}"]  # ran once, to its end
+        assert answer["step"]["id"] == "b"
+        state = (await second.call_tool("workflow_state_read", {"workflow_id": wid}))["state"]
+        assert state["out"] == f"result-{pid}\n" and state["code"] == 1  # the first run's own result
+        completed = events(machine, wid, "step_completed")
+        assert [e["exit_code"] for e in completed if e.get("type") == "shell_command"] == [3]
+        assert len(events(machine, wid, "shell_adopted")) == 1
+        assert events(machine, wid, "shell_released") == []
+        assert list(machine.commands.iterdir()) == []  # committed: its run directory is gone
+    finally:
+        await machine.close()
+
+
+async def test_a_command_that_ended_while_no_server_ran_gives_its_result(tmp_path: Path) -> None:
+    machine = Machine(tmp_path, sleep=0.3)
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        await first.kill()
+        deadline = time.monotonic() + 20
+        while len(machine.runs()) < 2:  # it finishes alone; nobody reaps it but init
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        second = await machine.server()
+        answer = await second.call_tool("workflow_get_next_step", {"workflow_id": wid})
+        assert answer["step"]["id"] == "b" and len(machine.runs()) == 2
+        pid = machine.runs()[0].split()[1]
+        state = (await second.call_tool("workflow_state_read", {"workflow_id": wid}))["state"]
+        assert state["out"] == f"result-{pid}\n"
+    finally:
+        await machine.close()
+
+
+async def test_a_stopped_server_past_its_lease_is_not_run_around(tmp_path: Path) -> None:
+    """A server cut off (SIGSTOP) past its lease on the same machine: the other server takes the
+    result of the command that runs on, and the stopped one, continued, does not store its own."""
+    machine = Machine(tmp_path, sleep=1.5, AROMCP_SHELL_LEASE_S="0.3")
+    try:
+        first = await machine.server()
+        wid, stalled = await shell_started(machine, first)
+        os.kill(first.pid, signal.SIGSTOP)
+        second = await machine.server()
+        answer = await second.call_tool("workflow_get_next_step", {"workflow_id": wid})
+        assert answer["step"]["id"] == "b"
+        os.kill(first.pid, signal.SIGCONT)
+        late = await asyncio.wait_for(stalled, 30)  # its call ends: it finds the step taken over
+        assert "result" in late, late
+        runs = machine.runs()
+        assert [line.split()[0] for line in runs] == ["start", "end"], runs
+        assert len(events(machine, wid, "shell_adopted")) == 1
+        completed = [e for e in events(machine, wid, "step_completed") if e.get("type") == "shell_command"]
+        assert len(completed) == 1, completed
+    finally:
+        await machine.close()
+
+
+async def test_never_started_runs_once_and_killed_is_a_failure(tmp_path: Path) -> None:
+    """The two ends a run directory can tell apart: a server that died before it started the
+    command (its directory not even made) leaves it to run once now; a command killed with its
+    server (no exit status, nothing holding its output) is not run again but reported."""
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.interpreter import ShellRequest
+    from aromcp_workflows.shell import owner as owners
+
+    machine = Machine(tmp_path, sleep=0)
+    os.environ["AROMCP_COMMANDS_DIR"] = str(machine.commands)
+    try:
+        service = WorkflowService(project_dir=machine.project, store_path=machine.store, home=machine.home)
+        dead = await asyncio.create_subprocess_exec("true")
+        await dead.wait()
+        gone = {**owners.current().data(), "pid": dead.pid, "started": 1}
+
+        def handed_out(run_dir: Path) -> str:
+            wid = service.start("adopt").workflow_id
+            first = service.next_step(wid).step
+
+            def hand_out(run: Any) -> None:
+                run.complete(None, first["id"], "success", "ok")
+                request = run.advance(None)
+                assert isinstance(request, ShellRequest)
+                run.claim_shell(request.thread_id, request.step_id, {
+                    "owner": gone, "lease_until": time.time() + 60, "owner_pid": dead.pid,
+                    "run_dir": str(run_dir), "deadline": time.time() + 60})
+
+            service.instances.transact(wid, hand_out)
+            return wid
+
+        never = handed_out(machine.commands / "never-made")
+        assert service.next_step(never).step["id"] == "b"
+        assert len(machine.runs()) == 2  # it ran now, once
+        assert "before it started" in events(machine, never, "shell_released")[0]["reason"]
+
+        killed_dir = machine.commands / "killed"
+        killed_dir.mkdir(parents=True)
+        for name in ("out", "err"):
+            (killed_dir / name).write_text("")
+        (killed_dir / "meta").write_text(json.dumps({"pid": dead.pid}))
+        killed = handed_out(killed_dir)
+        assert service.next_step(killed).step["id"] == "b"  # on_error: continue
+        assert len(machine.runs()) == 2  # not run again
+        result = [e for e in events(machine, killed, "step_completed") if e.get("type") == "shell_command"][0]
+        assert result["exit_code"] == 137 and "without reporting an exit status" in result["stderr_tail"]
+    finally:
+        os.environ.pop("AROMCP_COMMANDS_DIR", None)
+        await machine.close()
+
+
+async def test_a_server_started_after_a_death_takes_over_without_being_called(tmp_path: Path) -> None:
+    """The next server of the machine adopts the command at start, before any call (a replica
+    on another machine would otherwise see the lease run out and run it again)."""
+    machine = Machine(tmp_path, sleep=1.0)
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        await first.kill()
+        await machine.server()  # started, never called
+        deadline = time.monotonic() + 30
+        while not [e for e in events(machine, wid, "step_completed") if e.get("type") == "shell_command"]:
+            assert time.monotonic() < deadline, "the orphan was not taken over"
+            await asyncio.sleep(0.05)
+        assert [line.split()[0] for line in machine.runs()] == ["start", "end"]
+        assert len(events(machine, wid, "shell_adopted")) == 1
+    finally:
+        await machine.close()
