@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-fast lint bench bench-scale clean
+.PHONY: setup run test test-fast lint bench bench-scale chaos clean
 
 # A .venv is reused only if its python runs and is the version $(PYTHON) is; one made by
 # another Python (or whose interpreter is gone) is removed and made again.
@@ -63,6 +63,11 @@ bench: $(STAMP)
 bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_replicas.py --sticky
+
+## chaos: the long fault campaign (about an hour and a half, >= 2,000 faults; needs PostgreSQL
+## and root for the tmpfs and the pid namespaces): docs/reliability.md
+chaos: $(STAMP)
+	$(BIN)/python benchmarks/chaos.py --seed 100 --rounds 20 --faults 50 --json chaos-report.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis $(DEMO)

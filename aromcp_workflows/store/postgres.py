@@ -182,6 +182,7 @@ class PostgresStore:
                     self.migrated_from = migrate(conn, self.path)
             except psycopg.Error as exc:
                 raise StoreOpenError(open_message(self.path, exc)) from exc
+            _quick_reconnects(psycopg_pool)
             pool = psycopg_pool.ConnectionPool(
                 self.url, min_size=1, max_size=self.pool_size, open=False, timeout=POOL_TIMEOUT_S,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}, name="aromcp-workflows",
@@ -464,6 +465,15 @@ def _broken(exc: StoreError) -> bool:
     after which the same request may succeed; not a refusal of the request itself."""
     psycopg, _ = import_psycopg()
     return isinstance(exc.__cause__, psycopg.OperationalError)
+
+
+def _quick_reconnects(psycopg_pool: Any) -> None:
+    """The pool tries to reconnect 1, 2, 4, 8 … s after losing PostgreSQL; after a restart of
+    a second or two a replica could then wait for several seconds more — past the lease of
+    the commands it runs, which another replica would then run again.  Start at 0.1 s and
+    grow by half: a replica is back within about half a second of PostgreSQL."""
+    attempt = psycopg_pool.base.AttemptWithBackoff
+    attempt.INITIAL_DELAY, attempt.DELAY_BACKOFF = 0.1, 1.5
 
 
 def _pause(attempt: int) -> None:

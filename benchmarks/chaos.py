@@ -1,0 +1,246 @@
+"""The fault campaign: many concurrent instances of every workflow, faults at random moments,
+then a checker that reads the histories and holds them to what the server promises.
+
+Run: ``.venv/bin/python benchmarks/chaos.py [--seed N] [--faults N] [--rounds R] [--setups sqlite,replicas]``
+
+Each round starts a setup fresh and keeps `--concurrency` instances running (every shipped
+workflow and the stress workflows of `chaoslib/workload.py`, in turn) while it injects
+`--faults` faults at random moments, then lets the running instances finish (`--drain`
+seconds at most), stops the servers and checks (`chaoslib/checker.py`) against a
+fault-free run of the same plans (`chaoslib/reference.py`).
+
+Setups and faults (`chaoslib/setups.py`):
+
+- ``sqlite``: one server over stdio on SQLite — SIGKILL of the server (the client starts
+  another and sends its lost calls again), a full filesystem under the store (a 32 MB
+  tmpfs filled to the last byte for 0.5-2.5 s; needs root to mount).
+- ``replicas``: two HTTP replicas on one PostgreSQL 15, each on a host of its own (a pid
+  namespace) — SIGKILL of a replica, SIGSTOP then SIGCONT 1-4 s later, `pg_ctl restart -m
+  immediate`, and the death of a replica's host (every process of it, commands included).
+
+The schedule of a round (when, what, which replica) follows from its seed, so a failure is
+rerun with the command printed for it; the servers' own timing is not the harness's to
+fix, so a rerun meets the same faults at about the same moments, not the same
+interleaving.  Exit status 1 when any anomaly was found.  ``--json FILE`` writes every
+round's figures and anomalies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import faulthandler
+import json
+import random
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from chaoslib.agent import Agent, CallLog, Outcome  # noqa: E402
+from chaoslib.checker import Findings, Side, check  # noqa: E402
+from chaoslib.reference import Reference  # noqa: E402
+from chaoslib.setups import SERVER_TREE, FaultLog, ReplicaSetup, SqliteSetup  # noqa: E402
+from chaoslib.workload import Answers, Plan, plans  # noqa: E402
+
+SETUPS = ("sqlite", "replicas")
+
+
+@dataclass
+class Round:
+    setup: str
+    seed: int
+    faults: dict[str, int] = field(default_factory=dict)
+    findings: Findings = field(default_factory=Findings)
+    calls: int = 0
+    lost: int = 0
+    resent: int = 0
+    seconds: float = 0.0
+    disk: str = ""
+    hosts_apart: bool = False
+
+    def rerun(self, args: argparse.Namespace) -> str:
+        return (f".venv/bin/python benchmarks/chaos.py --setups {self.setup} --seed {self.seed} --rounds 1 "
+                f"--faults {args.faults} --concurrency {args.concurrency} --gap {args.gap}")
+
+
+def _dump_tasks() -> None:
+    """`kill -USR2 <pid>`: where every task of the campaign waits (for a round that hangs)."""
+    for task in asyncio.all_tasks():
+        task.print_stack(limit=6, file=sys.stderr)
+
+
+async def run_round(setup_name: str, seed: int, args: argparse.Namespace, workdir: Path) -> Round:
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, _dump_tasks)
+    rng = random.Random(seed)
+    root = workdir / f"{setup_name}-{seed}"
+    started = time.monotonic()
+    setup: Any
+    if setup_name == "sqlite":
+        setup = SqliteSetup(root / "chaos")
+    else:
+        setup = ReplicaSetup(root / "chaos", None if args.no_auth else secrets.token_hex(16), rng)
+    result = Round(setup_name, seed, disk=getattr(setup, "disk", ""), hosts_apart=getattr(setup, "hosts_apart", False))
+    answers, log, faults = Answers(), CallLog(), FaultLog()
+    try:
+        await setup.start()
+        outcomes, used = await _drive(setup, rng, args, answers, log, faults, seed, setup_name)
+    finally:
+        await setup.close()
+    try:
+        reference = Reference(root / "reference")
+        ref_outcomes = await reference.run(used, answers)
+        result.findings = check(used, Side(setup.store_location, setup.project, outcomes),
+                                Side(str(reference.store), reference.project, ref_outcomes), log,
+                                setup.dead_hosts, expect_refusals=setup_name == "sqlite")
+    finally:
+        setup.cleanup()
+        if result.findings.anomalies:
+            (root / "anomalies.json").write_text(json.dumps({"anomalies": result.findings.anomalies,
+                                                             "faults": faults.events}, indent=2))
+            print(f"    kept for a look: {root}", flush=True)
+        elif not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    result.faults, result.calls, result.lost, result.resent = faults.count(), log.calls, log.lost, log.resent
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+async def _drive(setup: Any, rng: random.Random, args: argparse.Namespace, answers: Answers, log: CallLog,
+                 faults: FaultLog, seed: int, prefix: str) -> tuple[dict[str, Outcome], list[Plan]]:
+    """Keep `concurrency` instances running while the faults are injected, then drain."""
+    pool = iter(plans(seed, 100_000, prefix))
+    used: list[Plan] = []
+    agents: dict[asyncio.Task[Outcome], Agent] = {}
+    outcomes: dict[str, Outcome] = {}
+    injecting = asyncio.create_task(_inject(setup, rng, args, faults))
+
+    def more() -> None:
+        plan = next(pool)
+        used.append(plan)
+        agent = Agent(setup.transport, plan, answers, log, float("inf"), use_key=not args.no_keys)
+        agents[asyncio.create_task(agent.run())] = agent
+
+    for _ in range(args.concurrency):
+        more()
+    while not injecting.done():
+        done, _ = await asyncio.wait(list(agents) + [injecting], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is injecting:
+                continue
+            outcome = task.result()
+            outcomes[agents.pop(task).plan.key] = outcome
+            if outcome.problem:
+                print(f"  [{prefix}] {outcome.key}: {outcome.problem[:300]}", file=sys.stderr, flush=True)
+            if not injecting.done():
+                more()
+    injecting.result()
+    drain_until = time.monotonic() + args.drain
+    for agent in agents.values():
+        agent.deadline = drain_until
+    for task, agent in list(agents.items()):
+        outcomes[agent.plan.key] = await task
+    return outcomes, used
+
+
+async def _inject(setup: Any, rng: random.Random, args: argparse.Namespace, faults: FaultLog) -> None:
+    low, high = (float(x) for x in args.gap.split(","))
+    kinds = list(setup.kinds)
+    weights = [setup.kinds[k] for k in kinds]
+    await asyncio.sleep(rng.uniform(low, high) + 1.0)  # let the first instances get going
+    while len(faults.events) < args.faults:
+        await setup.inject(rng.choices(kinds, weights)[0], rng, faults)
+        await asyncio.sleep(rng.uniform(low, high))
+
+
+# -- the report --------------------------------------------------------------------------------
+def totals(rounds: list[Round]) -> dict[str, Any]:
+    faults: dict[str, int] = {}
+    for r in rounds:
+        for kind, n in r.faults.items():
+            faults[f"{r.setup}:{kind}"] = faults.get(f"{r.setup}:{kind}", 0) + n
+    anomalies: dict[str, int] = {}
+    for r in rounds:
+        for kind, n in r.findings.counts().items():
+            anomalies[kind] = anomalies.get(kind, 0) + n
+    sums = {name: sum(getattr(r.findings, name) for r in rounds)
+            for name in ("instances", "steps", "acks_checked", "effects_checked", "store_refusals",
+                         "reruns_after_host_death")}
+    return {"rounds": len(rounds), "faults": faults, "faults_total": sum(faults.values()), **sums,
+            "calls": sum(r.calls for r in rounds), "lost_answers": sum(r.lost for r in rounds),
+            "resent": sum(r.resent for r in rounds), "anomalies": anomalies,
+            "host_deaths": sum(r.faults.get("host_death", 0) for r in rounds),
+            "seconds": round(sum(r.seconds for r in rounds), 1)}
+
+
+def print_report(rounds: list[Round], args: argparse.Namespace) -> None:
+    for r in rounds:
+        f = r.findings
+        verdict = "ok" if not f.anomalies else f"{len(f.anomalies)} ANOMALIES"
+        print(f"[{r.setup} seed {r.seed}] {r.seconds:.0f} s, faults {r.faults}, {f.instances} instances, "
+              f"{f.steps} steps, {f.acks_checked} acknowledged answers checked, {r.lost} answers lost "
+              f"({r.resent} resends), {f.store_refusals} store refusals, {f.reruns_after_host_death} reruns after "
+              f"{r.faults.get('host_death', 0)} host deaths: {verdict}", flush=True)
+        for kind, key, detail in f.anomalies[:20]:
+            print(f"    {kind} {key}: {detail[:400]}")
+        if f.anomalies:
+            print(f"    rerun: {r.rerun(args)}")
+    t = totals(rounds)
+    print(f"\ntotal: {t['rounds']} rounds, {t['faults_total']} faults {t['faults']}, {t['instances']} instances, "
+          f"{t['steps']} steps, {t['acks_checked']} acknowledged answers checked, {t['effects_checked']} commands "
+          f"checked, anomalies {t['anomalies'] or 'none'} ({t['seconds']} s)")
+
+
+def main() -> int:
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: where every thread of the harness stands
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped from outside: still clean up
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 2)[2])
+    parser.add_argument("--seed", type=int, default=1, help="seed of the first round (round n: seed + n)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds per setup")
+    parser.add_argument("--faults", type=int, default=20, help="faults per round")
+    parser.add_argument("--setups", default=",".join(SETUPS), help="sqlite, replicas, or both")
+    parser.add_argument("--concurrency", type=int, default=12, help="instances running at once")
+    parser.add_argument("--gap", default="0.3,1.5", help="seconds between faults: MIN,MAX")
+    parser.add_argument("--drain", type=float, default=90.0, help="seconds the last instances get to finish")
+    parser.add_argument("--no-keys", action="store_true", help="start without idempotency keys (shows why they exist)")
+    parser.add_argument("--no-auth", action="store_true", help="no bearer token for the HTTP replicas")
+    parser.add_argument("--server-tree", metavar="DIR", help="run the servers from another checkout of the "
+                        "project (an earlier commit, to see what the campaign finds there)")
+    parser.add_argument("--dir", help="where rounds run (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep each round's directory")
+    parser.add_argument("--json", metavar="FILE", help="write the figures and anomalies as JSON")
+    args = parser.parse_args()
+    if args.server_tree:
+        SERVER_TREE[0] = Path(args.server_tree).resolve()
+    workdir = Path(args.dir or tempfile.mkdtemp(prefix="aromcp-chaos-")).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    rounds: list[Round] = []
+    for n in range(args.rounds):
+        for name in args.setups.split(","):
+            rounds.append(asyncio.run(run_round(name, args.seed + n, args, workdir)))
+            print_report(rounds[-1:], args)
+    print_report(rounds, args)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"totals": totals(rounds), "rounds": [
+            {"setup": r.setup, "seed": r.seed, "seconds": r.seconds, "faults": r.faults, "disk": r.disk,
+             "hosts_apart": r.hosts_apart, "calls": r.calls, "lost": r.lost, "resent": r.resent,
+             "findings": {**{k: v for k, v in vars(r.findings).items() if k != "anomalies"},
+                          "anomalies": r.findings.anomalies},
+             "rerun": r.rerun(args)} for r in rounds]}, indent=2))
+    if not args.dir and not args.keep and not any(r.findings.anomalies for r in rounds):
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if any(r.findings.anomalies for r in rounds) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
