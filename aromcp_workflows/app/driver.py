@@ -230,8 +230,9 @@ class Driver:
     def _adopt(self, workflow_id: str, busy: Busy, reason: str) -> Claimed | None:
         """Take over a command nobody runs any more.  On this machine its run directory tells
         where it stands: it is waited for and its result committed (None returned when the
-        claim changed meanwhile: look again), or it never started and runs now for the first
-        time.  Elsewhere (or a claim without a run directory) it is released: it runs again."""
+        claim changed meanwhile: look again); it never started, and runs now for the first
+        time; or it was killed before it could record its status, and runs again.  Elsewhere
+        (or a claim without a run directory) it is released after the lease: it runs again."""
         claim, me = busy.claim, owners.current()
         owner = owners.Owner.from_data(claim.get("owner"))
         run_dir = claim.get("run_dir")
@@ -250,8 +251,12 @@ class Driver:
             result = adopt(RunDir(Path(run_dir)), deadline if isinstance(deadline, int | float) else time.time(),
                            None, [self._lease_renewal(workflow_id, request)])
             if result is None:
-                self.transact(workflow_id, lambda run: run.release_shell(
-                    busy.thread_id, busy.step_id, f"{reason}, before it started", mine))
+                why = ("before it started" if not RunDir(Path(run_dir)).file("pid").exists() else
+                       "and the command was killed before it recorded its exit status (its machine or container "
+                       "stopped?)")
+                self.transact(workflow_id, lambda run: run.release_shell(busy.thread_id, busy.step_id,
+                                                                         f"{reason}, {why}", mine))
+                RunDir(Path(run_dir)).remove()
                 return None
             claimed = self.transact(workflow_id, lambda run: self._claim(run, run.finish_shell(request, result,
                                                                                              me.data())))

@@ -78,4 +78,7 @@ def handle(runtime: V8Runtime, request: dict[str, Any], body: bytes) -> tuple[di
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+    try:
+        serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+    except (BrokenPipeError, ConnectionResetError):  # the server died (killed): nobody is left to answer
+        os._exit(0)

@@ -12,8 +12,10 @@ in the pending step's claim before the command starts:
   whoever its parent is by then.  A free lock means nobody writes there any more.
 - `status`: the exit status, written by the shell that wraps the command (`WRAPPER`) when
   the command ends, whether or not a server still waits for it.
-- `meta`: written by the server right after the spawn (pid, the instance and step, the
-  server that started it): the command was started.
+- `meta`: written by the server with the output files, before the spawn: the instance,
+  thread and step, and the server that is about to start it (so the next server of the
+  machine finds the command whenever its server died: `orphans`);
+- `pid`: the wrapper's pid, written right after the spawn: the command was started.
 
 The next server on the same machine adopts the command instead of running it again
 (`RunDir.state` tells: finished, still running, never started, or killed without a
@@ -42,7 +44,7 @@ from typing import Any, Literal
 OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
 COMMANDS_DIR_ENV = "AROMCP_COMMANDS_DIR"  # where run directories are made (default: a tmpfs)
 STREAMS = ("out", "err")
-FILES = (*STREAMS, "status", "meta", "out.head", "err.head")
+FILES = (*STREAMS, "status", "meta", "pid", "out.head", "err.head")
 RunState = Literal["finished", "running", "never_started", "killed"]
 
 # The command text travels as $1 and runs in a subshell through `eval`, which parses it line
@@ -105,11 +107,12 @@ class RunDir:
         """The shell text that runs the command given as $1 and records its status here."""
         return (INLINE_WRAPPER if inline else WRAPPER).format(status=shlex.quote(str(self.file("status"))))
 
-    def open_streams(self) -> tuple[int, int]:
-        """Create the directory and the two output files, each locked (see the module's
-        docstring); the descriptors are for the command, and the caller closes its own."""
+    def open_streams(self, meta: dict[str, Any]) -> tuple[int, int]:
+        """Create the directory, its `meta` and the two output files, each locked (see the
+        module's docstring); the descriptors are for the command, and the caller closes its own."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path.mkdir(mode=0o700)
+        _write(self.path / "meta", json.dumps(meta).encode())
         fds = []
         try:
             for name in STREAMS:
@@ -123,14 +126,10 @@ class RunDir:
             raise
         return fds[0], fds[1]
 
-    def note_started(self, meta: dict[str, Any]) -> None:
-        """Record that the command was started, and by whom (read by `state` and `orphans`)."""
+    def note_started(self, pid: int) -> None:
+        """Record that the command was started (read by `state`), and its wrapper's pid."""
         with contextlib.suppress(OSError):
-            fd = os.open(self.path / "meta", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            try:
-                os.write(fd, json.dumps(meta).encode())
-            finally:
-                os.close(fd)
+            _write(self.path / "pid", b"%d" % pid)
 
     def meta(self) -> dict[str, Any] | None:
         try:
@@ -143,8 +142,9 @@ class RunDir:
         """The pid of the command's wrapper shell while it still runs, checked by what it
         runs (its arguments name this directory), never a pid the system gave to another
         process since."""
-        pid = (self.meta() or {}).get("pid")
-        if not isinstance(pid, int) or pid <= 0:
+        try:
+            pid = int(self.file("pid").read_text(encoding="ascii"))
+        except (OSError, ValueError):
             return None
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -184,7 +184,7 @@ class RunDir:
             return "running"
         if self.status() is not None:
             return "finished"
-        return "killed" if self.meta() is not None else "never_started"
+        return "killed" if self.file("pid").exists() else "never_started"
 
     def trim(self, dropped: dict[str, int]) -> None:
         """Keep a stream's first `OUTPUT_CAP` bytes (in `<stream>.head`) and empty the file
@@ -240,6 +240,14 @@ class RunDir:
             pass
         except OSError:  # something else was put there: take it all
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _write(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def orphans(root: Path | None = None) -> list[RunDir]:

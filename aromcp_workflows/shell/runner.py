@@ -117,7 +117,7 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
 
     With `run_dir` (named in the step's claim before the call), the command's files stay
     there for the caller to remove once its result is committed: until then a later server
-    can take the result from them (`adopt`).  `meta` is recorded there when it starts.
+    can take the result from them (`adopt`).  `meta` is recorded there before it starts.
     Without one, a private run directory is used and removed."""
     if not cwd.is_dir():
         return ShellResult("", f"working directory does not exist: {cwd}", 127, 0.0)
@@ -127,12 +127,12 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
         raise ShellInterrupted("the server is shutting down; the command was not started")
     own, run_dir = run_dir is None, run_dir or RunDir.new()
     try:
-        process = _spawn(command, cwd, env, run_dir)
+        process = _spawn(command, cwd, env, run_dir, meta or {})
     except (OSError, ValueError) as exc:  # E2BIG, ENOENT, "embedded null byte", ...
         run_dir.remove()
         reason = _spawn_reason(exc, command, env)
         return ShellResult("", reason, 127, (time.monotonic() - started) * 1000, spawn_error=reason)
-    run_dir.note_started({**(meta or {}), "pid": process.pid})
+    run_dir.note_started(process.pid)
     with _running_lock:
         _running.add(process.pid)
     waiting = _Wait(process.pid, run_dir, started + timeout, started, _duties(periodic, progress), process)
@@ -159,24 +159,19 @@ def adopt(run_dir: RunDir, deadline_s: float, timeout_ms: int | None,
           periodic: Sequence[Periodic] = ()) -> ShellResult | None:
     """The result of a command another server (now gone) started in `run_dir`, waiting for
     it to end: by its wall-clock deadline `deadline_s` (`time.time()`) it is killed as its
-    own server would have.  None when it was never started: the caller runs it (first run)."""
-    state = run_dir.state()
-    if state == "never_started":
-        return None
+    own server would have.  None when there is no result to take: it never started, or it
+    was killed before it could record its exit status (with its machine or container, most
+    likely); the caller runs it (again: at least once)."""
     started = time.monotonic()
+    dropped: dict[str, int] = {}
     timed_out = False
-    if state == "running":
-        waiting = _Wait(run_dir.wrapper_pid(), run_dir,
-                        started + max(0.0, deadline_s - time.time()), started, list(periodic))
-        timed_out = waiting.run()
-        dropped = waiting.dropped
-    else:
-        dropped = {}
+    if run_dir.state() == "running":
+        waiting = _Wait(run_dir.wrapper_pid(), run_dir, started + max(0.0, deadline_s - time.time()), started,
+                        list(periodic))
+        timed_out, dropped = waiting.run(), waiting.dropped
     status = run_dir.status()
     if status is None and not timed_out:
-        result = collect(run_dir, 137, started, False, timeout_ms, dropped)
-        result.stderr += "\n[killed: the command ended without reporting an exit status, and its server was gone]"
-        return result
+        return None
     return collect(run_dir, 124 if timed_out else status or 0, started, timed_out, timeout_ms, dropped)
 
 
@@ -205,14 +200,15 @@ def _duties(periodic: Sequence[Periodic], progress: ProgressCallback | None) -> 
     return duties
 
 
-def _spawn(command: str, cwd: Path, env: dict[str, str] | None, run_dir: RunDir) -> subprocess.Popen[bytes]:
+def _spawn(command: str, cwd: Path, env: dict[str, str] | None, run_dir: RunDir,
+           meta: dict[str, Any]) -> subprocess.Popen[bytes]:
     """`bash -c <wrapper> bash command` in its own session (vfork stays usable: no
     `preexec_fn`), stdin from /dev/null, stdout and stderr to the run directory's files, the
     environment copied only when the step adds to it."""
     full_env = {**os.environ, **env} if env else None
     bash = _bash_for(full_env)
     fast = _fast_shell(command, full_env, cwd) if bash != "bash" else None  # bash not found: keep its error
-    out, err = run_dir.open_streams()
+    out, err = run_dir.open_streams(meta)
     try:
         if fast is not None:  # argv[0] stays "bash": $0 and message prefixes are bash's; the text: see dash_text
             dash, text, inline = fast

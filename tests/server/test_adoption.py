@@ -174,10 +174,11 @@ async def test_a_stopped_server_past_its_lease_is_not_run_around(tmp_path: Path)
         await machine.close()
 
 
-async def test_never_started_runs_once_and_killed_is_a_failure(tmp_path: Path) -> None:
+async def test_never_started_runs_once_and_killed_runs_again(tmp_path: Path) -> None:
     """The two ends a run directory can tell apart: a server that died before it started the
-    command (its directory not even made) leaves it to run once now; a command killed with its
-    server (no exit status, nothing holding its output) is not run again but reported."""
+    command (its directory not even made) leaves it to run once now; a command killed before it
+    recorded its exit status (no status, nothing holding its output: its machine or container
+    stopped with it) runs again, at least once, as after a host death."""
     from aromcp_workflows.app.service import WorkflowService
     from aromcp_workflows.interpreter import ShellRequest
     from aromcp_workflows.shell import owner as owners
@@ -214,12 +215,13 @@ async def test_never_started_runs_once_and_killed_is_a_failure(tmp_path: Path) -
         killed_dir.mkdir(parents=True)
         for name in ("out", "err"):
             (killed_dir / name).write_text("")
-        (killed_dir / "meta").write_text(json.dumps({"pid": dead.pid}))
+        (killed_dir / "meta").write_text(json.dumps({"workflow_id": "?"}))
+        (killed_dir / "pid").write_text(str(dead.pid))
         killed = handed_out(killed_dir)
-        assert service.next_step(killed).step["id"] == "b"  # on_error: continue
-        assert len(machine.runs()) == 2  # not run again
-        result = [e for e in events(machine, killed, "step_completed") if e.get("type") == "shell_command"][0]
-        assert result["exit_code"] == 137 and "without reporting an exit status" in result["stderr_tail"]
+        assert service.next_step(killed).step["id"] == "b"
+        assert len(machine.runs()) == 4  # run again, to its end
+        assert "killed before it recorded its exit status" in events(machine, killed, "shell_released")[0]["reason"]
+        assert not killed_dir.exists()
     finally:
         os.environ.pop("AROMCP_COMMANDS_DIR", None)
         await machine.close()
