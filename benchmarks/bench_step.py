@@ -270,6 +270,49 @@ def run(workdir: Path, store: str, probe: Any, calls: int, warmup: int, big: int
             "p90_ms": {k: p90_ms(v) for k, v in times.items()}, "growth_per_step": grown, "big": big}
 
 
+def run_both(workdir: Path, stores: dict[str, str], calls: int, warmup: int) -> dict[str, Any]:
+    """`--store both`: a server on each store and the bare server, their rows interleaved call
+    by call in every round, so the PostgreSQL step is compared with the SQLite step of the same
+    moments (the target: within 8 % of it where even SQLite is above 1.15 x a trivial call)."""
+    project = make_project(workdir / "proj")
+    home = workdir / "home"
+    home.mkdir(exist_ok=True)
+    servers = {name: SyncStdio(our_command(project, store), {**server_env(home, workdir),  # type: ignore[arg-type]
+                                                            "AROMCP_WORKFLOWS_STORE": store}, project)
+               for name, store in stores.items()}
+    bare = SyncStdio(minimal_command(), server_env(home, workdir), project)
+    try:
+        rows: dict[str, Callable[[], Any]] = {"noop (bare MCPServer)": lambda: bare.tool("noop", {"x": 1})}
+        bare.handshake()
+        for name, server in servers.items():
+            server.handshake()
+            items = calls + warmup + 10
+            plain = Instance(server, "bench-step-plain", items)
+            template = Instance(server, "bench-step-template", items)
+            rows.update({f"{name}: workflow_list": lambda s=server: s.tool("workflow_list", {"include_global": False}),
+                         f"{name}: plain: get_next_step": plain.again, f"{name}: plain: step_complete": plain.advance,
+                         f"{name}: template + 2 increments": template.advance})
+        timed_rounds(rows, warmup)
+        times = timed_rounds(rows, calls)
+    finally:
+        for server in [*servers.values(), bare]:
+            server.close()
+    return {"median_ms": {k: median_ms(v) for k, v in times.items()},
+            "p90_ms": {k: p90_ms(v) for k, v in times.items()}, "stores": list(stores)}
+
+
+def report_both(result: dict[str, Any], calls: int) -> None:
+    med, p90 = result["median_ms"], result["p90_ms"]
+    print(f"\nround trips over stdio, both stores (median of {calls} rounds, interleaved call by call)")
+    print(f"  {'row':40s} {'median ms':>9s} {'p90 ms':>8s} {'x list':>7s} {'x noop':>7s} {'x sqlite':>9s}")
+    for key, value in med.items():
+        store = key.split(":")[0]
+        ref = med.get(f"{store}: workflow_list", value)
+        twin = med.get(key.replace("postgresql:", "sqlite:"), value)
+        print(f"  {key:40s} {value:9.3f} {p90[key]:8.3f} {value / ref:7.2f} {value / med['noop (bare MCPServer)']:7.2f}"
+              f" {value / twin:9.2f}")
+
+
 def report(result: dict[str, Any], calls: int) -> None:
     med, p90, big = result["median_ms"], result["p90_ms"], result["big"]
     ref, bare = med["workflow_list"], med["noop (bare MCPServer)"]
@@ -300,8 +343,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20, help="untimed rounds first")
     parser.add_argument("--big", type=int, default=100_000, help="items of the big list in state")
     parser.add_argument("--growth-steps", type=int, default=20, help="steps per instance for store growth")
-    parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
-                        help="SQLite file in --dir, or a throwaway PostgreSQL 15 cluster")
+    parser.add_argument("--store", choices=("sqlite", "postgresql", "both"), default="sqlite",
+                        help="SQLite file in --dir, a throwaway PostgreSQL 15 cluster, or both in one run")
     parser.add_argument("--dir", help="where the store and project are created (default: temp dir under cwd)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
     args = parser.parse_args()
@@ -311,7 +354,7 @@ def main() -> None:
     cluster = None
     probe: SqliteProbe | PgProbe
     try:
-        if args.store == "postgresql":
+        if args.store in ("postgresql", "both"):
             from pg_cluster import PgCluster, find_bin_dir  # type: ignore[import-not-found]
 
             bin_dir = find_bin_dir()
@@ -320,7 +363,14 @@ def main() -> None:
             cluster = PgCluster(bin_dir).start()
             url = cluster.create_database()
             store, probe = url, PgProbe(url)
-        else:
+        if args.store == "both":
+            both = run_both(workdir, {"sqlite": str(workdir / "step.sqlite3"), "postgresql": url}, args.calls,
+                            args.warmup)
+            report_both(both, args.calls)
+            if args.json:
+                print(json.dumps({"machine": info, "store": "both", **both}, indent=2))
+            return
+        if args.store == "sqlite":
             path = workdir / "step.sqlite3"
             store, probe = str(path), SqliteProbe(path)
         result = run(workdir, store, probe, args.calls, args.warmup, args.big, args.growth_steps)

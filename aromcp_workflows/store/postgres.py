@@ -34,6 +34,7 @@ Same contract and semantics as `SqliteStore` (see `base.Store`); what differs an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -45,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from aromcp_workflows.store import base
+from aromcp_workflows.store import base, pg_send
 from aromcp_workflows.store.base import (
     Checkpoint,
     CommitsSince,
@@ -229,33 +230,40 @@ class PostgresStore:
             attempt += 1
 
     def _write_once(self, action: str, attempt: Callable[[psycopg.Connection[Any]], T],
-                    outcome: Callable[[], _Committed[T] | None]) -> T:
+                    outcome: Callable[[], _Committed[T] | None], lost: BaseException | None = None) -> T:
         """Run a write exactly once.  When its connection breaks, the write may have been
         committed or not: `outcome` (a read, which waits for PostgreSQL) tells which —
-        committed, with what the write returned; or not, and it is sent again."""
+        committed, with what the write returned; or not, and it is sent again.  `lost`: the
+        write was sent already and its connection broke with this error (find out first)."""
         deadline = time.monotonic() + RECONNECT_PATIENCE_S
         while True:
-            try:
-                with self._conn(action) as conn:
-                    return attempt(conn)
-            except StoreError as exc:
-                if not _broken(exc) or time.monotonic() >= deadline:
-                    raise
-                lost = exc
-            try:
-                done = outcome()
-            except (NotFoundError, ConflictError, OutcomeUnknownError):
-                raise
-            except StoreError as exc:
-                raise OutcomeUnknownError(
-                    f"The connection to the workflow store {self.path} broke while this change was being "
-                    f"saved ({one_line(lost.__cause__ or lost)}), and PostgreSQL did not answer again within "
-                    f"{RECONNECT_PATIENCE_S:g}s ({exc}): whether the change was saved is unknown. Check "
-                    "that PostgreSQL is up, look at the instance (workflow_status), then retry.") from exc
+            if lost is None:
+                try:
+                    with self._conn(action) as conn:
+                        return attempt(conn)
+                except StoreError as exc:
+                    if not _broken(exc) or time.monotonic() >= deadline:
+                        raise
+                    lost = exc
+            done = self._found_out(outcome, lost)
             log.warning("PostgreSQL connection lost while trying to %s %s: the write was %s", action, self.path,
                         "committed" if done is not None else "not committed; sending it again")
             if done is not None:
                 return done.value
+            lost = None
+
+    def _found_out(self, outcome: Callable[[], _Committed[T] | None], lost: BaseException) -> _Committed[T] | None:
+        """`outcome()`, or why it cannot be known (PostgreSQL did not come back in time)."""
+        try:
+            return outcome()
+        except (NotFoundError, ConflictError, OutcomeUnknownError):
+            raise
+        except StoreError as exc:
+            raise OutcomeUnknownError(
+                f"The connection to the workflow store {self.path} broke while this change was being "
+                f"saved ({one_line(lost.__cause__ or lost)}), and PostgreSQL did not answer again within "
+                f"{RECONNECT_PATIENCE_S:g}s ({exc}): whether the change was saved is unknown. Check "
+                "that PostgreSQL is up, look at the instance (workflow_status), then retry.") from exc
 
     def close(self) -> None:
         with self._lock:
@@ -341,6 +349,22 @@ class PostgresStore:
     ) -> int:
         """Compare-and-set the row and append `events` with the delta, a new full
         snapshot, or both, atomically, in one statement (see `Store.save`)."""
+        return self.begin_save(record, expected_version, events, encoded=encoded, delta=delta,
+                               snapshot=snapshot).result()
+
+    def begin_save(
+        self,
+        record: InstanceRecord,
+        expected_version: int,
+        events: Iterable[HistoryEvent] = (),
+        *,
+        encoded: Mapping[str, str] | None = None,
+        delta: str | None = None,
+        snapshot: bool = False,
+    ) -> PendingSave:
+        """`save`, sent now and answered by `PendingSave.result()`: the caller does other work
+        while the statement travels and commits.  `record` is brought up to the new version by
+        `result()`, as `save` does."""
         plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
         wid, version, count, token = record.workflow_id, plan.version, len(plan.events), _token()
         cas = (version, plan.now, count, token, wid, expected_version, count)
@@ -357,16 +381,7 @@ class PostgresStore:
             write, params = write + _INSERT_HISTORY, (*params, wid, _history_rows(plan.events, plan.event_data))
         else:
             write += _FIRST
-
-        def attempt(conn: psycopg.Connection[Any]) -> int | None:
-            first = min((int(r[0]) for r in conn.execute(write, params).fetchall()), default=None)
-            if first is None:
-                raise base.save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
-            return first
-
-        first = self._write_once("save an instance in", attempt,
-                                 lambda: self._saved(wid, expected_version, token, count))
-        return base.note_committed(record, plan, first)
+        return PendingSave(self, _Write(wid, expected_version, token, count, write, params), record, plan)
 
     def _saved(self, wid: str, expected: int, token: str, count: int) -> _Committed[int | None] | None:
         """After a broken connection: whether the save of `token` made version `expected + 1`
@@ -446,6 +461,98 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r}, pool_size={self.pool_size})"
+
+
+@dataclass(frozen=True)
+class _Write:
+    """One save statement, and what tells it apart from every other writer's (its token)."""
+
+    workflow_id: str
+    expected: int
+    token: str
+    events: int
+    sql: str
+    params: tuple[Any, ...]
+
+
+class PendingSave:
+    """A save on its way to PostgreSQL (`PostgresStore.begin_save`).
+
+    The statement is sent at once on a pooled connection, through libpq's asynchronous calls
+    (`pg_send.Sent`).  `ready()` tells without waiting whether its answer is in; `result()`
+    reads it — the new version, or `ConflictError`/`NotFoundError` as `save` raises them —
+    and gives the connection back.  A connection that breaks on the way is handled as in
+    every write (`PostgresStore._write_once`): the store finds out whether the save was
+    committed and sends it again only when it was not.  `result()` may be called from any
+    thread and any number of times: the first call does the work, the others get its outcome."""
+
+    def __init__(self, store: PostgresStore, write: _Write, record: InstanceRecord, plan: base.PlannedSave) -> None:
+        self.store, self.write, self.record, self.plan = store, write, record, plan
+        self._lock = threading.Lock()
+        self._outcome: tuple[int | None, BaseException | None] | None = None
+        self._conn: Any = None
+        self._sent: Any = None
+        try:
+            self._conn = store._get_pool().getconn(timeout=POOL_TIMEOUT_S)
+            self._sent = pg_send.Sent(self._conn, pg_send.numbered(write.sql), write.params)
+        except Exception:  # nothing reached PostgreSQL for sure: `result()` takes the road of every write
+            self._sent = None
+
+    def ready(self) -> bool:
+        """Whether `result()` would not wait for PostgreSQL (an answer or a failure is in)."""
+        with self._lock:
+            return self._outcome is not None or (self._sent is not None and self._sent.ready())
+
+    def result(self) -> int:
+        with self._lock:
+            if self._outcome is None:
+                try:
+                    self._outcome = (self._finish(), None)
+                except BaseException as exc:
+                    self._outcome = (None, exc)
+            version, error = self._outcome
+        if error is not None:
+            raise error
+        assert version is not None
+        return version
+
+    def _finish(self) -> int:
+        write, store = self.write, self.store
+        first: int | None
+        try:
+            if self._sent is None:
+                raise pg_send.Broken("no connection")
+            first = min(self._sent.rows(), default=None)
+            if first is None:  # compare-and-set found another version (or no instance): which?
+                found = store._fetch("read", _VERSION, (write.workflow_id,))
+                raise base.save_refused(write.workflow_id, write.expected, found[0] if found else None, store.path)
+        except pg_send.Refused as exc:
+            raise StoreError(f"Could not save an instance in the workflow store {store.path}: {exc}") from None
+        except pg_send.Broken as exc:
+            self._release(broken=True)
+            first = store._write_once("save an instance in", self._send_again, lambda: store._saved(
+                write.workflow_id, write.expected, write.token, write.events), exc)
+        finally:
+            self._release()
+        return base.note_committed(self.record, self.plan, first)
+
+    def _send_again(self, conn: psycopg.Connection[Any]) -> int | None:
+        """The statement once more, the ordinary way (after a broken connection, nothing committed)."""
+        write = self.write
+        first = min((int(r[0]) for r in conn.execute(write.sql, write.params).fetchall()), default=None)
+        if first is None:
+            raise base.save_refused(write.workflow_id, write.expected,
+                                    conn.execute(_VERSION, (write.workflow_id,)).fetchone(), self.store.path)
+        return first
+
+    def _release(self, broken: bool = False) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if broken:
+            with contextlib.suppress(Exception):
+                conn.close()  # the pool sees it closed and replaces it
+        self.store._get_pool().putconn(conn)
 
 
 @dataclass(frozen=True)
