@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aromcp_workflows.interpreter import Answer, Busy, Completion, ShellRequest, ShellResult, WorkflowRun
 from aromcp_workflows.interpreter.effects import Outcome
@@ -35,7 +35,12 @@ from aromcp_workflows.shell.rundir import RunDir
 from aromcp_workflows.shell.runner import DEFAULT_TIMEOUT_MS, Periodic, ProgressCallback, adopt, run_shell
 
 T = TypeVar("T")
-Transact = Callable[[str, Callable[[WorkflowRun], T]], T]  # (workflow_id, change) -> what change returned
+class Transact(Protocol):
+    """One change to an instance under its lock, committed or nothing (`InstanceRegistry.transact`):
+    what `change` returned; `defer` says of it whether its save may be confirmed later."""
+
+    def __call__(self, workflow_id: str, change: Callable[[WorkflowRun], T],
+                 defer: Callable[[T], bool] | None = None) -> T: ...
 ShellRunner = Callable[[ShellRequest, ProgressCallback | None, Sequence[Periodic], RunDir, dict[str, Any]],
                        ShellResult]
 OTHER_PROCESS_POLL_S = (0.05, 0.5)  # backoff while a command runs in another server process
@@ -114,7 +119,7 @@ class Driver:
     transact (the instance layer's `transact`), how to run a command and which commands
     this process runs now."""
 
-    def __init__(self, transact: Transact[Any], shell_runner: ShellRunner = default_shell_runner,
+    def __init__(self, transact: Transact, shell_runner: ShellRunner = default_shell_runner,
                  in_flight: InFlight = IN_FLIGHT, store_path: Callable[[], str] = lambda: ""):
         self.transact = transact
         self.shell_runner = shell_runner
@@ -123,7 +128,7 @@ class Driver:
 
     def next_step(self, workflow_id: str, thread_id: str | None = None,
                   progress: ProgressCallback | None = None) -> Answer:
-        claimed = self.transact(workflow_id, lambda run: self._claim(run, run.advance(thread_id)))
+        claimed = self.transact(workflow_id, lambda run: self._claim(run, run.advance(thread_id)), _handed_out)
         return self._settle(claimed, thread_id, progress)
 
     def complete(self, workflow_id: str, thread_id: str | None, step_id: str, status: str = "success",
@@ -134,7 +139,8 @@ class Driver:
             claimed = self._claim(run, run.advance(thread_id)) if completion.advance else None
             return completion, claimed, run.status_for(run.thread(thread_id))
 
-        completion, claimed, thread_status = self.transact(workflow_id, change)
+        completion, claimed, thread_status = self.transact(workflow_id, change,
+                                                           lambda done: done[1] is None or _handed_out(done[1]))
         if claimed is None:  # refused: the same (or a `wait`) step again, nothing advanced
             return Completed(False, Answer(thread_status, completion.step, [], completion.error))
         answer = self._settle(claimed, thread_id, progress)
@@ -225,7 +231,7 @@ class Driver:
             taken = self._adopt(workflow_id, busy, reason)
             if taken is not None:
                 return taken
-        return self.transact(workflow_id, lambda run: self._claim(run, run.advance(thread_id)))
+        return self.transact(workflow_id, lambda run: self._claim(run, run.advance(thread_id)), _handed_out)
 
     def _adopt(self, workflow_id: str, busy: Busy, reason: str) -> Claimed | None:
         """Take over a command nobody runs any more.  On this machine its run directory tells
@@ -264,3 +270,10 @@ class Driver:
             return claimed
         finally:
             self.in_flight.end(key)
+
+
+def _handed_out(claimed: Claimed) -> bool:
+    """Whether a change ended in a step handed out (or the end): its save may be confirmed
+    after the change (`app.confirm`).  A command about to run may not: its claim must be
+    stored before it starts."""
+    return isinstance(claimed, Answer)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from aromcp_workflows.app import confirm
 from aromcp_workflows.app.catch_up import apply_to_run
 from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of, threads_for_run
 from aromcp_workflows.app.errors import ServiceError, refusals
@@ -60,6 +61,7 @@ class LiveInstance:
     dropped: bool = False  # forgotten: a failed change may have left uncommitted work in `run`
     streak: int = 0  # times in a row the store said this copy was current
     checked: bool = True  # whether this turn's holder got a copy checked against the store
+    unconfirmed: tuple[confirm.Pending, InstanceRecord] | None = None  # a save sent, not yet confirmed
 
 
 def without_body(record: InstanceRecord) -> InstanceRecord:
@@ -161,13 +163,29 @@ class InstanceRegistry:
             if live is None:
                 live = self._reload(workflow_id)
             with live.lock:
-                if live.dropped:
+                if live.dropped or not self._confirmed(live):
                     continue
                 live.checked = fresh or verify or live.streak < TRUST_AFTER
                 if fresh or not live.checked or self._brought_up_to_date(live):
                     yield live
                     return
             # behind, and not brought up to date by deltas: `_catch_up` dropped it; load it
+
+    def _confirmed(self, live: LiveInstance) -> bool:
+        """Wait for the save the last change sent without waiting (`confirm`), under the
+        instance's lock; False (and the copy dropped) when it was not committed: the copy
+        holds a change the store does not."""
+        if live.unconfirmed is None:
+            return True
+        pending, record = live.unconfirmed
+        live.unconfirmed = None
+        try:
+            pending.result()
+        except Exception:  # a conflict or a store failure: whoever made the call is told by its confirmation
+            self._drop(live)
+            return False
+        live.record = without_body(record)
+        return True
 
     def _brought_up_to_date(self, live: LiveInstance) -> bool:
         """The live copy is current, or was just caught up by deltas; False (and the copy
@@ -234,15 +252,20 @@ class InstanceRegistry:
                 del self._live[live.run.workflow_id]
 
     # -- transactions --------------------------------------------------------------------------
-    def transact(self, workflow_id: str, change: Callable[[WorkflowRun], T]) -> T:
-        """Apply `change` and commit it, or change nothing; conflicts are retried inside."""
+    def transact(self, workflow_id: str, change: Callable[[WorkflowRun], T],
+                 defer: Callable[[T], bool] | None = None) -> T:
+        """Apply `change` and commit it, or change nothing; conflicts are retried inside.
+        `defer`: whether the save of this result may be confirmed later (`app.confirm`:
+        only in a tool call, whose reply then waits for it); `change` must have done
+        nothing another process could act on before the commit is confirmed."""
         deadline = time.monotonic() + CONFLICT_PATIENCE_S
         attempt = 0
         while True:
             with self._current(workflow_id, verify=False) as live:
                 try:
                     value = change(live.run)
-                    if self._commit(live) or live.checked or self._is_current(live):
+                    deferred = defer is not None and confirm.may_defer() and defer(value)
+                    if self._commit(live, deferred) or live.checked or self._is_current(live):
                         self._settled(live)
                         return value  # saved by compare-and-set, or made from a copy found current
                     continue  # nothing to save, and the copy was behind: again, on a current copy
@@ -275,7 +298,7 @@ class InstanceRegistry:
         """Remember the masker of the copy a reply is made from, while the lock is still held
         (built once per saved version; `run.masker()` re-walks only what changed): the reply
         guard then needs neither the lock nor the store, and never blocks the event loop."""
-        key = (id(live.run), live.record.version)
+        key = (id(live.run), live.record.version + (live.unconfirmed is not None))  # the version it is, or will be
         hit = self._maskers.get(live.run.workflow_id)
         if hit is None or hit[0] != key:
             hit = self._maskers[live.run.workflow_id] = (key, live.run.masker())
@@ -293,10 +316,10 @@ class InstanceRegistry:
         with self._current(workflow_id) as live:
             return self._settled(live)
 
-    def _commit(self, live: LiveInstance) -> bool:
+    def _commit(self, live: LiveInstance, deferred: bool = False) -> bool:
         """Save what the change did — a delta of it, or now and then a full snapshot — with
         the journalled events and checkpoints, at the version the run was loaded at.
-        True when something was saved.
+        True when something was saved (or, `deferred`, sent: see `app.confirm`).
 
         Nothing is written when nothing changed (a step merely delivered again), so a
         reader in another server process never turns into a writer's conflict."""
@@ -305,6 +328,13 @@ class InstanceRegistry:
         if not commit.changed:
             return False
         record, expected = commit.record, live.record.version
+        begin = getattr(self.store, "begin_save", None)
+        if deferred and begin is not None and not journal.checkpoints:
+            pending = begin(record, expected, history_events(journal), encoded=commit.encoded, delta=commit.delta,
+                            snapshot=commit.encoded is not None)
+            confirm.add(pending)
+            live.unconfirmed, live.baseline = (pending, record), commit.baseline
+            return True
         self._perform(record, journal, lambda events: self.store.save(
             record, expected, events, encoded=commit.encoded, delta=commit.delta,
             snapshot=commit.encoded is not None))

@@ -223,7 +223,7 @@ class WorkflowService:
                      task_id: str | None = None) -> StateUpdated:
         batch = _updates(updates)
         with refusals():
-            result = self.instances.transact(workflow_id, lambda run: run.agent_update(task_id, batch))
+            result = self.instances.transact(workflow_id, lambda run: run.agent_update(task_id, batch), _anyway)
         return StateUpdated(success=True, updated=result.changed_paths, computed_changed=result.computed_changed)
 
     def state_dependencies(self, workflow_id: str, field: str) -> Dependencies:
@@ -368,6 +368,11 @@ def start_key(key: str, workflow: str, inputs: dict[str, Any]) -> StartKey:
     request = json.dumps({"workflow": workflow, "inputs": inputs}, sort_keys=True, separators=(",", ":"),
                          ensure_ascii=False, default=repr)
     return StartKey(key, hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest())
+
+
+def _anyway(_: Any) -> bool:
+    """A change whose save may always be confirmed after it (`app.confirm`)."""
+    return True
 
 
 def _updates(updates: list[dict[str, Any]]) -> list[Update]:

@@ -17,6 +17,7 @@ bodies shows their shape without their secrets.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -24,16 +25,27 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
+from aromcp_workflows.app.confirm import (
+    CommitFailed,
+    CommitLost,
+    Confirmations,
+    collecting,
+    confirmed_quietly,
+    settle,
+)
 from aromcp_workflows.safety.masking import Masker, secret_values
 
 MAX_ECHO = 200  # characters of one value an error may repeat
 MAX_ERROR = 4000  # characters of one error text
 MAX_LOG = 4000  # characters of one log record
+COMMIT_ROUNDS = 5  # times a call runs again when its deferred save lost to another writer
+ANSWER_WAIT_S = 0.05  # how long the loop waits for a deferred save's answer before a thread does
 STEP_KEYS = ("step", "next_step")
 _LONG_RUN = re.compile(r"\S{" + str(MAX_ECHO + 1) + ",}")
 _SENSITIVE_PAIR = re.compile(
@@ -75,13 +87,27 @@ class GuardedServer(MCPServer):
         self._masker_for = masker_for
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        try:
-            result = await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            raise type(exc)(self.error_text(name, arguments, exc)) from exc.__cause__
-        if isinstance(result, CallToolResult):
-            return self.masked(arguments, result)
-        return result
+        """The tool's reply, let out only once what it acknowledges is committed: the saves the
+        call sent without waiting (`app.confirm`) are confirmed here, while the reply is already
+        built.  A save that lost to another writer kept nothing of the call: it runs again."""
+        for _ in range(COMMIT_ROUNDS):
+            with collecting() as pending:
+                try:
+                    result = await super().call_tool(name, arguments, context)
+                except ToolError as exc:
+                    await _quietly(pending)
+                    raise type(exc)(self.error_text(name, arguments, exc)) from exc.__cause__
+            try:
+                await _confirmed(pending, arguments)
+            except CommitLost:
+                continue
+            except CommitFailed as exc:
+                raise ToolError(self.error_text(name, arguments, ToolError(str(exc)))) from None
+            if isinstance(result, CallToolResult):
+                return self.masked(arguments, result)
+            return result
+        raise ToolError(f"{name}: the instance was changed by other server processes at every one of "
+                        f"{COMMIT_ROUNDS} attempts, so nothing of this call was kept; retry the call")
 
     async def run_stdio_async(self) -> None:
         """Serve stdio with every line answered (see stdio_guard), then as the SDK does."""
@@ -126,6 +152,47 @@ class GuardedServer(MCPServer):
         text = json.dumps(masked, indent=2, ensure_ascii=False)
         return result.model_copy(update={"structured_content": masked,
                                          "content": [TextContent(type="text", text=text)]})
+
+
+async def _confirmed(pending: Confirmations, arguments: dict[str, Any]) -> None:
+    """Confirm each deferred save: on the event loop when its answer comes within
+    `ANSWER_WAIT_S` (the usual case: it traveled while the reply was built), else — a slow
+    or broken connection, which may wait for PostgreSQL to come back — in a worker thread."""
+    workflow_id = str(arguments.get("workflow_id", ""))[:MAX_ECHO]
+    for item in pending:
+        if await _answered(item):
+            settle(item, workflow_id)
+        else:
+            await anyio.to_thread.run_sync(settle, item, workflow_id)
+
+
+async def _answered(item: Any) -> bool:
+    """Whether the save's answer is in: waits (on the loop, for its socket) while it travels."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ANSWER_WAIT_S
+    while (state := item.poll()) == "waiting":
+        fd, left = item.fileno(), deadline - loop.time()
+        if fd is None or left <= 0:
+            return False
+        readable: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, _resolve, readable)
+        timer = loop.call_later(left, _resolve, readable)
+        try:
+            await readable
+        finally:
+            timer.cancel()
+            loop.remove_reader(fd)
+    return state == "in"
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _quietly(pending: Confirmations) -> None:
+    if pending:
+        await anyio.to_thread.run_sync(confirmed_quietly, pending)
 
 
 def _mask_step(masker: Masker, step: Any) -> Any:

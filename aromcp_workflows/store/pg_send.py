@@ -89,13 +89,18 @@ class Sent:
             raise Broken(str(exc)) from exc
         statements[sql] = uses + 1
 
-    def ready(self) -> bool:
-        """Whether the answer is in (a failure counts: `rows` reports it); never waits."""
+    def poll(self) -> str:
+        """Where the answer stands, without waiting: "in", "waiting", or "broken" (the
+        connection failed: `rows` will say how)."""
         try:
             self.pgconn.consume_input()
-            return not self.pgconn.is_busy()
+            return "waiting" if self.pgconn.is_busy() else "in"
         except Exception:
-            return True
+            return "broken"
+
+    def fileno(self) -> int:
+        """The connection's socket: readable when (more of) the answer has come."""
+        return int(self.pgconn.socket)
 
     def rows(self) -> list[int]:
         """The first column of the statement's rows, as integers; waits for them."""

@@ -498,10 +498,19 @@ class PendingSave:
         except Exception:  # nothing reached PostgreSQL for sure: `result()` takes the road of every write
             self._sent = None
 
-    def ready(self) -> bool:
-        """Whether `result()` would not wait for PostgreSQL (an answer or a failure is in)."""
+    def poll(self) -> str:
+        """Without waiting: "in" when `result()` would only read an answer that has come (or
+        give an outcome known already), "waiting" while the answer is on its way (`fileno`
+        turns readable as it comes), "broken" when `result()` has a failure to handle (and
+        may wait for PostgreSQL to come back)."""
         with self._lock:
-            return self._outcome is not None or (self._sent is not None and self._sent.ready())
+            if self._outcome is not None:
+                return "in"
+            return "broken" if self._sent is None else str(self._sent.poll())
+
+    def fileno(self) -> int | None:
+        with self._lock:
+            return None if self._sent is None or self._outcome is not None else self._sent.fileno()
 
     def result(self) -> int:
         with self._lock:

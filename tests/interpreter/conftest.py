@@ -33,7 +33,9 @@ class RunDriver:
         self._lock = threading.RLock()
         self.driver = Driver(transact=self._transact)
 
-    def _transact(self, workflow_id: str, change: Callable[[WorkflowRun], T]) -> T:
+    def _transact(self, workflow_id: str, change: Callable[[WorkflowRun], T],
+                  defer: Callable[[T], bool] | None = None) -> T:
+        """`defer` does not matter here: nothing is stored, so nothing waits for a commit."""
         assert workflow_id == self.run.workflow_id
         with self._lock:
             value = change(self.run)

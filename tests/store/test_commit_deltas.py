@@ -165,17 +165,22 @@ def mirror(monkeypatch: pytest.MonkeyPatch) -> list[InstanceRecord]:
     loaded: list[InstanceRecord] = []
     commit = InstanceRegistry._commit
 
-    def checked(self: InstanceRegistry, live: Any) -> None:
-        commit(self, live)
-        expected = record_of(live.run, live.record)
+    def checked(self: InstanceRegistry, live: Any, deferred: bool = False) -> bool:
+        saved = commit(self, live, deferred)
+        current = live.record
+        if live.unconfirmed is not None:  # sent and not waited for (a tool call on PostgreSQL): wait here
+            pending, current = live.unconfirmed
+            pending.result()
+        expected = record_of(live.run, current)
         stored = self.store.load(live.run.workflow_id)
-        assert stored.version == live.record.version
+        assert stored.version == current.version
         assert stored.state == stored_form(expected.state), "state differs from the live run"
         assert stored.threads == stored_form(expected.threads), "threads differ from the live run"
         assert (stored.status, stored.error, stored.current_steps) == (
             expected.status, expected.error, expected.current_steps)
         assert threads_for_run(stored) == stored_form(live.run.to_json()["threads"]), "a reload resumes elsewhere"
         loaded.append(stored)
+        return saved
 
     monkeypatch.setattr(InstanceRegistry, "_commit", checked)
     return loaded
