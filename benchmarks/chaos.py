@@ -80,14 +80,15 @@ def _dump_tasks() -> None:
 
 async def run_round(setup_name: str, seed: int, args: argparse.Namespace, workdir: Path) -> Round:
     asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, _dump_tasks)
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # the fault schedule: when, which kind, which replica, how long
     root = workdir / f"{setup_name}-{seed}"
     started = time.monotonic()
     setup: Any
     if setup_name == "sqlite":
         setup = SqliteSetup(root / "chaos")
-    else:
-        setup = ReplicaSetup(root / "chaos", None if args.no_auth else secrets.token_hex(16), rng)
+    else:  # the balancer draws from a generator of its own: the schedule must not depend on the calls
+        setup = ReplicaSetup(root / "chaos", None if args.no_auth else secrets.token_hex(16),
+                             random.Random(seed * 7919 + 1))
     result = Round(setup_name, seed, disk=getattr(setup, "disk", ""), hosts_apart=getattr(setup, "hosts_apart", False))
     answers, log, faults = Answers(), CallLog(), FaultLog()
     try:

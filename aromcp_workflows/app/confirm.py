@@ -46,11 +46,13 @@ _COLLECTING: ContextVar[Confirmations | None] = ContextVar("aromcp_pending_commi
 
 
 @contextmanager
-def collecting() -> Iterator[Confirmations]:
+def collecting(defer: bool = True) -> Iterator[Confirmations]:
     """The saves the calls made in this block (and the worker threads they start) sent
-    without waiting for them: each must be confirmed before their reply leaves."""
+    without waiting for them: each must be confirmed before their reply leaves.  With
+    `defer=False` every save is waited for where it is made (a call run again after its
+    deferred save lost: its conflicts are then retried inside, with back-off)."""
     pending: Confirmations = []
-    token = _COLLECTING.set(pending)
+    token = _COLLECTING.set(pending if defer else None)
     try:
         yield pending
     finally:

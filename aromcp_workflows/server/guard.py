@@ -44,7 +44,6 @@ from aromcp_workflows.safety.masking import Masker, secret_values
 MAX_ECHO = 200  # characters of one value an error may repeat
 MAX_ERROR = 4000  # characters of one error text
 MAX_LOG = 4000  # characters of one log record
-COMMIT_ROUNDS = 5  # times a call runs again when its deferred save lost to another writer
 ANSWER_WAIT_S = 0.05  # how long the loop waits for a deferred save's answer before a thread does
 STEP_KEYS = ("step", "next_step")
 _LONG_RUN = re.compile(r"\S{" + str(MAX_ECHO + 1) + ",}")
@@ -89,9 +88,10 @@ class GuardedServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """The tool's reply, let out only once what it acknowledges is committed: the saves the
         call sent without waiting (`app.confirm`) are confirmed here, while the reply is already
-        built.  A save that lost to another writer kept nothing of the call: it runs again."""
-        for _ in range(COMMIT_ROUNDS):
-            with collecting() as pending:
+        built.  A save that lost to another writer kept nothing of the call: it runs again,
+        this time waiting for each save (its conflicts retried inside, with back-off)."""
+        for defer in (True, False):
+            with collecting(defer) as pending:
                 try:
                     result = await super().call_tool(name, arguments, context)
                 except ToolError as exc:
@@ -103,11 +103,10 @@ class GuardedServer(MCPServer):
                 continue
             except CommitFailed as exc:
                 raise ToolError(self.error_text(name, arguments, ToolError(str(exc)))) from None
-            if isinstance(result, CallToolResult):
-                return self.masked(arguments, result)
-            return result
-        raise ToolError(f"{name}: the instance was changed by other server processes at every one of "
-                        f"{COMMIT_ROUNDS} attempts, so nothing of this call was kept; retry the call")
+            break
+        if isinstance(result, CallToolResult):
+            return self.masked(arguments, result)
+        return result
 
     async def run_stdio_async(self) -> None:
         """Serve stdio with every line answered (see stdio_guard), then as the SDK does."""
