@@ -79,7 +79,11 @@ def _dump_tasks() -> None:
 
 
 async def run_round(setup_name: str, seed: int, args: argparse.Namespace, workdir: Path) -> Round:
-    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, _dump_tasks)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR2, _dump_tasks)
+    this = asyncio.current_task()
+    assert this is not None
+    loop.add_signal_handler(signal.SIGTERM, this.cancel)  # stopped from outside: clean up on the way out
     rng = random.Random(seed)  # the fault schedule: when, which kind, which replica, how long
     root = workdir / f"{setup_name}-{seed}"
     started = time.monotonic()
@@ -94,8 +98,13 @@ async def run_round(setup_name: str, seed: int, args: argparse.Namespace, workdi
     try:
         await setup.start()
         outcomes, used = await _drive(setup, rng, args, answers, log, faults, seed, setup_name)
-    finally:
-        await setup.close()
+    except BaseException:  # stopped or broken: leave no server, cluster, mount or namespace behind
+        try:
+            await asyncio.shield(setup.close())
+        finally:
+            setup.cleanup()
+        raise
+    await setup.close()
     try:
         reference = Reference(root / "reference")
         ref_outcomes = await reference.run(used, answers)
@@ -202,7 +211,6 @@ def print_report(rounds: list[Round], args: argparse.Namespace) -> None:
 
 def main() -> int:
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: where every thread of the harness stands
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped from outside: still clean up
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 2)[2])
