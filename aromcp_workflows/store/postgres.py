@@ -337,20 +337,12 @@ class PostgresStore:
             raise NotFoundError(workflow_id, self.path)
         return base.commits_since_from(rows[0], list(rows[0][6]), version)
 
-    def save(
-        self,
-        record: InstanceRecord,
-        expected_version: int,
-        events: Iterable[HistoryEvent] = (),
-        *,
-        encoded: Mapping[str, str] | None = None,
-        delta: str | None = None,
-        snapshot: bool = False,
-    ) -> int:
+    def save(self, record: InstanceRecord, expected_version: int, events: Iterable[HistoryEvent] = (),
+             **options: Any) -> int:
         """Compare-and-set the row and append `events` with the delta, a new full
-        snapshot, or both, atomically, in one statement (see `Store.save`)."""
-        return self.begin_save(record, expected_version, events, encoded=encoded, delta=delta,
-                               snapshot=snapshot).result()
+        snapshot, or both, atomically, in one statement (see `Store.save`; `options` are
+        its `encoded`, `delta` and `snapshot`)."""
+        return self.begin_save(record, expected_version, events, **options).result()
 
     def begin_save(
         self,
