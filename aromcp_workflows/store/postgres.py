@@ -491,18 +491,27 @@ class PendingSave:
             self._sent = None
 
     def poll(self) -> str:
-        """Without waiting: "in" when `result()` would only read an answer that has come (or
-        give an outcome known already), "waiting" while the answer is on its way (`fileno`
-        turns readable as it comes), "broken" when `result()` has a failure to handle (and
-        may wait for PostgreSQL to come back)."""
-        with self._lock:
+        """Without waiting (never even for the lock: the event loop asks): "in" when
+        `result()` would only read an answer that has come (or give an outcome known
+        already), "waiting" while the answer is on its way (`fileno` turns readable as it
+        comes), "broken" when `result()` has a failure to handle or another thread is at it
+        (it may wait for PostgreSQL to come back)."""
+        if not self._lock.acquire(blocking=False):
+            return "broken"  # another thread is reading it (maybe waiting for PostgreSQL): wait in a thread
+        try:
             if self._outcome is not None:
                 return "in"
             return "broken" if self._sent is None else str(self._sent.poll())
+        finally:
+            self._lock.release()
 
     def fileno(self) -> int | None:
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
             return None if self._sent is None or self._outcome is not None else self._sent.fileno()
+        finally:
+            self._lock.release()
 
     def result(self) -> int:
         with self._lock:
