@@ -8,6 +8,11 @@ copy is dropped, so memory never holds what disk does not.  A conflict (another 
 process wrote the instance first) is not the caller's problem: the instance is reloaded
 and `change` applied again, a bounded number of times with jitter.
 
+A registry serves the instances of one project (`scope`, its directory as the store
+records it): every road that loads an instance by id passes `_load`, which answers an
+instance of another project exactly as it answers an unknown id.  `scope=None` serves
+every project (`serve --all-projects`, the local CLI).
+
 The first use opens the store and the V8 engine, not the import: server start-up stays as
 fast as a bare MCP server.
 """
@@ -35,6 +40,7 @@ from aromcp_workflows.store import (
     HistoryEvent,
     InstanceRecord,
     InstanceSummary,
+    NotFoundError,
     Store,
     StoreError,
     note_caught_up,
@@ -88,8 +94,9 @@ def _sub_agent_prompt() -> str | None:
 class InstanceRegistry:
     """Loads, caches, locks and commits instances for one server process."""
 
-    def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory):
+    def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory, scope: str | None = None):
         self._store_factory = store_factory
+        self.scope = scope
         self._engine_factory = engine_factory
         self._store: Store | None = None
         self._engine: Any = None
@@ -203,8 +210,27 @@ class InstanceRegistry:
         live.baseline = baseline_of(live.run, live.record)
         return True
 
+    def _load(self, workflow_id: str) -> InstanceRecord:
+        """The stored record, if the instance is this registry's project's: an instance of
+        another project is not found, in the very words an unknown id gets, so a client of
+        one project can neither use nor detect another project's instances."""
+        record = self.store.load(workflow_id)
+        if self.scope is not None and record.project_dir != self.scope:
+            raise NotFoundError(workflow_id, self.store.path)
+        return record
+
+    def _in_scope(self, workflow_id: str) -> None:
+        """Refuse an instance of another project before reading anything of it from the
+        store (a live copy is in scope: only `start` and `_load` make one)."""
+        if self.scope is None:
+            return
+        with self._guard:
+            live = self._live.get(workflow_id)
+        if live is None:
+            self._reload(workflow_id)
+
     def _reload(self, workflow_id: str) -> LiveInstance:
-        record = self._translate(lambda: self.store.load(workflow_id))
+        record = self._translate(lambda: self._load(workflow_id))
         bundle = WorkflowBundle.from_snapshot(record.definition)
         record.definition = bundle.snapshot()  # the shared dict; the copy just decoded is dropped
         run = WorkflowRun.from_json({**record.state, "threads": threads_for_run(record), "status": record.status,
@@ -320,6 +346,7 @@ class InstanceRegistry:
 
     # -- the store, for the service ------------------------------------------------------------
     def history(self, workflow_id: str, kinds: list[str] | None = None) -> list[HistoryEvent]:
+        self._in_scope(workflow_id)
         return self._translate(lambda: self.store.history(workflow_id, kinds=kinds))
 
     def add_checkpoint(self, workflow_id: str, step_id: str | None, reason: str) -> tuple[Checkpoint, str]:
@@ -330,6 +357,7 @@ class InstanceRegistry:
         return point, f"{self.store.path}#{workflow_id}/{point.checkpoint_id}"
 
     def last_checkpoint(self, workflow_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        self._in_scope(workflow_id)
         return self._translate(lambda: self.store.get_checkpoint(workflow_id, checkpoint_id))
 
     def roll_back(self, workflow_id: str, checkpoint_id: str) -> None:
@@ -348,7 +376,7 @@ class InstanceRegistry:
             self.forget(workflow_id)  # the next call loads the rolled-back instance
 
     def exists(self, workflow_id: str) -> None:
-        self._translate(lambda: self.store.load(workflow_id))
+        self._translate(lambda: self._load(workflow_id))
 
     def list_instances(self, project_dir: str) -> list[InstanceSummary]:
         return self._translate(lambda: self.store.list_instances(project_dir=project_dir))

@@ -66,11 +66,17 @@ def _default_engine() -> Any:
 
 
 class WorkflowService:
+    """The application API of one project.  Calls that name an instance by id serve that
+    project's instances only (another project's answer as an unknown id would), unless
+    `all_projects` (a server for several projects, or the local user's own CLI)."""
+
     def __init__(self, project_dir: str | Path | None = None, store_path: str | Path | None = None,
-                 home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine):
+                 home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine,
+                 all_projects: bool = False):
         self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
         self.loader = WorkflowLoader(self.resolver, syntax_engine=self._engine)  # compiles JS in the V8 children
-        self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
+        scope = None if all_projects else str(self.project_dir)
+        self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory, scope)
         self.driver = Driver(transact=self.instances.transact)
 
     @property
