@@ -29,19 +29,7 @@ def register_commands(commands: Any) -> None:
 
 
 def _register_running(commands: Any) -> None:
-    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)",
-                                description="Run the MCP server. stdio is what Claude Code and most clients "
-                                            "start; --http serves streamable HTTP on 127.0.0.1.")
-    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
-    serve.add_argument("--store", metavar="PATH|URL",
-                       help="SQLite store file, or postgresql://USER@HOST:PORT/DB shared by replicas "
-                            "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
-    serve.add_argument("--allow-file", action="append", default=[], metavar="FILE",
-                       help="also run this workflow file by path (clients otherwise name workflows only)")
-    serve.set_defaults(handler=cmd_serve)
-
+    _register_serve(commands)
     run = commands.add_parser(
         "run", help="run a workflow headless, acting as the agent (no LLM needed)",
         description="Start the server as a subprocess and drive a workflow over real MCP stdio: prints "
@@ -74,6 +62,39 @@ def _register_running(commands: Any) -> None:
     cancel.add_argument("workflow_id")
     cancel.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
     cancel.set_defaults(handler=cmd_cancel)
+
+
+def _register_serve(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve", help="run the MCP server (stdio by default)",
+        description="Run the MCP server. stdio is what Claude Code and most clients start; --http serves "
+                    "streamable HTTP on 127.0.0.1, where every client must send a bearer token (docs/security.md).")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    serve.add_argument("--store", metavar="PATH|URL",
+                       help="SQLite store file, or postgresql://USER@HOST:PORT/DB shared by replicas "
+                            "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
+    serve.add_argument("--allow-file", action="append", default=[], metavar="FILE",
+                       help="also run this workflow file by path (clients otherwise name workflows only)")
+    serve.add_argument("--all-projects", action="store_true",
+                       help="serve instances of every project in the store by id (default: this project's only)")
+    auth = serve.add_argument_group("HTTP clients", "who may call an --http server (default: a bearer token; on "
+                                                    "loopback the server makes one and prints where it is)")
+    auth.add_argument("--auth-token-file", metavar="FILE", help="the bearer token clients must send (also: "
+                                                                 "$AROMCP_HTTP_TOKEN)")
+    auth.add_argument("--no-auth", action="store_true", help="no token at all (loopback only)")
+    auth.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]",
+                      help="a name clients reach the server by (Host/Origin checks; the bind address and loopback "
+                           "are always allowed)")
+    auth.add_argument("--token-verifier", metavar="MODULE:NAME",
+                      help="an identity provider's token verifier instead of a token (docs/security.md)")
+    auth.add_argument("--auth-issuer-url", metavar="URL", help="with --token-verifier: where clients get tokens")
+    auth.add_argument("--auth-resource-url", metavar="URL",
+                      help="with --token-verifier: this server's URL as tokens name it (default http://HOST:PORT/mcp)")
+    auth.add_argument("--auth-scope", action="append", default=[], metavar="SCOPE",
+                      help="with --token-verifier: a scope every token must carry (repeatable)")
+    serve.set_defaults(handler=cmd_serve)
 
 
 def _register_inspecting(commands: Any) -> None:
@@ -110,20 +131,40 @@ def _register_inspecting(commands: Any) -> None:
 
 
 def _service(args: argparse.Namespace) -> WorkflowService:
+    """The service of the CLI's own commands: the local user reads their own store, so an
+    instance id of any project is theirs to look at (`status` without an id lists this
+    project's)."""
     from aromcp_workflows.app.service import WorkflowService
 
-    return WorkflowService(project_dir=args.project_dir, store_path=getattr(args, "store", None))
+    return WorkflowService(project_dir=args.project_dir, store_path=getattr(args, "store", None), all_projects=True)
+
+
+HTTP_ONLY = ("auth_token_file", "no_auth", "allowed_host", "token_verifier", "auth_issuer_url", "auth_resource_url",
+             "auth_scope")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from aromcp_workflows.cli.store_cmd import check_shared_store
     from aromcp_workflows.server.mcp import serve
 
+    stray = [f"--{name.replace('_', '-')}" for name in HTTP_ONLY if getattr(args, name)]
+    if stray and not args.http:
+        print(f"error: {', '.join(stray)} applies to --http only", file=sys.stderr)
+        return 2
     failed = check_shared_store(args.store)
     if failed is not None:
         return failed
-    serve("http" if args.http else "stdio", args.host, args.port, args.project_dir, args.store,
-          tuple(args.allow_file))
+    from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError
+
+    http = HttpOptions(host=args.host, port=args.port, token_file=args.auth_token_file, no_auth=args.no_auth,
+                       allowed_hosts=tuple(args.allowed_host), token_verifier=args.token_verifier,
+                       issuer_url=args.auth_issuer_url, resource_url=args.auth_resource_url,
+                       scopes=tuple(args.auth_scope)) if args.http else None
+    try:
+        serve(args.project_dir, args.store, tuple(args.allow_file), args.all_projects, http)
+    except HttpSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     return 0
 
 

@@ -52,6 +52,7 @@ from aromcp_workflows.server.schemas import compact_tool_schemas
 
 if TYPE_CHECKING:
     from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.http_auth import HttpAuth, HttpOptions
 
 log = logging.getLogger("aromcp_workflows")
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -93,12 +94,12 @@ class ServiceHolder:
         return self._service.masker(workflow_id, latest=False)  # the copy the reply was made from
 
 
-def default_service_factory(project_dir: str | None = None, store: str | None = None
-                            ) -> Callable[[], WorkflowService]:
+def default_service_factory(project_dir: str | None = None, store: str | None = None,
+                            all_projects: bool = False) -> Callable[[], WorkflowService]:
     def build() -> WorkflowService:
         from aromcp_workflows.app.service import WorkflowService
 
-        return WorkflowService(project_dir=project_dir, store_path=store)
+        return WorkflowService(project_dir=project_dir, store_path=store, all_projects=all_projects)
 
     return build
 
@@ -281,13 +282,15 @@ class WorkflowTools:
 
 
 def build_server(service_factory: Callable[[], WorkflowService] | None = None, log_level: str = "WARNING",
-                 allowed_files: tuple[str, ...] = ()) -> MCPServer:
+                 allowed_files: tuple[str, ...] = (), auth: HttpAuth | None = None) -> MCPServer:
     """The MCP server.  Clients name workflows; `allowed_files` are the only paths it runs
-    (`aromcp-workflows run FILE` starts its own server allowing that one file)."""
+    (`aromcp-workflows run FILE` starts its own server allowing that one file).  `auth`
+    (HTTP only) is how its clients are checked: the SDK's bearer middleware."""
     holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
-                        masker_for=holder.masker)
+                        masker_for=holder.masker, token_verifier=auth.verifier if auth else None,
+                        auth=auth.settings if auth else None)
     WorkflowTools(holder).register(mcp)
     _register_prompts(mcp, holder)
     compact_tool_schemas(mcp)
@@ -337,20 +340,43 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
             return handle.read()
 
 
-def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
-          project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = ()) -> None:
-    """Run the server; logs go to stderr so stdout stays the protocol channel."""
+def serve(project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = (),
+          all_projects: bool = False, http: HttpOptions | None = None) -> None:
+    """Run the server over stdio, or over streamable HTTP when `http` is given; logs go to
+    stderr so stdout stays the protocol channel.  `HttpSetupError` when the HTTP options
+    cannot be served (nothing listens then)."""
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    server = build_server(default_service_factory(project_dir, store), log_level=level, allowed_files=allowed_files)
-    _stop_commands_on_signals()
-    if transport == "stdio":
+    factory = default_service_factory(project_dir, store, all_projects)
+    if http is None:
+        server = build_server(factory, log_level=level, allowed_files=allowed_files)
+        _stop_commands_on_signals()
         server.run()
-    else:
-        print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
-              flush=True)
-        server.run("streamable-http", host=host, port=port)
+        return
+    _serve_http(factory, level, allowed_files, http)
+
+
+def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_files: tuple[str, ...],
+                options: HttpOptions) -> None:
+    """Bind first (a port in use changes nothing, not even a token file), then decide how
+    clients are checked, then serve."""
+    import anyio
+
+    from aromcp_workflows.server.http_auth import resolve_auth
+    from aromcp_workflows.server.http_guard import HttpLimits, bind, host_check, serve_http
+
+    limits, hosts = HttpLimits.from_env(), host_check(options)
+    sock = bind(options)
+    try:
+        auth = resolve_auth(options)
+        server = build_server(factory, log_level=level, allowed_files=allowed_files, auth=auth)
+        _stop_commands_on_signals()
+        print(f"aromcp-workflows: serving MCP (streamable HTTP) at {options.url}\naromcp-workflows: {auth.notice}",
+              file=sys.stderr, flush=True)
+        anyio.run(serve_http, server, options, limits, hosts, sock)
+    finally:
+        sock.close()
 
 
 def _stop_commands_on_signals() -> None:
