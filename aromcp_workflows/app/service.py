@@ -175,11 +175,15 @@ class WorkflowService:
 
     def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
                       error: str | None = None, task_id: str | None = None,
-                      progress: ProgressCallback | None = None) -> StepCompleted:
+                      progress: ProgressCallback | None = None, may_answer_user: bool = True) -> StepCompleted:
+        """Report a step's result.  `may_answer_user=False` when the caller is an agent whose
+        client the server asks `user_input` questions directly: its result for one is refused
+        (only the user's answer, which comes back through the client's form, completes it)."""
         if status not in STEP_STATUSES:
             raise ServiceError(f"status must be 'success' or 'failed', not {status!r}")
         with refusals():
-            done = self.driver.complete(workflow_id, task_id, step_id, status, result, error, progress)
+            done = self.driver.complete(workflow_id, task_id, step_id, status, result, error, progress,
+                                        may_answer_user)
         answer = done.answer
         return StepCompleted(success=done.success, status=answer.status, messages=answer.messages,
                              next_step=answer.step, error=answer.error)

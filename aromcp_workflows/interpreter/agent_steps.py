@@ -23,7 +23,7 @@ AGENT_TYPES = frozenset({"agent_shell_command", "mcp_call", "user_input", "agent
 def templated_fields(step: Any) -> dict[str, Any]:
     """The fields of an agent step whose templates are rendered at delivery."""
     if step.type == "agent_shell_command":
-        return {"reason": step.reason, "timeout": step.timeout}
+        return {"reason": step.reason, "timeout": step.timeout, "working_dir": step.working_dir}
     if step.type == "mcp_call":
         return {"method": step.mcp.method, "params": step.mcp.params}
     if step.type == "user_input":
@@ -44,10 +44,10 @@ def atomic_step(step: Any, step_id: str, rendered: dict[str, Any], command: str 
     """The atomic step handed to the agent: id, type, instructions, concrete definition."""
     kind = step.type
     if kind == "agent_shell_command":
-        definition = {"command": command, "reason": rendered.get("reason"),
-                      "output_format": step.output_format, "timeout": rendered.get("timeout")}
-        text = ("Run this shell command in the project root exactly as given and report its "
-                "standard output as `result`. If it exits non-zero, complete the step with "
+        definition = {"command": command, "reason": rendered.get("reason"), "output_format": step.output_format,
+                      "timeout": rendered.get("timeout"), "working_dir": rendered["working_dir"]}
+        text = ("Run this shell command exactly as given, in the directory `working_dir` (an absolute path), "
+                "and report its standard output as `result`. If it exits non-zero, complete the step with "
                 "status \"failed\" and its error output as `error`.")
         return _atomic(step_id, "agent_shell_command", text, definition)
     if kind == "mcp_call":

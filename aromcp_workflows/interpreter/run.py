@@ -146,8 +146,11 @@ class WorkflowRun(Machine):
         return True
 
     def complete(self, thread_id: str | None, step_id: str, status: str = "success",
-                 result: Any = None, error: str | None = None) -> Completion:
-        """Record the agent's result for the step it was given; say whether it was accepted."""
+                 result: Any = None, error: str | None = None, may_answer_user: bool = True) -> Completion:
+        """Record the agent's result for the step it was given; say whether it was accepted.
+
+        `may_answer_user=False`: the server asks the user this caller's `user_input`
+        questions itself, so a result for one is the agent answering for the user: refused."""
         thread = self.thread(thread_id)
         pending = thread.pending
         if pending is None or (pending.step_id != step_id and not parallel.is_wait_of(pending, step_id)):
@@ -164,6 +167,8 @@ class WorkflowRun(Machine):
         if pending.kind == "shell":
             return Completion(False, f"step {step_id} is a server-side command that is still running; "
                               "call workflow_get_next_step again in a moment", advance=False)
+        if not may_answer_user and delivery.asks_user(pending):
+            return delivery.user_is_asked(pending)
         return delivery.complete(ctx, pending, status, result, error)
 
     def unknown_step(self, thread: Thread, step_id: str) -> Completion:

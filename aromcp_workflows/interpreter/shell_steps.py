@@ -10,6 +10,7 @@ comes back as a failed result like any other, so `on_error` applies to it too.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.expressions import ExpressionError
@@ -25,13 +26,31 @@ from aromcp_workflows.interpreter.thread import Pending, Thread
 CLAIM_KEYS = ("owner", "lease_until", "owner_pid")  # who runs a pending command (the app layer's data)
 
 
+def working_directory(project_dir: Path, given: Any, step_id: str) -> Path:
+    """Where a shell step runs (the server's or the agent's): the project root, or its
+    `working_dir` (rendered; relative to the root) — which must be an existing directory
+    inside the project, symbolic links resolved, or the step fails before anything runs."""
+    root = Path(project_dir).resolve()
+    if given is None or str(given).strip() == "":
+        return root
+    target = (root / str(given)).resolve()
+    where = f"working_dir {str(given)!r} of step {step_id}"
+    if not target.is_relative_to(root):
+        raise StepFailed(f"{where} is outside the project ({target} is not in {root}); a shell step runs in the "
+                         "project root or a directory inside it")
+    if not target.exists():
+        raise StepFailed(f"{where} does not exist ({target}); create it in an earlier step or fix the path")
+    if not target.is_dir():
+        raise StepFailed(f"{where} is not a directory ({target})")
+    return target
+
+
 def request_shell(ctx: Ctx, step: Any, step_id: str, attempt: int) -> ShellRequest:
     other, command = ctx.render_command(
         {"cwd": step.working_dir, "env": step.env,
          "path": path_template(step.state_update.path) if step.state_update else None},
         step.command, f"step {step_id}")
-    project_dir = ctx.m.project_dir
-    cwd = project_dir / other["cwd"] if other["cwd"] else project_dir
+    cwd = working_directory(ctx.m.project_dir, other["cwd"], step_id)
     ctx.thread.pending = Pending(step_id, "shell", data={"attempt": attempt, "path": path_value(other["path"]),
                                                          "command": command})
     ctx.record("step_started", step_id, {"type": "shell_command", "command": command, "attempt": attempt})

@@ -271,10 +271,16 @@ class HeadlessAgent:
                     f"{task_id or 'the main thread'}: {self.answers.missing_hint(step, task_id)}")
 
     async def run_shell(self, step: dict[str, Any]) -> ScriptedAnswer:
+        """Run the command in the step's `working_dir` (the instance's project, or a directory
+        in it: never the runner's own directory), as the step asks."""
         definition = step["definition"]
         timeout_ms = definition.get("timeout") or DEFAULT_SHELL_TIMEOUT_MS
+        cwd = Path(definition.get("working_dir") or self.project_dir)  # a server before working_dir: the project
+        if not cwd.is_dir():
+            return ScriptedAnswer("shell", "failed", None, f"working_dir {cwd} is not a directory (any more); "
+                                                           "nothing was run")
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", str(definition.get("command") or ""), cwd=str(self.project_dir),
+            "bash", "-c", str(definition.get("command") or ""), cwd=str(cwd),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True)
         try:

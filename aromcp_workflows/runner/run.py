@@ -52,10 +52,14 @@ def parse_inputs(pairs: list[str]) -> dict[str, Any]:
     return inputs
 
 
-def server_command(project_dir: Path, store: str | Path | None, workflow_file: str | None = None) -> list[str]:
-    """The server for one run; a workflow given as a file is allowed by path (only that one)."""
+def server_command(project_dir: Path, store: str | Path | None, workflow_file: str | None = None,
+                   resume: bool = False) -> list[str]:
+    """The server for one run; a workflow given as a file is allowed by path (only that one).
+    Resuming, it serves the instance whatever its project (`--all-projects`: the server is
+    this run's own, over stdio); the steps say where their commands run."""
     args = ["-m", "aromcp_workflows", "--project-dir", str(project_dir), "serve"]
     args += ["--allow-file", workflow_file] if workflow_file else []
+    args += ["--all-projects"] if resume else []
     return args + (["--store", str(store)] if store else [])
 
 
@@ -86,7 +90,7 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     if store and not str(store).startswith(("postgresql://", "postgres://")):  # a URL passes through
         store = Path(store).expanduser().resolve()  # the server runs in the project dir
     as_file = workflow if workflow.endswith((".yaml", ".yml")) else None
-    params = StdioServerParameters(command=sys.executable, args=server_command(project, store, as_file),
+    params = StdioServerParameters(command=sys.executable, args=server_command(project, store, as_file, bool(resume)),
                                    env={**os.environ, **(env or {})}, cwd=str(project))
     printer = Printer(output, quiet)
     agent: HeadlessAgent | None = None
@@ -158,7 +162,7 @@ async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: 
     outcome.status = "interrupted"
     name = signal.Signals(signum).name
     store_path = store or (env or {}).get("AROMCP_WORKFLOWS_STORE") or None
-    service = WorkflowService(project_dir=project, store_path=store_path)
+    service = WorkflowService(project_dir=project, store_path=store_path, all_projects=True)
     try:
         where = service.status(agent.workflow_id).current_steps
         service.interrupt(agent.workflow_id, f"interrupted by {name}" + (f" during {', '.join(where)}" if where
