@@ -280,14 +280,28 @@ class SessionQuota:
 
 
 def bind(options: HttpOptions) -> socket.socket:
-    """The listening socket, or `HttpSetupError` (exit status 1) saying why there is none."""
+    """The listening socket, made as asyncio makes its own (from `getaddrinfo`, so the
+    protocol is TCP and accepted connections get TCP_NODELAY: without it every answer
+    waits for a delayed ACK), or `HttpSetupError` (exit status 1) saying why there is none."""
     host = options.host.strip("[]")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, options.port), family=family, backlog=2048)
+        family, kind, proto, _, address = socket.getaddrinfo(host, options.port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
     except OSError as exc:
         raise HttpSetupError(f"cannot listen on {options.host} port {options.port}: {exc.strerror or exc}",
                              exit_code=1) from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise HttpSetupError(f"cannot listen on {options.host} port {options.port}: {exc.strerror or exc}",
+                             exit_code=1) from None
+    return sock
 
 
 async def serve_http(server: Any, options: HttpOptions, limits: HttpLimits, hosts: TransportSecuritySettings,
