@@ -11,7 +11,6 @@ masks known secrets and sensitive keys.  (Store file permissions are another cha
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from srv_helpers import (
     ok,
     serve_args,
     server_env,
+    stop,
     tool_text,
     wait_for_port,
 )
@@ -102,12 +102,7 @@ async def test_http_debug_log_never_shows_a_secret(tmp_path: Path):
                                                                   "step_id": step["step"]["id"],
                                                                   "result": {"answer": f"use {SECRET}"}})
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
     log = stderr_path.read_text(errors="replace")
     assert "DEBUG" in log, "the server should have logged at DEBUG"
     assert SECRET not in log, [line[:300] for line in log.splitlines() if SECRET in line][:5]

@@ -7,14 +7,24 @@ tmp HOME and store.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 from mcp import Client
 from rawstdio import PROTOCOL_VERSION, RawServer, RawToolError
-from srv_helpers import PYTHON, TOKEN, free_port, http_client, make_project, ok, serve_args, server_env, wait_for_port
+from srv_helpers import (
+    PYTHON,
+    TOKEN,
+    free_port,
+    http_client,
+    make_project,
+    ok,
+    serve_args,
+    server_env,
+    stop,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.slow
 BUDGET_BYTES = 12 * 1024
@@ -62,12 +72,7 @@ async def test_http_binds_localhost_lists_tools_and_starts_a_workflow(tmp_path):
         assert store.exists(), "the --store given was used"
         assert not (home / ".local").exists() or not any((home / ".local").rglob("*.sqlite3*"))
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         stderr.close()
         stdout.close()
     assert "127.0.0.1" in (tmp_path / "http.stderr").read_text(), "start-up logging reaches stderr"
@@ -88,8 +93,7 @@ async def test_http_server_logs_nothing_to_stdout_at_the_default_level(tmp_path)
             async with http_client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
                 await client.list_tools()
         finally:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(10)
+            stop(proc)
     assert out_path.read_bytes() == b""
 
 
