@@ -10,8 +10,10 @@ The MCP SDK builds the app (sessions, the bearer middleware of `http_auth`); aro
   a task and its buffers each: one client (its token and its address) may hold
   `AROMCP_HTTP_SESSIONS_PER_CLIENT` at once (503 beyond), all clients together
   `AROMCP_HTTP_MAX_SESSIONS`, and a session idle for `AROMCP_HTTP_SESSION_IDLE_S` ends.
-- **Request bodies** must arrive whole within `AROMCP_HTTP_BODY_TIMEOUT_S` (408 and the
-  connection closed), so a client cannot hold connections by trickling a body in.
+- **Requests** must arrive in time: the headers within `AROMCP_HTTP_HEADER_TIMEOUT_S` of
+  the connection (or of the previous answer on it), else the connection is closed; the
+  body whole within `AROMCP_HTTP_BODY_TIMEOUT_S`, else 408 and the connection closed.  So
+  a client cannot hold connections by trickling a request in.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ LIMITS = {  # variable: (default, what it bounds)
     "AROMCP_HTTP_MAX_SESSIONS": (1000, "open sessions of all clients together"),
     "AROMCP_HTTP_SESSION_IDLE_S": (600, "seconds a session may stay idle before it ends"),
     "AROMCP_HTTP_BODY_TIMEOUT_S": (30, "seconds a request body may take to arrive"),
+    "AROMCP_HTTP_HEADER_TIMEOUT_S": (10, "seconds a request's headers may take to arrive"),
 }
 
 
@@ -52,6 +55,7 @@ class HttpLimits:
     max_sessions: int
     session_idle_s: float
     body_timeout_s: float
+    header_timeout_s: float
     max_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_SIZE
 
     @classmethod
@@ -67,8 +71,8 @@ class HttpLimits:
             if not value > 0:
                 raise HttpSetupError(f"{name}={text!r} is not a positive number ({what}; default {default})")
             values.append(value)
-        per_client, total, idle, body = values
-        return cls(int(per_client), int(total), idle, body)
+        per_client, total, idle, body, headers = values
+        return cls(int(per_client), int(total), idle, body, headers)
 
 
 # -- Host and Origin -------------------------------------------------------------------------
@@ -304,6 +308,52 @@ def bind(options: HttpOptions) -> socket.socket:
     return sock
 
 
+def header_deadline_protocol(seconds: float) -> type[Any]:
+    """uvicorn's HTTP/1.1 protocol (h11) with a deadline for each request's headers: it
+    waits for them without one, so a client sending a byte now and then held a
+    connection for ever.  Armed when the connection opens and after each answer; a
+    request whose headers are in (a new request-response cycle) disarms it."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadline(H11Protocol):
+        _timer: Any = None
+        _armed_at: Any = None  # the cycle that was current when the deadline was set
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self._timer is not None and self.cycle is not self._armed_at:
+                self._disarm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._armed_at = self.cycle
+            self._timer = self.loop.call_later(seconds, self._late)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _late(self) -> None:
+            self._timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderDeadline
+
+
 async def serve_http(server: Any, options: HttpOptions, limits: HttpLimits, hosts: TransportSecuritySettings,
                      sock: socket.socket) -> None:
     """Run the SDK's streamable-HTTP app behind the checks above, on uvicorn, on `sock`."""
@@ -312,5 +362,6 @@ async def serve_http(server: Any, options: HttpOptions, limits: HttpLimits, host
     app = server.streamable_http_app(session_idle_timeout=limits.session_idle_s, max_sessions=limits.max_sessions,
                                      transport_security=hosts, max_request_body_size=limits.max_body_bytes)
     guarded = BodyDeadline(SessionQuota(app, limits), limits)
-    config = uvicorn.Config(guarded, host=options.host, port=options.port, log_level=server.settings.log_level.lower())
+    config = uvicorn.Config(guarded, host=options.host, port=options.port, log_level=server.settings.log_level.lower(),
+                            http=header_deadline_protocol(limits.header_timeout_s))
     await uvicorn.Server(config).serve(sockets=[sock])

@@ -3,10 +3,11 @@
 The attacks: (1) legacy (session-based) clients each cost the server a session task and
 its buffers; the SDK allows 10,000 sessions, idle for 30 minutes, to all clients
 together, so one client opening sessions in a loop filled the table in about two minutes
-and every other client got 503 for half an hour.  (2) A request whose body trickles in
-(the headers, then a byte now and then) was held open with no timeout at all.  Now each
-client (token principal and address) has its own small cap (503 beyond it, other clients
-unaffected), idle sessions end sooner, and a body must arrive within a deadline (408).
+and every other client got 503 for half an hour.  (2) A request whose headers or body
+trickle in (a byte now and then) was held open with no timeout at all.  Now each client
+(token principal and address) has its own small cap (503 beyond it, other clients
+unaffected), idle sessions end sooner, the headers must arrive within a deadline (the
+connection is closed) and so must the body (408).
 
 Real `serve --http` subprocesses; raw HTTP with httpx2 and raw sockets.  The limits are
 lowered through their environment variables so the test runs in seconds.
@@ -94,3 +95,28 @@ def test_a_body_that_trickles_in_is_cut_off(tmp_path: Path) -> None:
         assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
         assert took < 8, f"held for {took:.1f} s"
         assert b"AROMCP_HTTP_BODY_TIMEOUT_S" in answer
+
+
+def test_headers_that_trickle_in_are_cut_off(tmp_path: Path) -> None:
+    """uvicorn waits for request headers without a deadline; the server gives them one."""
+    project = make_project(tmp_path / "project")
+    with serving_http(tmp_path, project, AROMCP_HTTP_HEADER_TIMEOUT_S="1") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode())
+            started, closed = time.monotonic(), False
+            for _ in range(20):  # a header line every 0.4 s, never the blank line that ends them
+                time.sleep(0.4)
+                try:
+                    sock.sendall(b"X-Slow: 1\r\n")
+                    sock.settimeout(0.01)
+                    closed = sock.recv(1) == b""
+                except TimeoutError:
+                    continue
+                except OSError:
+                    closed = True
+                if closed:
+                    break
+            took = time.monotonic() - started
+        assert closed and took < 5, f"still open after {took:.1f} s"
+        in_time = httpx2.post(server.url, json=INITIALIZE, headers=HEADERS, timeout=30)
+        assert in_time.status_code == 200, "a request in time is served"
