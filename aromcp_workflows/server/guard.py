@@ -114,16 +114,16 @@ class GuardedServer(MCPServer):
         return redact(text, masker)
 
     def masked(self, arguments: dict[str, Any], result: CallToolResult) -> CallToolResult:
-        """The result with secrets masked; unchanged (same object) when nothing was secret."""
+        """The result with secrets masked, its text content the same JSON written compactly
+        (a client that shows the text instead of the structured content reads no more than
+        it must: the SDK's text is indented)."""
         data = result.structured_content
         if not isinstance(data, dict):
             return result
         masker = self._masker(arguments, data.get("workflow_id"))
         masked = {key: _mask_step(masker, value) if key in STEP_KEYS else masker.mask(value, key)
                   for key, value in data.items()}
-        if masked == data:
-            return result
-        text = json.dumps(masked, indent=2, ensure_ascii=False)
+        text = json.dumps(masked, separators=(",", ":"), ensure_ascii=False)
         return result.model_copy(update={"structured_content": masked,
                                          "content": [TextContent(type="text", text=text)]})
 
