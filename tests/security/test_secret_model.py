@@ -194,3 +194,20 @@ async def test_a_secrets_list_that_names_nothing_is_an_error(make_server: Any) -
         report = await ok(client, "workflow_validate", {"workflow": "declared"})
     assert not report["valid"], report
     assert any("raw.blbo" in e["message"] and "raw.blob" in e["message"] for e in report["errors"]), report
+
+
+def test_the_process_wide_list_is_bounded_and_never_blind() -> None:
+    """Log lines belong to no instance, so they are masked with every secret the process
+    showed.  That list used to stop growing at 10,000 entries (a new instance's secrets then
+    went to the logs in clear) and was sorted and scanned whole for every line."""
+    from aromcp_workflows.safety.known import KnownSecrets
+
+    known = KnownSecrets(limit=100, fresh=8)
+    for batch in range(100):  # 10,000 secrets, a hundred instances' worth at a time
+        known.add(f"old-{batch:03d}-secret-{n:03d}" for n in range(100))
+    assert len(known) <= 100 + 8
+    known.add(["old-050-secret-007"])  # seen again: masked again, as recent
+    known.add([f"new-instance-secret-{n}" for n in range(20)])
+    line = "new-instance-secret-19 and new-instance-secret-0 then old-050-secret-007 and old-000-secret-000"
+    assert known.mask_text(line) == "*** and *** then *** and old-000-secret-000"
+    assert len(known) <= 100 + 8
