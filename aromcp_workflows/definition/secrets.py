@@ -137,8 +137,8 @@ SHOWN_BY = {"user_message": ("message",), "agent_prompt": ("prompt", "context"),
 
 def secret_problems(definition: WorkflowDefinition, data: dict[str, Any], sites: Iterable[Site]) -> list[Finding]:
     """Entries of `secrets:` that name nothing (errors), and secrets a message or a prompt reads (warnings)."""
-    findings = [((("secrets", index)), message, "error")
-                for index, message in _unknown_entries(definition, data)]
+    findings: list[Finding] = [(("secrets", index), message, "error")
+                               for index, message in _unknown_entries(definition, data)]
     fields = secret_fields(definition)
     for site in sites:
         shown = _shown_by(data, site.path)

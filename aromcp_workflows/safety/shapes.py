@@ -43,7 +43,8 @@ _TOKENS = (
 )
 _URL = r"://[^\s\x00/?#@:]{0,128}:(?P<url>[^\s\x00/?#@]{1,256})@"
 _SCHEME = r"\b(?:[Bb]earer|Basic)[ \t]+(?P<bearer>[A-Za-z0-9._~+/=-]{8,})"
-_PAIR = r"""(?:^|[^\w.%])(?P<name>[A-Za-z_%][\w.%-]{0,63})(?:\\{0,4}["'])?[ \t]{0,4}[:=][ \t]{0,4}(?P<quote>\\{0,4}["'])?"""
+_PAIR = (r"""(?:^|[^\w.%])(?P<name>[A-Za-z_%][\w.%-]{0,63})"""  # a name at a word's start
+         r"""(?:\\{0,4}["'])?[ \t]{0,4}[:=][ \t]{0,4}(?P<quote>\\{0,4}["'])?""")  # `: "`, `=`, `\": \"`
 _QUOTED_VALUE = re.compile(r"""[^"'\\\n\x00]{1,256}""")
 _PLAIN_VALUE = re.compile(r"""(?:(?:[Bb]earer|Basic|[Tt]oken)[ \t]+)?[^\s\x00"'\\,;}\]&]{1,256}""")
 _NOT_SECRET = re.compile(r"[-+\d.,:eE\s]*|true|false|null|none|True|False|None|undefined|\*\*\*")

@@ -21,7 +21,7 @@ from typing import Any
 from mcp import Client
 from srv_helpers import ok, tool_text
 
-YEAR = datetime.datetime.now(datetime.timezone.utc).year
+YEAR = datetime.datetime.now(datetime.UTC).year
 COUNTS = f"""name: counts
 default_state:
   raw:
@@ -39,7 +39,8 @@ steps:
 
 GH_PAT = "ghp_" + "R8d1" * 9
 DB_PASSWORD = "Zq7-pw-ab91x"
-PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----"
+PEM = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+       "-----END OPENSSH PRIVATE KEY-----")
 API_KEY = "k3y-51a7e0c2d9"
 PASSPHRASE = "correct horse battery"
 CREDENTIALS = "svc:0f3c91aa7e"
