@@ -212,3 +212,41 @@ def test_the_process_wide_list_is_bounded_and_never_blind() -> None:
     line = "new-instance-secret-19 and new-instance-secret-0 then old-050-secret-007 and old-000-secret-000"
     assert known.mask_text(line) == "*** and *** then *** and old-000-secret-000"
     assert len(known) <= 100 + 8
+
+
+SUFFIX = "9f8e7d6c5b4a"
+TASK_KEY = "tk-" + SUFFIX  # exists only as the task's input: declared secret there alone
+TASKS = """name: tasks
+inputs:
+  suffixes: {type: array}
+steps:
+  - id: fan
+    type: parallel_foreach
+    items: "{{ inputs.suffixes }}"
+    sub_agent_task: use_key
+sub_agent_tasks:
+  use_key:
+    inputs:
+      deploy: {type: string, default: "{{ 'tk-' + item }}", secret: true}
+    steps:
+      - type: user_message
+        message: "using {{ task.deploy }}"
+      - id: work
+        type: agent_shell_command
+        command: "deploy --key {{ task.deploy }}"
+"""
+
+
+async def test_a_secret_task_input_is_masked_in_the_sub_agents_replies(make_server: Any) -> None:
+    server, _ = make_server({"tasks": TASKS})
+    async with Client(server) as client:
+        workflow_id = (await ok(client, "workflow_start", {"workflow": "tasks",
+                                                           "inputs": {"suffixes": [SUFFIX]}}))["workflow_id"]
+        fan = (await ok(client, "workflow_get_next_step", {"workflow_id": workflow_id}))["step"]
+        task_id = fan["definition"]["tasks"][0]["task_id"]
+        reply = await client.call_tool("workflow_get_next_step", {"workflow_id": workflow_id, "task_id": task_id})
+        state = await client.call_tool("workflow_state_read", {"workflow_id": workflow_id})
+    answer = reply.structured_content
+    assert answer["step"]["definition"]["command"] == f"deploy --key {TASK_KEY}"  # the agent must use it
+    assert TASK_KEY not in json.dumps(answer["messages"]) and TASK_KEY not in wire(state)
+    assert answer["messages"] == ["using ***"], answer["messages"]
