@@ -172,19 +172,21 @@ class Machine:
         so a `state` value shadowed by `raw` is masked too) and of sub-agent tasks' inputs:
         declared ones and computed fields fed by them whole, strings under sensitive names.
         Incremental: only top-level values replaced since the last call are walked."""
-        main = self.secret_fields(self.bundle.main.definition.name)
+        main_name = self.bundle.main.definition.name
+        main = self.secret_fields(main_name)
         roots: list[Any] = [self.inputs]
         declared: list[frozenset[str]] = [main.inputs]
-        keys = set(main.names)
+        keys, task_inputs = set(main.names), set(main.task_inputs)
         for key, store in self.states.items():
-            fields = self.secret_fields(self.state_workflows.get(key, self.bundle.main.definition.name))
+            fields = self.secret_fields(self.state_workflows.get(key, main_name))
             roots += [store.raw, store.state, store.computed, store.inputs]
             declared += [fields.raw, fields.state, fields.computed, fields.inputs]
             keys |= fields.names
+            task_inputs |= fields.task_inputs
         for thread in self.threads.values():
             if isinstance(thread.context.get("task"), dict):
                 roots.append(thread.context["task"])
-                declared.append(main.task_inputs)
+                declared.append(frozenset(task_inputs))
         return Masker(self._secrets.secrets(*roots, declared=declared), keys)
 
     def secret_fields(self, workflow: str) -> SecretFields:

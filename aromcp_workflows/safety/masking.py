@@ -147,17 +147,22 @@ class Masker:
     def mask(self, node: Any, key: str | None = None) -> Any:
         """`node` with every secret masked.  All its strings are scanned as one text (one
         pass of each automaton, not one call per string); only strings found to hold a
-        secret are masked one by one."""
+        secret are masked one by one.
+
+        `key` is the key `node` stands under: a reply's own field (`status`, `state`), so a
+        secret's name masks a string there, but a workflow's declared secret of the same name
+        does not (a field declared `status` must not hide the reply's status)."""
         texts: list[str] = []
-        copy = self._by_key(node, key, texts)
+        copy = self._by_key(node, key, texts, declared=False)
         flagged = self._flagged(texts)
         if not flagged:
             return copy
         return self._masked_texts(copy, flagged)
 
-    def _by_key(self, node: Any, key: str | None, texts: list[str]) -> Any:
-        """A copy with values under secret keys masked; every other string goes to `texts`."""
-        if key is not None and key in self.secret_keys:
+    def _by_key(self, node: Any, key: str | None, texts: list[str], declared: bool = True) -> Any:
+        """A copy with values under secret keys masked; every other string goes to `texts`.
+        `declared`: whether `key` is checked against the declared secrets too."""
+        if declared and key is not None and key in self.secret_keys:
             return self.mask_all(node)
         if isinstance(node, dict):
             return {k: self._by_key(v, str(k), texts) for k, v in node.items()}

@@ -227,16 +227,17 @@ class ComputedGraph:
                     stack.append(dep)
         return sorted(seen, key=self.index.__getitem__)
 
-    def reaching(self, is_secret: Callable[[tuple[str, ...]], bool], seeds: Collection[str] = ()) -> frozenset[str]:
+    def reaching(self, marked: Callable[[tuple[str, ...]], bool], seeds: Collection[str] = ()) -> frozenset[str]:
         """The fields in `seeds`, and those that read — through `from`, a name their transform
-        reads, or another field — a tier-qualified state path for which `is_secret` holds.
+        reads, or another field — a tier-qualified state path for which `marked` holds.
 
-        Why: a transform copies, reverses or slices what it reads, so its output is as secret
-        as its inputs; the same dependencies that keep a value fresh say where it came from."""
+        Why (secrets, `definition/secrets.py`): a transform copies, reverses or slices what it
+        reads, so its output is as secret as its inputs; the same dependencies that keep a
+        value fresh say where it came from."""
         reached: set[str] = set()
         for name in self.order:  # topological: every upstream field is decided first
             node = self.nodes[name]
-            if name in seeds or node.upstream & reached or any(is_secret(dep) for dep in node.state_deps):
+            if name in seeds or node.upstream & reached or any(marked(dep) for dep in node.state_deps):
                 reached.add(name)
         return frozenset(reached)
 

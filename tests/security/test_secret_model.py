@@ -250,3 +250,27 @@ async def test_a_secret_task_input_is_masked_in_the_sub_agents_replies(make_serv
     assert answer["step"]["definition"]["command"] == f"deploy --key {TASK_KEY}"  # the agent must use it
     assert TASK_KEY not in json.dumps(answer["messages"]) and TASK_KEY not in wire(state)
     assert answer["messages"] == ["using ***"], answer["messages"]
+
+
+async def test_a_declared_secret_named_like_a_reply_field_does_not_hide_that_field(make_server: Any) -> None:
+    """Declared names are masked wherever they appear inside a reply, but not as the reply's
+    own fields: a state field `status` declared secret must not hide the instance's status."""
+    clash = """name: clash
+state_schema:
+  raw:
+    status: {type: string, secret: true}
+default_state:
+  raw:
+    status: "vendor-status-code-77"
+steps:
+  - id: ask
+    type: agent_prompt
+    prompt: "go"
+"""
+    server, _ = make_server({"clash": clash})
+    async with Client(server) as client:
+        started = await ok(client, "workflow_start", {"workflow": "clash"})
+        step = await ok(client, "workflow_get_next_step", {"workflow_id": started["workflow_id"]})
+        state = (await ok(client, "workflow_state_read", {"workflow_id": started["workflow_id"]}))["state"]
+    assert started["status"] == "running" and step["status"] == "running", (started, step)
+    assert state["status"] == "***", state
