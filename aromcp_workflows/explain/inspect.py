@@ -44,8 +44,8 @@ def transform_traces(events: Iterable[Any], field: str | None, include_timing: b
             trace["duration_ms"] = data.get("duration_ms")
         if data.get("error"):
             trace["error"] = data["error"]
-        traces.append(masker(trace))
-    return traces
+        traces.append(trace)
+    return list(masker(traces))  # one scan of every trace's text, not one per trace
 
 
 def _field_name(data: dict[str, Any]) -> str:
@@ -61,7 +61,7 @@ def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
         "current_steps": current,
         "status": run.status,
         "error": masker(run.error) if run.error else None,
-        "step_history": [masker(entry) for entry in _step_history(events, _step_types(run))],
+        "step_history": masker(_step_history(events, _step_types(run))),  # one scan for the whole history
         "state_size": _state_size(run, events),
         "performance": _performance(events),
     }
