@@ -27,7 +27,7 @@ class InputSpec(Strict):
     required: bool = False
     default: Any = None
     description: str | None = None
-    secret: bool = Field(default=False, description=SECRET_HELP)
+    secret: bool | None = Field(default=None, description=SECRET_HELP)  # None: not declared (left out of dumps)
 
 
 class ComputedFieldSpecModel(Strict):
@@ -39,7 +39,7 @@ class ComputedFieldSpecModel(Strict):
     fallback: Any = None
     validate_: str | None = Field(default=None, alias="validate")
     description: str | None = None
-    secret: bool = Field(default=False, description=SECRET_HELP)
+    secret: bool | None = Field(default=None, description=SECRET_HELP)  # None: not declared (left out of dumps)
 
     @property
     def sources(self) -> list[str]:
