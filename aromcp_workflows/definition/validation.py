@@ -26,6 +26,7 @@ from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle, _
 from aromcp_workflows.definition.loops import endless_loops
 from aromcp_workflows.definition.references import declared_names, reference_problems
 from aromcp_workflows.definition.scopes import sites
+from aromcp_workflows.definition.secrets import secret_problems
 from aromcp_workflows.definition.steps import (
     BreakStep,
     ContinueStep,
@@ -118,6 +119,8 @@ class _Checker:
         for path, message in syntax_problems(found, self.engine):
             self.report(path, message, "error")
         for path, message, severity in reference_problems(found, declared_names(data)):
+            self.report(path, message, severity)
+        for path, message, severity in secret_problems(self.definition, data, found):
             self.report(path, message, severity)
         definition = self.definition
         roots: list[tuple[Path, list[Any]]] = [(("steps",), definition.steps),

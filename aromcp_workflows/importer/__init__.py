@@ -8,6 +8,7 @@ Split by job: `reading` (round-trip YAML with lines), `js` (renaming inside Java
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ruamel.yaml.error import YAMLError
@@ -22,8 +23,17 @@ _HEADER = ("# Translated from AroMCP's workflow dialect by `aromcp-workflows imp
 
 
 def translate_text(text: str, source: str) -> FileResult:
-    """Translate one file's text; `source` names it in the report and gives the file name."""
+    """Translate one file's text; `source` names it in the report and gives the file name.
+
+    The loader's bounds come first (`yaml_limits`: size, nesting, alias expansion, tags),
+    before anything is built: an alias bomb or a file nested thousands deep is refused with
+    the loader's own message instead of stalling the import or ending in a traceback."""
+    from aromcp_workflows.definition.yaml_limits import check_events
+
     notes = Notes()
+    refused = _out_of_bounds(lambda: check_events(text, source), source, notes)
+    if refused is not None:
+        return refused
     try:
         document = load_text(text)
     except YAMLError as exc:
@@ -51,6 +61,11 @@ def translate_file(path: Path, *, assume_aromcp: bool = False) -> FileResult:
     A file can be valid in both languages and still mean different things (`value: stdout`
     is the text "stdout" here, the command's output in AroMCP): such a file is still copied,
     with a hint naming those places, unless `assume_aromcp` asks to translate it anyway."""
+    from aromcp_workflows.definition.yaml_limits import check_size
+
+    refused = _out_of_bounds(lambda: check_size(path.stat().st_size, str(path)), str(path), Notes())
+    if refused is not None:  # before reading: a 50 MB file is refused unread
+        return refused
     text = path.read_text(encoding="utf-8")
     if assume_aromcp or not valid_here(path):
         return translate_text(text, str(path))
@@ -58,6 +73,19 @@ def translate_file(path: Path, *, assume_aromcp: bool = False) -> FileResult:
     as_aromcp = translate_text(text, str(path))
     kept.aromcp_hints = [r for r in as_aromcp.notes.rewrites if r.note.startswith(MAGIC_NOTES)]
     return kept
+
+
+def _out_of_bounds(check: Callable[[], None], source: str, notes: Notes) -> FileResult | None:
+    """The refused result when `check` finds the file beyond a YAML bound, else None."""
+    from aromcp_workflows.definition.errors import DefinitionError
+
+    try:
+        check()
+    except DefinitionError as exc:
+        for problem in exc.problems:
+            notes.refuse(problem.line or 1, problem.message)
+        return FileResult(source, notes, None)
+    return None
 
 
 MAGIC_NOTES = ("AroMCP reads this name", "AroMCP's returncode", "the whole command result")
