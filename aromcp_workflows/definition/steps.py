@@ -18,6 +18,7 @@ UpdateOperation = Literal["set", "append", "increment", "merge", "delete"]
 Template = str | bool
 
 MAX_ITERATIONS_LIMIT = 10_000
+DEFAULT_MAX_ITERATIONS = 100
 MAX_PARALLEL_LIMIT = 100
 
 
@@ -180,13 +181,35 @@ class ConditionalStep(StepBase):
 
 
 class WhileStep(StepBase):
+    """A loop that runs while `condition` holds, at most `limit` times.
+
+    A bound the author wrote (`max_iterations: N`) is a normal end, as in the seed design
+    and AroMCP: the loop exits and the workflow goes on.  Without one, the implicit limit
+    is a safety net, and reaching it fails the workflow.  `on_max_iterations` overrides
+    either; both keys stay None when not written, so a stored definition keeps the
+    difference."""
+
     type: Literal["while"]
     condition: Template
-    max_iterations: int = Field(default=100, ge=1, le=MAX_ITERATIONS_LIMIT)
-    on_max_iterations: Literal["fail", "continue"] = Field(
-        default="fail", description="what reaching max_iterations does: fail the workflow "
-        "(default) or end the loop and continue after it")
+    max_iterations: int | None = Field(
+        default=None, ge=1, le=MAX_ITERATIONS_LIMIT,
+        description=f"the most iterations; reaching it ends the loop and the workflow goes on "
+        f"(without it: {DEFAULT_MAX_ITERATIONS}, and reaching that fails the workflow)")
+    on_max_iterations: Literal["fail", "continue"] | None = Field(
+        default=None, description="what reaching the limit does: continue after the loop (the "
+        "default with max_iterations) or fail the workflow (the default without it)")
     body: list[Step]
+
+    @property
+    def limit(self) -> int:
+        return DEFAULT_MAX_ITERATIONS if self.max_iterations is None else self.max_iterations
+
+    @property
+    def at_limit(self) -> Literal["fail", "continue"]:
+        """What reaching `limit` does."""
+        if self.on_max_iterations is not None:
+            return self.on_max_iterations
+        return "fail" if self.max_iterations is None else "continue"
 
 
 class ForeachStep(StepBase):

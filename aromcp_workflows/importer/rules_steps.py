@@ -25,6 +25,7 @@ from aromcp_workflows.importer.results import (
 from aromcp_workflows.importer.scope import Scope
 from aromcp_workflows.importer.steps_keys import OUR_STEP_TYPES, allowed_keys
 
+AROMCP_MAX_ITERATIONS = 100  # AroMCP's while_loop default (its loop leaves normally there)
 ERROR_STRATEGY = {"fail": "fail", "continue": "continue", "retry": "retry", "fallback": "continue"}
 
 
@@ -175,11 +176,11 @@ def _while(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Comme
         body.insert(0, new_map(id=f"{_safe_id(step)}_count", type="state_update", path=after[0]["path"],
                                operation="increment", value=1))
     step["body"] = body
-    if "on_max_iterations" not in step:
-        step["on_max_iterations"] = "continue"
-        scope.notes.rewrite(line_of(step, "max_iterations", line_of(step)), "(max_iterations reached)",
-                            "on_max_iterations: continue",
-                            "AroMCP ends the loop there and goes on; here reaching it would fail the workflow")
+    if "max_iterations" not in step:
+        step["max_iterations"] = AROMCP_MAX_ITERATIONS
+        scope.notes.rewrite(line_of(step), "(no max_iterations)", f"max_iterations: {AROMCP_MAX_ITERATIONS}",
+                            "AroMCP's default limit, where its loop ends and the workflow goes on; here a "
+                            "loop without max_iterations fails at its limit")
     return after
 
 
