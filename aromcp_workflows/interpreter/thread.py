@@ -65,6 +65,7 @@ class Thread:
     group: str | None = None  # parallel group of a task thread
     retries: int = 0
     failed_at: list[dict[str, Any]] | None = None  # frames when it failed (on_resume: retry_failed_steps)
+    prompt: str | None = None  # a task's sub_agent_prompt_override, rendered for it when it was created
 
     @property
     def done(self) -> bool:
