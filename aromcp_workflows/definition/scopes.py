@@ -116,7 +116,8 @@ def _step(path: Path, step: dict[str, Any], scope: Scope) -> Iterator[Site]:
         elif kind == "while" and key == "body":
             yield from _steps(where, value or [], scope.plus("loop", where="a while loop"))
         elif kind == "foreach" and key == "steps":
-            yield from _steps(where, value or [], scope.plus("item", "index", "loop",
+            named = [str(step[k]) for k in ("variable_name", "index_name") if isinstance(step.get(k), str)]
+            yield from _steps(where, value or [], scope.plus("item", "index", "loop", *named,
                                                              where="a foreach"))
         elif kind == "parallel_foreach" and key == "sub_agent_prompt_override":
             yield from _values(where, value, _override_scope(step, scope))

@@ -8,6 +8,7 @@ here, once, so nothing downstream has to know about them.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -212,10 +213,37 @@ class WhileStep(StepBase):
         return "fail" if self.max_iterations is None else "continue"
 
 
+# Names a foreach may not give its element or index: they mean something else already.
+LOOP_NAME_RESERVED = frozenset({"inputs", "raw", "state", "computed", "this", "loop", "task", "context",
+                                "result", "error", "workflow_id", "input", "output", "undefined", "null",
+                                "true", "false", "now", "uuid", "path_to_key"})
+_LOOP_NAME = re.compile(r"[A-Za-z_$][\w$]*")
+
+
 class ForeachStep(StepBase):
+    """Runs `steps` once per element of `items`, as `item`/`index`.  `variable_name` and
+    `index_name` also give them names of the author's; an inner loop's `item` hides an
+    outer one, but a named element stays visible in every loop nested inside."""
+
     type: Literal["foreach"]
     items: Any
     steps: list[Step]
+    variable_name: str | None = Field(default=None, description="another name for the current element "
+                                      "(visible in loops nested inside, unlike `item`)")
+    index_name: str | None = Field(default=None, description="another name for the current index")
+
+    @field_validator("variable_name", "index_name")
+    @classmethod
+    def _a_free_name(cls, value: str | None) -> str | None:
+        if value is None or value in ("item", "index"):
+            return value
+        if not _LOOP_NAME.fullmatch(value):
+            raise PydanticCustomError("loop_name", "'{value}' is not a JavaScript name (letters, digits, _ "
+                                      "and $, not starting with a digit)", {"value": value})
+        if value in LOOP_NAME_RESERVED:
+            raise PydanticCustomError("loop_name", "'{value}' already means something in templates; "
+                                      "choose another name", {"value": value})
+        return value
 
 
 class SubAgentErrorPolicy(Strict):

@@ -95,7 +95,7 @@ class _Compiler:
                                      implicit_limit=step.max_iterations is None))
             body = step.body
         else:
-            self.emit(LoopEnter(qid, qid, "foreach", step.items, 0))
+            self.emit(LoopEnter(qid, qid, "foreach", step.items, 0, step.variable_name, step.index_name))
             top = self.emit(LoopNext(qid, qid, "foreach", None))
             body = step.steps
         frame = _Loop(qid, top)

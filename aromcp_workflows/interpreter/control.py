@@ -45,7 +45,8 @@ def enter_loop(ctx: Ctx, ins: LoopEnter) -> Effect:
             items = []
         if not isinstance(items, list):
             raise StepFailed(f"foreach {ins.step_id}: items must be a list, got {type(items).__name__}")
-    ctx.frame.loops.append(LoopFrame(ins.loop_id, ins.kind, items))
+    ctx.frame.loops.append(LoopFrame(ins.loop_id, ins.kind, items, item_name=ins.item_name,
+                                     index_name=ins.index_name))
     ctx.frame.pc += 1
     return None
 

@@ -46,6 +46,8 @@ class LoopEnter(Instruction):
     kind: Literal["while", "foreach"]
     items: Any = None
     max_iterations: int = 0
+    item_name: str | None = None  # a foreach's own names for `item` and `index`
+    index_name: str | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ class LoopFrame:
     items: list[Any] | None = None
     index: int = -1
     iteration: int = 0
+    item_name: str | None = None  # a foreach's `variable_name` and `index_name`
+    index_name: str | None = None
 
 
 @dataclass
