@@ -163,7 +163,7 @@ def _condition(step: CommentedMap, scope: Scope) -> None:
 
 def _while(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
     _rename_type(step, scope, "while")
-    inner = scope.inner(loop="while", loop_var=None)
+    inner = scope.inner(loop="while")
     condition = step.get("condition")
     after: list[CommentedMap] = []
     if isinstance(condition, str) and "loop.iteration" in condition:
@@ -207,16 +207,32 @@ def _count_iterations(step: CommentedMap, scope: Scope) -> tuple[str, list[Comme
 
 
 def _foreach(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
-    name = pop_key(step, "variable_name", None)
-    if name is not None:
-        scope.notes.rewrite(line_of(step), f"variable_name: {name}", "item",
-                            f"the current element is always `item` here; `{name}` is renamed in the body")
-    inner = scope.inner(loop="foreach", loop_var=str(name) if name else None)
+    kept, renamed = set(scope.loop_names), dict(scope.loop_renames)
+    for key, ours in (("variable_name", "item"), ("index_name", "index")):
+        name = step.get(key)
+        if name is None or name == ours:
+            continue
+        if _loop_name_here(name):
+            kept.add(str(name))
+            renamed.pop(str(name), None)
+            continue
+        pop_key(step, key)
+        renamed[str(name)] = ours
+        scope.notes.rewrite(line_of(step), f"{key}: {name}", ours,
+                            f"'{name}' means something else here; it is renamed to `{ours}` in the body")
+    inner = scope.inner(loop="foreach", loop_names=frozenset(kept - set(renamed)), loop_renames=renamed)
     if isinstance(step.get("items"), str):
         step["items"] = scope.expression(step["items"], line_of(step, "items"), "foreach items")
     _rename(step, scope, "body", "steps")
     step["steps"] = translate_steps(step.get("steps", []), inner, line_of(step, "steps"))
     return []
+
+
+def _loop_name_here(name: Any) -> bool:
+    """Whether this project's foreach takes `name` as its variable_name/index_name."""
+    from aromcp_workflows.definition.steps import LOOP_NAME_RESERVED
+
+    return isinstance(name, str) and name.isidentifier() and name not in LOOP_NAME_RESERVED
 
 
 def _parallel(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
@@ -231,12 +247,33 @@ def _parallel(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Co
 
 
 def _mcp_call(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+    if _own_state_update(step):
+        return _as_state_update(step, scope)
     _rename(step, scope, "tool", "method")
     _rename(step, scope, "parameters", "params")
     _templates(step, scope, ("params", "method"))
     _seconds_to_ms(step, scope)
     _error_handling(step, scope, ("fail", "continue"))
     return apply_result_writes(step, collect_writes(step, scope, "mcp"), scope)
+
+
+def _own_state_update(step: CommentedMap) -> bool:
+    """An mcp_call of the workflow server's own `workflow_state_update` with an updates list."""
+    params = step.get("parameters", step.get("params"))
+    return (step.get("tool", step.get("method")) == "workflow_state_update" and isinstance(params, dict)
+            and isinstance(params.get("updates"), list) and set(params) <= {"updates", "workflow_id"}
+            and not {"state_update", "state_updates", "store_result"} & set(step))
+
+
+def _as_state_update(step: CommentedMap, scope: Scope) -> list[CommentedMap]:
+    """The agent would call this server's own tool to write state: the server writes it here."""
+    params = pop_key(step, "parameters", None) or pop_key(step, "params")
+    pop_key(step, "tool", None)
+    pop_key(step, "method", None)
+    step["updates"] = params["updates"]
+    _rename_type(step, scope, "state_update", "a call of the workflow server's own workflow_state_update: "
+                                              "the server applies the updates itself, no agent step")
+    return translate_update_step(step, scope)
 
 
 def _shell(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
