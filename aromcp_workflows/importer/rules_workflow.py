@@ -11,6 +11,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from aromcp_workflows.definition.workflow import json_type
 from aromcp_workflows.importer.reading import delete_key, line_of, new_map
 from aromcp_workflows.importer.report import Notes
 from aromcp_workflows.importer.rules_steps import translate_steps
@@ -82,7 +83,7 @@ def _initial_inputs(doc: CommentedMap, notes: Notes) -> list[str]:
         line = line_of(values, name, line_of(initial, "inputs"))
         spec = declared.get(name)
         if not isinstance(spec, CommentedMap):
-            declared[name] = new_map(type=_type_of(value), required=False, default=value)
+            declared[name] = new_map(type=json_type(value), required=False, default=value)
             added.append(str(name))
             notes.rewrite(line, f"default_state.inputs.{name}", f"inputs.{name}: {{default: {value!r}}}",
                           "an input AroMCP starts from default_state; declared here, with that default")
@@ -98,16 +99,6 @@ def _initial_inputs(doc: CommentedMap, notes: Notes) -> list[str]:
     if not initial:
         delete_key(doc, "default_state")
     return added
-
-
-def _type_of(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "string"
 
 
 def _state_fields(doc: CommentedMap) -> dict[str, str]:
