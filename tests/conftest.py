@@ -16,6 +16,7 @@ SLOW_PREFIXES = (
     "e2e/",
     "importer/test_shipped.py",
     "importer/test_corpus.py",
+    "importer/test_aromcp_corpus.py",
     "integrations/test_plugin_claude_cli.py",
     "integrations/test_plugin_launcher.py",
     "integrations/test_plugin_proxy.py",

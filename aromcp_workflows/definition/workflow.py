@@ -96,7 +96,7 @@ class SubAgentTask(Strict):
         if not isinstance(value, dict):
             return value
         return {
-            key: spec if _looks_like_input_spec(spec) else {"type": _json_type(spec), "default": spec}
+            key: spec if _looks_like_input_spec(spec) else {"type": json_type(spec), "default": spec}
             for key, spec in value.items()
         }
 
@@ -181,7 +181,8 @@ def _looks_like_input_spec(spec: Any) -> bool:
     return isinstance(spec, dict) and bool(spec) and set(spec) <= set(InputSpec.model_fields)
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The input type a plain value has (`3` is an integer, `[]` an array)."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -206,4 +207,5 @@ __all__ = [
     "SubAgentTask",
     "WorkflowDefinition",
     "WorkflowErrorHandling",
+    "json_type",
 ]

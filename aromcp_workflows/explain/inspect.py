@@ -90,7 +90,9 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
     Agent steps open at `step_delivered` and close at `step_completed`; shell commands at
     `step_started`; a `user_message` gives one entry with its text; every `conditional`
     and `while` check gives one entry with the condition's value and the branch taken
-    (`then`/`else`, `iterate`/`exit`); a `when` guard that was false gives a `skipped` entry; a server-side
+    (`then`/`else`, `iterate`/`exit`); every loop's end gives one entry with what ended it
+    (`ended_by`: condition, items, break, max_iterations) and its `iterations`;
+    a `when` guard that was false gives a `skipped` entry; a server-side
     step that only changed state (`state_update`) gives one entry at its `state_changed`;
     `step_error` and `error` mark the step `failed` with the message."""
     types = types or {}
@@ -127,6 +129,10 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success",
                       "value": event.data.get("value"),
                       "branch": event.data.get("branch")})
+        elif event.kind == "loop_ended":
+            add(key, {**base, "type": event.data.get("loop"), "started_at": event.timestamp,
+                      "completed_at": event.timestamp, "status": "success",
+                      "ended_by": event.data.get("ended_by"), "iterations": event.data.get("iterations")})
         elif event.kind == "step_skipped":
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp,
                       "status": "skipped", "reason": f"when {event.data.get('when')} was false"})

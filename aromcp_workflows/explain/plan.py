@@ -86,7 +86,7 @@ class _Walk:
                            loops=loops, loop_ids=loop_ids)
             elif isinstance(step, WhileStep):
                 self.steps(step.body, **inner, conditions=guards, loop_ids=(*loop_ids, qid),
-                           loops=(*loops, f"while {step.condition} (max {step.max_iterations})"))
+                           loops=(*loops, f"while {step.condition} (max {step.limit})"))
             elif isinstance(step, ForeachStep):
                 self.steps(step.steps, **inner, conditions=guards, loop_ids=(*loop_ids, qid),
                            loops=(*loops, f"foreach {step.items}"))

@@ -8,12 +8,21 @@ Split by job: `reading` (round-trip YAML with lines), `js` (renaming inside Java
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ruamel.yaml.error import YAMLError
 
-from aromcp_workflows.importer.reading import dump_text, load_text, mark_trailing, tidy_comments, valid_here
+from aromcp_workflows.importer.reading import (
+    dump_text,
+    line_of,
+    load_text,
+    mark_trailing,
+    tidy_comments,
+    valid_here,
+)
 from aromcp_workflows.importer.report import FileResult, Notes, Refusal, Rewrite
 from aromcp_workflows.importer.rules_workflow import translate_workflow
 from aromcp_workflows.importer.writing import validation_errors
@@ -51,8 +60,24 @@ def translate_text(text: str, source: str) -> FileResult:
         tidy_comments(document)
         translated = _HEADER.format(name=Path(source).name) + dump_text(document)
     for error in validation_errors(translated, Path(source).name):
-        notes.refuse(1, f"the translation does not validate here ({error}); please report it with the file")
+        notes.refuse(*(_source_problem(document, error) or
+                       (1, f"the translation does not validate here ({error}); please report it with the file")))
     return FileResult(source, notes, None if notes.refusals else translated)
+
+
+_CYCLE = re.compile(r"circular computed fields: ([\w$]+)((?: → [\w$]+)+)")
+
+
+def _source_problem(document: Any, error: str) -> tuple[int, str] | None:
+    """A validation error that is the source's own mistake, at its line in the source:
+    circular computed fields (AroMCP's loader refuses those too)."""
+    match = _CYCLE.search(error)
+    computed = ((document.get("state_schema") or {}).get("computed") or {}) if isinstance(document, dict) else {}
+    if match is None or match.group(1) not in computed:
+        return None
+    cycle = match.group(1) + match.group(2)
+    return (line_of(computed, match.group(1), 1), f"circular computed fields: {cycle}; AroMCP refuses them too: "
+                                                  "make one of them read state instead of the next")
 
 
 def translate_file(path: Path, *, assume_aromcp: bool = False) -> FileResult:

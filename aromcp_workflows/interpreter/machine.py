@@ -291,5 +291,10 @@ def loop_variables(loop: LoopFrame) -> dict[str, Any]:
     info = {"index": loop.index, "iteration": loop.iteration, "first": loop.iteration == 1,
             "last": loop.items is not None and loop.index == len(loop.items) - 1}
     if loop.kind == "foreach" and loop.items is not None and 0 <= loop.index < len(loop.items):
-        return {"item": loop.items[loop.index], "index": loop.index, "loop": info}
+        names = {"item": loop.items[loop.index], "index": loop.index, "loop": info}
+        if loop.item_name:
+            names[loop.item_name] = names["item"]
+        if loop.index_name:
+            names[loop.index_name] = loop.index
+        return names
     return {"loop": info}
