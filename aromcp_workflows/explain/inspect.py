@@ -112,7 +112,10 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
     for event in events:
         key = (event.task_id, event.step_id or "")
         base = {"step_id": event.step_id, "task_id": event.task_id, "type": kind_of(event.step_id, event.data)}
-        if event.kind in ("step_delivered", "step_started"):
+        instant = _instant_entry(event, base)
+        if instant is not None:
+            add(key, instant)
+        elif event.kind in ("step_delivered", "step_started"):
             if key in open_steps:
                 continue  # a retry of a shell command or a re-delivery keeps its first start
             open_steps[key] = add(key, {**base, "started_at": event.timestamp, "completed_at": None,
@@ -122,20 +125,6 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
             entry.update(completed_at=event.timestamp, status=event.data.get("status", "success"))
             if "duration_ms" in event.data:
                 entry["duration_ms"] = event.data["duration_ms"]
-        elif event.kind == "message_shown":
-            add(key, {**base, "type": "user_message", "started_at": event.timestamp,
-                      "completed_at": event.timestamp, "status": "success", "message": event.data.get("message")})
-        elif event.kind == "condition_checked":
-            add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success",
-                      "value": event.data.get("value"),
-                      "branch": event.data.get("branch")})
-        elif event.kind == "loop_ended":
-            add(key, {**base, "type": event.data.get("loop"), "started_at": event.timestamp,
-                      "completed_at": event.timestamp, "status": "success",
-                      "ended_by": event.data.get("ended_by"), "iterations": event.data.get("iterations")})
-        elif event.kind == "step_skipped":
-            add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp,
-                      "status": "skipped", "reason": f"when {event.data.get('when')} was false"})
         elif event.kind == "state_changed" and event.step_id and key not in open_steps and key not in last:
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success"})
         elif event.kind in ("step_error", "error") and event.step_id:
@@ -145,6 +134,23 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
             if event.data.get("handled"):
                 entry["handled"] = event.data["handled"]
     return history
+
+
+def _instant_entry(event: Any, base: dict[str, Any]) -> dict[str, Any] | None:
+    """The entry of an event that is a whole step run by itself (it starts and ends at
+    once: a message shown, a condition checked, a loop's end, a skipped step), or None."""
+    data = event.data
+    at = {"started_at": event.timestamp, "completed_at": event.timestamp, "status": "success"}
+    if event.kind == "message_shown":
+        return {**base, **at, "type": "user_message", "message": data.get("message")}
+    if event.kind == "condition_checked":
+        return {**base, **at, "value": data.get("value"), "branch": data.get("branch")}
+    if event.kind == "loop_ended":
+        return {**base, **at, "type": data.get("loop"), "ended_by": data.get("ended_by"),
+                "iterations": data.get("iterations")}
+    if event.kind == "step_skipped":
+        return {**base, **at, "status": "skipped", "reason": f"when {data.get('when')} was false"}
+    return None
 
 
 def _state_size(run: Any, events: list[Any]) -> dict[str, Any]:
