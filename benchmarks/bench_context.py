@@ -1,9 +1,11 @@
-"""Bytes an orchestrator agent reads, per shipped workflow: `tools/list` once, then every
-tool result of a complete run.
+"""Bytes an orchestrator agent reads, per shipped workflow.
 
-An orchestrator model reads the tool list in every request and each reply once, so these
-bytes are paid in tokens.  Claude Code shows the model only a result's structured content
-(as JSON) when there is one; other clients show the text content.  Both are reported.
+An orchestrator model reads the tool list in every request and each reply once, so for a
+run of N tool calls it reads N x `tools/list` + every result.  Claude Code shows the model
+a tool's name, description and input schema (not the rest of the listing) and, of a
+result, only its structured content as JSON; other clients show the text content.  So
+the table gives the listing on the wire and the part of it a model sees, each result's
+structured content and text, and the total read as N x listing + results.
 
 Each run is the headless runner (the same agent the CLI uses) over an in-memory MCP
 session with the real server, on a fresh project and store; shell commands run for real.
@@ -85,15 +87,18 @@ async def measure(workflow: str, inputs: dict[str, Any], answers: dict[str, Any]
                               allowed_files=(target,) if target.endswith(".yaml") else ())
         os.chdir(project)
         async with Client(server, mode="legacy") as client:
-            tools = await client.list_tools()
-            listing = compact([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools.tools])
+            listed = (await client.list_tools()).tools
+            tools = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed]
+            listing = compact({"tools": tools})
+            seen = compact([{k: t.get(k) for k in ("name", "description", "inputSchema")} for t in tools])
             recorder = Recorder(client)
             agent = HeadlessAgent(recorder, book, project, Printer(io.StringIO(), True))
             outcome = await agent.run(target, inputs)
         os.chdir(REPO)
-    return {"status": outcome.status, "calls": recorder.calls, "tools_list": listing,
+    return {"status": outcome.status, "calls": recorder.calls, "tools_list": listing, "tools_seen": seen,
             "structured": recorder.structured, "text": recorder.text,
-            "read": listing + recorder.structured}
+            "read": recorder.calls * listing + recorder.structured,
+            "read_seen": recorder.calls * seen + recorder.structured}
 
 
 def main() -> None:
@@ -107,13 +112,15 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'workflow':<38} {'status':<10} {'calls':>5} {'tools/list':>10} {'results':>9} "
-          f"{'per call':>8} {'read':>8} {'text':>8}")
+    print(f"{'workflow':<36} {'status':<9} {'calls':>5} {'list':>6} {'seen':>6} {'results':>8} "
+          f"{'/call':>5} {'text':>7} {'read':>7} {'read seen':>9}")
     for label, row in rows.items():
-        print(f"{label:<38} {row['status']:<10} {row['calls']:>5} {row['tools_list']:>10} {row['structured']:>9} "
-              f"{row['structured'] / max(row['calls'], 1):>8.0f} {row['read']:>8} {row['text']:>8}")
-    print("read = tools/list + every result's structured content (what Claude Code shows the model); "
-          "text = the results' text content (what other clients show)")
+        print(f"{label:<36} {row['status']:<9} {row['calls']:>5} {row['tools_list']:>6} {row['tools_seen']:>6} "
+              f"{row['structured']:>8} {row['structured'] / max(row['calls'], 1):>5.0f} {row['text']:>7} "
+              f"{row['read']:>7} {row['read_seen']:>9}")
+    print("list = tools/list on the wire; seen = its name, description and input schema (what Claude Code "
+          "hands the model); results = the structured content of every reply; text = their text content; "
+          "read = calls x list + results; read seen = calls x seen + results")
 
 
 if __name__ == "__main__":

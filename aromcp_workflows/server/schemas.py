@@ -2,10 +2,15 @@
 
 An orchestrator model reads `tools/list` in every request, so every byte of it is paid
 again and again.  pydantic's schemas repeat what a client does not need: titles that
-echo the property names, `default: null`, `anyOf` pairs for optional values, and, in the
-output schemas, the full shape of every result.  Input schemas keep every property and
-constraint (the client builds calls from them); output schemas name the top-level fields
-(docs/mcp.md gives their types).
+echo the property names, `default: null`, `anyOf` pairs for optional values.  Input
+schemas keep every property and constraint: the client builds calls from them.
+
+Output schemas are not advertised.  Every tool still returns structured content (its
+typed result, validated by the SDK against the result model before it leaves), and the
+text content carries the same JSON; no client we serve reads an output schema (Claude
+Code hands the model a tool's name, description and input schema, and the result's
+JSON), while the schemas were a quarter of the list.  The result shapes are in
+docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ from mcp.server.mcpserver import MCPServer
 
 
 def compact_tool_schemas(mcp: MCPServer) -> None:
-    """Rewrite every registered tool's input and output schema in their compact forms."""
+    """Every registered tool's input schema in its compact form, and no output schema in
+    the listing (the tool's result model still shapes and checks its structured content)."""
     for tool in mcp._tool_manager.list_tools():
         tool.parameters = optional_without_null(strip(tool.parameters))
-        if tool.output_schema is not None:
-            tool.output_schema = shallow_output(tool.output_schema)
+        tool.output_schema = None  # the listed schema only: `fn_metadata` keeps the result model
 
 
 def strip(node: Any) -> Any:
@@ -52,12 +57,3 @@ def optional_without_null(schema: dict[str, Any]) -> dict[str, Any]:
             prop = {**prop, "type": rest[0] if len(rest) == 1 else rest}
         properties[name] = prop
     return {**schema, "properties": properties} if "properties" in schema else schema
-
-
-def shallow_output(schema: dict[str, Any]) -> dict[str, Any]:
-    """An object schema that names the result's top-level fields and nothing more.
-
-    The types and which fields are always present are in docs/mcp.md; a client validates
-    `structuredContent` against this (every reply meets it), and a model that reads the
-    list learns the field names without paying for their shapes."""
-    return {"type": "object", "properties": {name: {} for name in schema.get("properties", {})}}
