@@ -61,7 +61,7 @@ def _files(paths: list[str]) -> list[Path] | str:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from aromcp_workflows.importer import translate_file
+    from aromcp_workflows.importer.translate import translate_file
     from aromcp_workflows.importer.writing import UnsafeTarget, write_result
 
     if not args.check and not args.out:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver, check
-from aromcp_workflows.importer import FileResult, translate_text
+from aromcp_workflows.importer.report import FileResult
+from aromcp_workflows.importer.translate import translate_text
 from aromcp_workflows.runner.answers import AnswerBook, ScriptedAnswer
 from aromcp_workflows.runner.report import RunOutcome
 from aromcp_workflows.runner.run import run_workflow
