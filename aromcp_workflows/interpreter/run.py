@@ -177,20 +177,23 @@ class WorkflowRun(Machine):
 
     def agent_update(self, task_id: str | None, updates: list[Update]) -> UpdateResult:
         """`workflow_state_update`: the agent writes state directly (same rules as steps)."""
-        store = self.state_for(task_id)
+        key = self.state_key(task_id)
+        store = self.states[key]
         result = store.apply(updates, trigger="workflow_state_update")
         self.collect_traces(store, "workflow_state_update")
-        self.record("state_changed", None, task_id, {"paths": result.changed_paths,
-                                                     "computed_changed": sorted(result.computed_changed),
-                                                     "by": "agent"})
+        self.state_changed(None, task_id, result, key, by="agent")
         return result
 
     def state_for(self, task_id: str | None) -> StateTiers:
         """The state a thread reads and writes (a task shares its workflow's state)."""
+        return self.states[self.state_key(task_id)]
+
+    def state_key(self, task_id: str | None) -> str:
+        """Which state a thread reads and writes: its innermost frame's (an include has its own)."""
         if task_id is None:
-            return self.states["main"]
+            return "main"
         thread = self.thread(task_id)
-        return self.states[thread.frames[-1].state_key if thread.frames else "main"]
+        return thread.frames[-1].state_key if thread.frames else "main"
 
     def retry_failed(self) -> bool:
         """`on_resume: retry_failed_steps`: a failed instance goes back to the step that failed
