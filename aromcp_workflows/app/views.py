@@ -26,16 +26,14 @@ from aromcp_workflows.explain import state_history, watch
 from aromcp_workflows.explain.layout import layout
 from aromcp_workflows.explain.locate import Failure, failures, step_of, step_path
 from aromcp_workflows.explain.mermaid import flow_graph
+from aromcp_workflows.interpreter.effects import EVENT_KINDS
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.store import InstanceRecord, InstanceSummary
 
 FINISHED = frozenset({"completed", "failed", "cancelled"})
 # What the instance page reads of the history: everything but the transform traces (the
 # bulk of it; the page asks for those on their own).
-VIEW_KINDS = ["started", "finished", "status_changed", "workflow_retry", "error", "task_started", "task_finished",
-              "tasks_created", "tasks_retried", "tasks_finished", "tasks_stopped", "step_delivered", "step_started",
-              "step_completed", "step_rejected", "step_error", "step_skipped", "message_shown", "condition_checked",
-              "loop_limit", "shell_released", "include_started", "include_finished", "state_changed", "rolled_back"]
+VIEW_KINDS = sorted((EVENT_KINDS | {"checkpoint"}) - {"transform_trace"})
 # file, workflow name, the step's data path, the step -> (line, column, the file reads differently now)
 Locate = Callable[[str, str, tuple[Any, ...], Any], tuple[int | None, int | None, bool] | None]
 
@@ -60,7 +58,7 @@ def instance_view(run: Any, record: InstanceRecord, events: list[Any], masker: M
     """The instance page: summary, graph with marks, tasks, messages, failures, timeline, state."""
     from aromcp_workflows.explain.inspect import _step_history, _step_types
 
-    replayed = state_history.replay(events, None, lambda _cp: None)
+    replayed = state_history.replay(events, None, lambda _cp: None, masker)
     mask = masker.with_secrets(replayed.secrets)
     tiers = run.states["main"]
     view = InstanceView(
@@ -114,6 +112,6 @@ def failure_view(run: Any, failure: Failure, locate: Locate) -> FailureView:
 def state_at(events: list[Any], seq: int | None, checkpoint_state: state_history.CheckpointState,
              masker: Masker) -> dict[str, Any]:
     """`StateAt`'s fields: the main state after event `seq`, masked."""
-    replayed = state_history.replay(events, seq, checkpoint_state)
+    replayed = state_history.replay(events, seq, checkpoint_state, masker)
     return {"seq": replayed.seq, "state": state_history.masked(replayed, masker), "changed": replayed.changed,
             "complete": replayed.complete, "note": replayed.note}

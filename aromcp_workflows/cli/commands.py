@@ -333,6 +333,8 @@ def cmd_debug(args: argparse.Namespace) -> int:
         task = f" [{entry['task_id']}]" if entry.get("task_id") else ""
         took = f" {entry['duration_ms']:.0f} ms" if entry.get("duration_ms") is not None else ""
         error = f"  {entry['error']}" if entry.get("error") else ""
+        if entry.get("ended_by"):  # a loop's end: what ended it
+            error = f"  ended by {entry['ended_by']} after {entry.get('iterations')} iteration(s)" + error
         print(f"  {entry['status']:<8} {entry['step_id']}{task} ({entry.get('type') or '?'}) "
               f"{entry['started_at']} → {entry.get('completed_at') or '…'}{took}{error}")
     size = info.state_size

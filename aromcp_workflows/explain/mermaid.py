@@ -267,7 +267,7 @@ def _draw_include(graph: _Graph, name: str, node: str, qid: str) -> list[Tail]:
 
 def _draw_loop(graph: _Graph, step: Any, local: str, tails: list[Tail], qid: str) -> list[Tail]:
     if isinstance(step, WhileStep):
-        text, body = f"while {step.condition} (max {step.max_iterations})", step.body
+        text, body = f"while {step.condition} (max {step.limit})", step.body
     else:
         text, body = f"foreach {step.items}", step.steps
     head = graph.node(f"{local}: {text}", "loop", qid)

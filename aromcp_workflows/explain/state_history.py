@@ -7,9 +7,9 @@ roll-back to a checkpoint puts the checkpoint's state back.  Events written befo
 history kept the writes make the replay incomplete from there on: it says so instead of
 showing a wrong state.
 
-Secrets: a value that was under a sensitive key at any point of the history is masked
-wherever it appears, even when the state of now no longer holds it (as
-`transform_traces` does for past computed values).
+Secrets: a value that was secret at any point of the history (under a declared secret's
+key, or a string under a secret's name) is masked wherever it appears, even when the
+state of now no longer holds it (as `transform_traces` does for past computed values).
 """
 
 from __future__ import annotations
@@ -56,17 +56,19 @@ def changed_paths(event: Any) -> list[str]:
     return list(event.data.get("paths") or []) + [f"computed.{n}" for n in event.data.get("computed_changed") or []]
 
 
-def replay(events: Iterable[Any], seq: int | None, checkpoint_state: CheckpointState) -> Replay:
+def replay(events: Iterable[Any], seq: int | None, checkpoint_state: CheckpointState,
+           masker: Masker | None = None) -> Replay:
     """The main state after event `seq` (None: after the last), with every secret the
-    whole history held (`secrets`) so that the caller masks past values too."""
+    whole history held (`secrets`, by `masker`'s rules) so that past values are masked too."""
     out = Replay(0)
+    masker = masker or Masker()
     for event in events:
         if not is_point(event):
             continue
         if seq is None or (event.seq or 0) <= seq:
             _apply(out, event, checkpoint_state)
             out.seq, out.changed = event.seq or 0, changed_paths(event)
-        out.secrets |= _secrets_of(event)
+        out.secrets |= _secrets_of(event, masker)
     return out
 
 
@@ -90,19 +92,19 @@ def _apply(out: Replay, event: Any, checkpoint_state: CheckpointState) -> None:
             out.complete, out.note = False, f"event {event.seq} could not be replayed: {exc}"
 
 
-def _secrets_of(event: Any) -> set[str]:
-    """The secrets an event's values hold: under a sensitive key of the state it started
-    with, or written under a path through one."""
+def _secrets_of(event: Any, masker: Masker) -> set[str]:
+    """The secrets an event's values hold: the strings under a key `masker` masks whole
+    (a declared secret, a secret's name) in the state it started with, or written there."""
+    writes: list[tuple[list[Any], Any]] = []
     if event.kind == "started":
-        return secret_values(event.data.get("state") or {})
+        tiers = event.data.get("state") or {}
+        writes = [([tier, key], value) for tier in TIERS for key, value in (tiers.get(tier) or {}).items()]
+    elif event.kind == "state_changed":
+        writes = [(write[1], write[2]) for write in event.data.get("writes") or [] if write[0] != "d"]
     found: set[str] = set()
-    for write in event.data.get("writes") or [] if event.kind == "state_changed" else []:
-        if write[0] == "d":
-            continue
-        nested: Any = write[2]
-        for segment in reversed(write[1]):
-            nested = {str(segment): nested}
-        found |= secret_values(nested)
+    for path, value in writes:
+        if any(isinstance(segment, str) and masker.masks_whole(segment) for segment in path[1:]):
+            found |= secret_values({"secret": value})
     return found
 
 

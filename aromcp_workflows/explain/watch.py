@@ -25,10 +25,11 @@ from aromcp_workflows.explain.mermaid import FlowGraph, FlowNode, task_scope
 _ITERATIONS = re.compile(r"#\d+(?:\.\d+)*")
 _ATTEMPT = re.compile(r"^attempt\d+\.")
 _BATCH = re.compile(r"\.(?:batch\d+|wait)$")
-DONE_KINDS = frozenset({"step_completed", "condition_checked", "message_shown", "state_changed", "include_finished"})
+DONE_KINDS = frozenset({"step_completed", "condition_checked", "message_shown", "state_changed", "include_finished",
+                        "loop_ended"})
 JOIN_KINDS = frozenset({"tasks_finished", "include_finished"})
 RUN_KINDS = frozenset({"step_delivered", "step_started", "step_completed", "condition_checked", "message_shown",
-                       "step_error", "error", "step_skipped", "include_started"})
+                       "step_error", "error", "step_skipped", "include_started", "state_changed"})
 
 
 @dataclass
@@ -116,6 +117,9 @@ def _note(mark: NodeMark, node: FlowNode, event: Any) -> None:
         mark.mark = "done" if event.data.get("handled") == "continue" else "failed"
     elif event.kind in DONE_KINDS or (node.role == "when" and event.kind in RUN_KINDS):
         mark.mark = "done"
+    if event.kind == "loop_ended" and isinstance(event.data.get("iterations"), int):
+        count = event.data["iterations"]
+        mark.detail = f"{count} iteration{'s' if count != 1 else ''}, ended by {event.data.get('ended_by')}"
 
 
 def _mark_current(graph: FlowGraph, run: Any, scopes: TaskScopes, index: dict[tuple[str, str], list[FlowNode]],

@@ -71,7 +71,7 @@ class _Compiler:
         elif isinstance(step, (WhileStep, ForeachStep)):
             self.loop(step, qid, loops)
         elif step.type == "break":
-            loops[-1].breaks.append(self.emit(Break(qid, loops[-1].loop_id, -1)))
+            loops[-1].breaks.append(self.emit(Break(qid, loops[-1].loop_id, -1, loops[-1].top)))
         elif step.type == "continue":
             self.emit(Continue(qid, loops[-1].loop_id, loops[-1].top))
         elif step.type == "exit":
@@ -95,12 +95,13 @@ class _Compiler:
     def loop(self, step: WhileStep | ForeachStep, qid: str, loops: list[_Loop]) -> None:
         self.loops[qid] = qid
         if isinstance(step, WhileStep):
-            self.emit(LoopEnter(qid, qid, "while", None, step.max_iterations))
-            top = self.emit(LoopNext(qid, qid, "while", step.condition, max_iterations=step.max_iterations,
-                                     on_max_iterations=step.on_max_iterations))
+            self.emit(LoopEnter(qid, qid, "while", None, step.limit))
+            top = self.emit(LoopNext(qid, qid, "while", step.condition, max_iterations=step.limit,
+                                     on_max_iterations=step.at_limit,
+                                     implicit_limit=step.max_iterations is None))
             body = step.body
         else:
-            self.emit(LoopEnter(qid, qid, "foreach", step.items, 0))
+            self.emit(LoopEnter(qid, qid, "foreach", step.items, 0, step.variable_name, step.index_name))
             top = self.emit(LoopNext(qid, qid, "foreach", None))
             body = step.steps
         frame = _Loop(qid, top)

@@ -17,13 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.definition.computed import computed_specs
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
 from aromcp_workflows.interpreter import control, delivery, parallel, shell_steps, steps, tracking
 from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Outcome, RunError, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.inputs import check_inputs
-from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed, computed_specs
+from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed
 from aromcp_workflows.interpreter.output import ShellResult
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext, Run
 from aromcp_workflows.interpreter.thread import Thread, ThreadTable, frame_from_json

@@ -83,11 +83,15 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
         AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
     # the same rule the server applies; the runner is a client and imports none of the server's layers
     project = Path(project_dir or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
-    if store and not str(store).startswith(("postgresql://", "postgres://")):  # a URL passes through
+    is_url = bool(store) and str(store).startswith(("postgresql://", "postgres://"))
+    if store and not is_url:
         store = Path(store).expanduser().resolve()  # the server runs in the project dir
     as_file = workflow if workflow.endswith((".yaml", ".yml")) else None
-    params = StdioServerParameters(command=sys.executable, args=server_command(project, store, as_file),
-                                   env={**os.environ, **(env or {})}, cwd=str(project))
+    # a URL goes to the server in its environment: arguments are visible to every local user (`ps`)
+    params = StdioServerParameters(command=sys.executable, args=server_command(project, None if is_url else store,
+                                                                               as_file),
+                                   env={**os.environ, **(env or {}), **({"AROMCP_WORKFLOWS_STORE": str(store)}
+                                                                         if is_url else {})}, cwd=str(project))
     printer = Printer(output, quiet)
     agent: HeadlessAgent | None = None
     finished: RunOutcome | None = None
@@ -167,9 +171,19 @@ async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: 
         outcome.error = f"interrupted by {name}; the instance could not be marked interrupted: {exc}"
         return outcome
     again = "aromcp-workflows" + (f" --project-dir {project}" if project != Path.cwd() else "")
-    again += f" run --resume {agent.workflow_id}" + (f" --store {store}" if store else "")
+    again += f" run --resume {agent.workflow_id}" + (f" --store {_shown(store)}" if store else "")
     outcome.error = f"interrupted by {name}; resume with: {again}"
     return outcome
+
+
+def _shown(store: str | Path) -> str:
+    """A store as it may be printed: a URL without its password."""
+    text = str(store)
+    if text.startswith(("postgresql://", "postgres://")):
+        from aromcp_workflows.store.pg_connect import redact
+
+        return redact(text)
+    return text
 
 
 def _describe(exc: BaseException) -> str:
