@@ -65,6 +65,7 @@ class Thread:
     group: str | None = None  # parallel group of a task thread
     retries: int = 0
     failed_at: list[dict[str, Any]] | None = None  # frames when it failed (on_resume: retry_failed_steps)
+    failed_state: dict[str, Any] | None = None  # the main thread's state snapshots when it failed (retry)
 
     @property
     def done(self) -> bool:
