@@ -179,6 +179,8 @@ class InstanceStatus(Result):
     current_steps: list[str]
     progress: TaskCounts
     error: str | None = None
+    version: int | None = None  # the commit the instance is at (a `fork --version` point)
+    forked_from: ForkOrigin | None = None
 
 
 class InstanceRow(Result):
@@ -198,6 +200,40 @@ class InstanceList(Result):
 class StatusChanged(Result):
     workflow_id: str
     status: str
+
+
+# -- repairing ----------------------------------------------------------------------------
+class Retried(Result):
+    """A failed instance going on from the step that failed (`retry`).  `restored_version`:
+    the commit whose state it has again (the one that handed the step out); None when the
+    step failed inside the server in the call that ran it, and the state is the one it
+    failed with, before error handling wrote to it."""
+
+    workflow_id: str
+    status: str
+    step_id: str
+    restored_version: int | None = None
+
+
+class ForkOrigin(Result):
+    """Where a fork was made from: the instance, the version its state and threads are
+    from, and the step or checkpoint named (if one was); the paths edited."""
+
+    workflow_id: str
+    version: int
+    step_id: str | None = None
+    checkpoint_id: str | None = None
+    edits: list[str]
+
+
+class Forked(Result):
+    """A new instance made from a point of another (`fork`); the original is untouched."""
+
+    workflow_id: str
+    status: str
+    forked_from: ForkOrigin
+    current_steps: list[str]
+    state: Json
 
 
 # -- seeing inside ------------------------------------------------------------------------

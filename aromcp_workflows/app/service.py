@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.app import repair
 from aromcp_workflows.app.driver import Driver
 from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.instances import InstanceRegistry
@@ -26,6 +27,8 @@ from aromcp_workflows.app.results import (
     DebugInfo,
     DefinitionView,
     Dependencies,
+    Forked,
+    ForkOrigin,
     InstanceList,
     InstancePageView,
     InstanceRow,
@@ -35,6 +38,7 @@ from aromcp_workflows.app.results import (
     Plan,
     Problem,
     Resumed,
+    Retried,
     Started,
     StateAt,
     StateUpdated,
@@ -246,6 +250,22 @@ class WorkflowService:
         with refusals():
             return self.instances.transact(workflow_id, mark)
 
+    # -- repairing ----------------------------------------------------------------------
+    def retry(self, workflow_id: str) -> Retried:
+        """A failed instance goes on from the step that failed, with the state as it was
+        before that step (app/repair.py); then drive it like any other (`run --resume`)."""
+        with refusals():
+            return repair.retry(self.instances, workflow_id)
+
+    def fork(self, workflow_id: str, at: str | None = None, version: int | None = None,
+             checkpoint_id: str | None = None, edits: dict[str, Any] | None = None) -> Forked:
+        """A new instance from a point of `workflow_id` — the step `at` (as `debug` lists it),
+        a `version`, or a checkpoint; none: as it stands — with `edits` ({raw.x|state.x: value})
+        applied.  The original is not written to."""
+        point = repair.ForkPoint(step_id=at, version=version, checkpoint_id=checkpoint_id)
+        with refusals():
+            return repair.fork(self.instances, workflow_id, point, edits or {})
+
     def status(self, workflow_id: str) -> InstanceStatus:
         with refusals():
             return self.instances.read(workflow_id, _instance_status)
@@ -390,4 +410,5 @@ def _instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus
                         tasks_running=sum(t.status == "running" for t in tasks))
     return InstanceStatus(workflow_id=run.workflow_id, workflow=record.workflow, status=run.status,
                           current_steps=list(record.current_steps), progress=counts,
-                          error=run.masker().mask_text(run.error) if run.error else None)
+                          error=run.masker().mask_text(run.error) if run.error else None, version=record.version,
+                          forked_from=None if run.forked_from is None else ForkOrigin(**run.forked_from))

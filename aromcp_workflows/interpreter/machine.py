@@ -59,6 +59,7 @@ class Machine:
         self.error: str | None = None
         self.counters: dict[str, int] = {}
         self.retries = 0
+        self.forked_from: dict[str, Any] | None = None  # a fork: the instance and point it was made from
         self.journal = Journal()
         self._programs: dict[str, ProgramSet] = {}
         self.tracked_fields: dict[str, frozenset[str]] = {}  # tracking.py: declared per definition

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aromcp_workflows.store.base import (
     STATUSES,
+    Body,
     Checkpoint,
     CommitsSince,
     ConflictError,
@@ -49,6 +50,7 @@ __all__ = [
     "POOL_ENV_VAR",
     "STATUSES",
     "SYNC_ENV_VAR",
+    "Body",
     "Checkpoint",
     "CommitsSince",
     "ConflictError",

@@ -84,6 +84,11 @@ _PROGRESS = (  # one statement, one snapshot: the status columns and the deltas 
     "ARRAY(SELECT d.delta FROM deltas d WHERE d.workflow_id = i.workflow_id AND d.version > %s "
     "ORDER BY d.version) FROM instances i WHERE workflow_id = %s"
 )
+_BODY_AT = (  # one statement, one snapshot: the full snapshot and the deltas after it up to a version
+    "SELECT state, threads, snapshot_version, ARRAY(SELECT d.delta FROM deltas d WHERE d.workflow_id = "
+    "i.workflow_id AND d.version > i.snapshot_version AND d.version <= %s ORDER BY d.version) "
+    "FROM instances i WHERE workflow_id = %s"
+)
 _COMPARE_AND_SET = (
     "version = %s, updated_at = %s, last_seq = last_seq + %s WHERE workflow_id = %s AND version = %s "
     "RETURNING last_seq - %s + 1 AS first"
@@ -244,6 +249,12 @@ class PostgresStore:
             raise NotFoundError(workflow_id, self.path)
         return base.commits_since_from(rows[0], list(rows[0][6]), version)
 
+    def body_at(self, workflow_id: str, version: int) -> base.Body | None:
+        rows = self._fetch("read", _BODY_AT, (version, workflow_id))
+        if not rows:
+            raise NotFoundError(workflow_id, self.path)
+        return base.body_from(workflow_id, rows[0], list(rows[0][3]), version)
+
     def save(
         self,
         record: InstanceRecord,
@@ -336,6 +347,10 @@ class PostgresStore:
         sql, params = POSTGRES.checkpoint(workflow_id, checkpoint_id)
         rows = self._fetch("read a checkpoint from", sql, params)
         return base.checkpoint_from_row(rows[0]) if rows else None
+
+    def checkpoints(self, workflow_id: str) -> list[Checkpoint]:
+        sql, params = POSTGRES.checkpoints(workflow_id)
+        return [base.checkpoint_from_row(row) for row in self._fetch("read the checkpoints of", sql, params)]
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r}, pool_size={self.pool_size})"

@@ -129,6 +129,11 @@ class Dialect:
             return sql + " ORDER BY n DESC LIMIT 1", [workflow_id]
         return sql + f" AND checkpoint_id = {self.mark}", [workflow_id, checkpoint_id]
 
+    def checkpoints(self, workflow_id: str) -> tuple[str, list[Any]]:
+        """`Store.checkpoints`: `checkpoint_from_row`'s columns of every checkpoint, oldest first."""
+        return ("SELECT checkpoint_id, workflow_id, step_id, reason, created_at, snapshot "
+                f"FROM checkpoints WHERE workflow_id = {self.mark} ORDER BY n", [workflow_id])
+
     def next_checkpoint(self) -> str:
         """The number of an instance's next checkpoint (its id is ``cp-<n>``)."""
         return f"SELECT COALESCE(MAX(n), 0) + 1 FROM checkpoints WHERE workflow_id = {self.mark}"

@@ -63,6 +63,10 @@ _COMMITS = ("SELECT status, current_steps, error, version, updated_at, snapshot_
             "WHERE workflow_id = ?")
 _VERSION = SQLITE.version()
 _DELTAS_AFTER = "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version"
+_BODY = ("SELECT b.state, b.threads, i.snapshot_version FROM instances i JOIN bodies b USING (workflow_id) "
+         "WHERE i.workflow_id = ?")
+_DELTAS_BETWEEN = ("SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? AND version <= ? "
+                   "ORDER BY version")
 
 
 def _create_private(path: Path) -> None:
@@ -247,6 +251,20 @@ class SqliteStore:
             raise NotFoundError(workflow_id, self.path)
         return row, deltas
 
+    def body_at(self, workflow_id: str, version: int) -> base.Body | None:
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(_BODY, (workflow_id,)).fetchone()
+                deltas = [] if row is None else [
+                    d for (d,) in conn.execute(_DELTAS_BETWEEN, (workflow_id, row[2], version))]
+            finally:
+                conn.execute("COMMIT")
+        if row is None:
+            raise NotFoundError(workflow_id, self.path)
+        return base.body_from(workflow_id, row, deltas, version)
+
     def save(
         self,
         record: InstanceRecord,
@@ -365,6 +383,12 @@ class SqliteStore:
         with self._lock:
             row = self._connection().execute(sql, params).fetchone()
         return None if row is None else base.checkpoint_from_row(row)
+
+    def checkpoints(self, workflow_id: str) -> list[Checkpoint]:
+        sql, params = SQLITE.checkpoints(workflow_id)
+        with self._lock:
+            rows = self._connection().execute(sql, params).fetchall()
+        return [base.checkpoint_from_row(row) for row in rows]
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"

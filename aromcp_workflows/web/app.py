@@ -191,7 +191,17 @@ def _cancel(service: WorkflowService, workflow_id: str) -> Any:
     return service.complete(workflow_id, "cancelled")
 
 
-ACTIONS: dict[str, Callable[[WorkflowService, str], Any]] = {"cancel": _cancel}
+def _retry(service: WorkflowService, workflow_id: str) -> Any:
+    return service.retry(workflow_id)
+
+
+def _fork(service: WorkflowService, workflow_id: str) -> Any:
+    return service.fork(workflow_id)
+
+
+# What each POST does: one typed service method (the same ones `cancel`, `retry` and `fork`
+# of the command line and the MCP tools call).
+ACTIONS: dict[str, Callable[[WorkflowService, str], Any]] = {"cancel": _cancel, "retry": _retry, "fork": _fork}
 
 # The page's own files only: no inline script, no other origin, no framing.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
