@@ -25,9 +25,11 @@ MAX_LINES = 3
 H_GAP = 28
 V_GAP = 44
 MARGIN = 24
+LEFT = 60  # the left margin, where loop edges going back up on the left side pass
 BLOCK_PAD = 12
 BLOCK_TITLE = 16
 SWEEPS = 6
+DETAIL_ROOM = 150  # right of the rightmost node: its note (`2 of 3 tasks done`) is written beside it
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,7 @@ def _place_x(work: _Work) -> None:
             _pack(work, row, wanted)
     low = min((work.x[n] - work.size[n][0] / 2 for n in work.x), default=0.0)
     for node in work.x:
-        work.x[node] += MARGIN - low
+        work.x[node] += LEFT - low
 
 
 def _mean_x(work: _Work, nodes: list[str], default: float) -> float:
@@ -266,23 +268,33 @@ def _result(graph: FlowGraph, work: _Work, back: set[int], tops: list[float]) ->
     out.blocks = _boxes(graph, out)
     right = max([p.x + p.w for p in out.nodes.values()] + [b.x + b.w for b in out.blocks] + [0.0])
     bottom = max([p.y + p.h for p in out.nodes.values()] + [b.y + b.h for b in out.blocks] + [0.0])
-    out.width, out.height = round(right + MARGIN + 40, 1), round(bottom + MARGIN, 1)
+    out.width, out.height = round(right + MARGIN + DETAIL_ROOM, 1), round(bottom + MARGIN, 1)
     return out
 
 
 def _route(out: Layout, work: _Work, tops: list[float], source: str, target: str, index: int,
            back: bool) -> list[tuple[float, float]]:
     a, b = out.nodes[source], out.nodes[target]
-    if back or source == target:  # out of the source's right side, up, into the target's right side
-        side = max(a.x + a.w, b.x + b.w) + 18 + 6 * (index % 4)
-        return [(a.x + a.w, a.y + a.h / 2), (side, a.y + a.h / 2), (side, b.y + b.h / 2),
-                (b.x + b.w, b.y + b.h / 2)]
+    if back or source == target:
+        return _back_route(out, work, a, b, index)
     points = [(round(a.x + a.w / 2, 1), a.y + a.h)]
     for dummy in work.chains.get(index, []):
         top = tops[work.layer[dummy]]
         points += [(round(work.x[dummy], 1), top), (round(work.x[dummy], 1), top + _row_height(work, dummy))]
     points.append((round(b.x + b.w / 2, 1), b.y))
     return points
+
+
+def _back_route(out: Layout, work: _Work, a: Placed, b: Placed, index: int) -> list[tuple[float, float]]:
+    """A loop's edge back up: out of the source on the side it stands on (left of the head:
+    left), past every node of the layers between, into the head from that side."""
+    between = [p for p in out.nodes.values() if b.y <= p.y <= a.y]
+    offset = 18 + 6 * (index % 4)
+    if a.x + a.w / 2 < b.x + b.w / 2:
+        side = min(p.x for p in between) - offset
+        return [(a.x, a.y + a.h / 2), (side, a.y + a.h / 2), (side, b.y + b.h / 2), (b.x, b.y + b.h / 2)]
+    side = max(p.x + p.w for p in between) + offset
+    return [(a.x + a.w, a.y + a.h / 2), (side, a.y + a.h / 2), (side, b.y + b.h / 2), (b.x + b.w, b.y + b.h / 2)]
 
 
 def _row_height(work: _Work, dummy: str) -> float:

@@ -5,7 +5,7 @@
 const SVG = "http://www.w3.org/2000/svg";
 const STATUSES = ["running", "waiting", "completed", "failed", "cancelled", "interrupted"];
 const state = { config: { actions: false }, token: null, view: null, seq: null, source: null, timer: null,
-                listTimer: null, loading: false, again: false };
+                listTimer: null, listTicket: 0, loading: false, again: false };
 
 // -- small helpers ------------------------------------------------------------------------
 function h(tag, attrs, ...children) {
@@ -101,14 +101,16 @@ async function showList() {
   state.listTimer = setInterval(() => { if (!document.hidden) loadList(true); }, 2000);
 }
 async function loadList(quiet) {
+  const ticket = ++state.listTicket;  // an answer to an older query (filters changed since) is dropped
   const q = listQuery();
   const params = new URLSearchParams({ page: q.page, per_page: 50 });
   for (const key of ["status", "workflow", "project"]) if (q[key]) params.set(key, q[key]);
   let data;
   try { data = await api(`api/instances?${params}`); } catch (error) {
-    if (!quiet) document.getElementById("main").replaceChildren(h("p", { class: "note error" }, error.message));
+    if (!quiet && ticket === state.listTicket) document.getElementById("main").replaceChildren(h("p", { class: "note error" }, error.message));
     return;
   }
+  if (ticket !== state.listTicket || !state.listTimer && quiet) return;
   const main = document.getElementById("main");
   main.replaceChildren(h("div", { class: "panel" }, listFilters(q, data), listTable(data), listPager(q, data)));
 }
@@ -206,12 +208,12 @@ async function renderInstance(view) {
   main.replaceChildren(...[
     summary(view),
     view.failures.length ? failures(view) : null,
-    h("div", { class: "grid" },
+    h("div", { class: "grid", id: "overview" },
       h("div", {}, h("div", { class: "panel" }, h("h2", {}, "Workflow graph"), legend(), graph(view.graph))),
       h("div", {},
         h("div", { class: "panel" }, h("h2", {}, `Sub-agent tasks (${view.tasks.length})`), lanes(view.tasks)),
         h("div", { class: "panel" }, h("h2", {}, "Messages shown to the user"), messages(view.messages)))),
-    h("div", { class: "grid" },
+    h("div", { class: "grid", id: "history-and-state" },
       h("div", { class: "panel" }, h("h2", {}, "History"), timeline(view)),
       h("div", { class: "panel" }, stateSection(view, stateAt))),
     h("div", { class: "panel traces" }, h("h2", {}, "Transform traces"), tracesSection(view))].filter(Boolean));
