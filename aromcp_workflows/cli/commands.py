@@ -25,7 +25,24 @@ T = TypeVar("T")
 def register_commands(commands: Any) -> None:
     """Every subcommand of this module: running instances, then looking at workflows and instances."""
     _register_running(commands)
+    _register_ui(commands)
     _register_inspecting(commands)
+
+
+def _register_ui(commands: Any) -> None:
+    ui = commands.add_parser("ui", help="a live web view of the instances in the store",
+                             description="Serve a local web page over the instance store (the one `serve` uses, "
+                                         "SQLite or PostgreSQL): every instance, its graph, tasks, messages, "
+                                         "history and state, following each change. Read-only unless --actions.")
+    ui.add_argument("--port", type=int, default=8780, help="port (default 8780; 0 picks a free one)")
+    ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    ui.add_argument("--store", metavar="PATH|URL", help="SQLite store file or postgresql:// URL "
+                                                      "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
+    ui.add_argument("--open", action="store_true", help="open the page in the default browser")
+    ui.add_argument("--actions", action="store_true",
+                    help="allow cancel, retry and fork from the page (each needs the token the printed URL carries)")
+    ui.set_defaults(handler=cmd_ui)
+
 
 
 def _register_running(commands: Any) -> None:
@@ -45,18 +62,6 @@ def _register_running(commands: Any) -> None:
                        help="with --ui: the web view can cancel, retry and fork (its URL carries a token)")
     serve.set_defaults(handler=cmd_serve)
 
-    ui = commands.add_parser("ui", help="a live web view of the instances in the store",
-                             description="Serve a local web page over the instance store (the one `serve` uses, "
-                                         "SQLite or PostgreSQL): every instance, its graph, tasks, messages, "
-                                         "history and state, following each change. Read-only unless --actions.")
-    ui.add_argument("--port", type=int, default=8780, help="port (default 8780; 0 picks a free one)")
-    ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    ui.add_argument("--store", metavar="PATH|URL", help="SQLite store file or postgresql:// URL "
-                                                      "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
-    ui.add_argument("--open", action="store_true", help="open the page in the default browser")
-    ui.add_argument("--actions", action="store_true",
-                    help="allow cancel, retry and fork from the page (each needs the token the printed URL carries)")
-    ui.set_defaults(handler=cmd_ui)
 
     run = commands.add_parser(
         "run", help="run a workflow headless, acting as the agent (no LLM needed)",

@@ -122,20 +122,8 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
             entry.update(completed_at=event.timestamp, status=event.data.get("status", "success"))
             if "duration_ms" in event.data:
                 entry["duration_ms"] = event.data["duration_ms"]
-        elif event.kind == "message_shown":
-            add(key, {**base, "type": "user_message", "started_at": event.timestamp,
-                      "completed_at": event.timestamp, "status": "success", "message": event.data.get("message")})
-        elif event.kind == "condition_checked":
-            add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success",
-                      "value": event.data.get("value"),
-                      "branch": event.data.get("branch")})
-        elif event.kind == "loop_ended":
-            add(key, {**base, "type": event.data.get("loop"), "started_at": event.timestamp,
-                      "completed_at": event.timestamp, "status": "success",
-                      "ended_by": event.data.get("ended_by"), "iterations": event.data.get("iterations")})
-        elif event.kind == "step_skipped":
-            add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp,
-                      "status": "skipped", "reason": f"when {event.data.get('when')} was false"})
+        elif (instant := _instant(event, base)) is not None:
+            add(key, instant)
         elif event.kind == "state_changed" and event.step_id and key not in open_steps and key not in last:
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success"})
         elif event.kind in ("step_error", "error") and event.step_id:
@@ -145,6 +133,23 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
             if event.data.get("handled"):
                 entry["handled"] = event.data["handled"]
     return history
+
+
+def _instant(event: Any, base: dict[str, Any]) -> dict[str, Any] | None:
+    """The entry of an event that starts and ends at once: a message shown, a condition
+    checked, a loop's end, a step skipped by its `when`; None for any other event."""
+    at = {"started_at": event.timestamp, "completed_at": event.timestamp, "status": "success"}
+    data = event.data
+    if event.kind == "message_shown":
+        return {**base, "type": "user_message", **at, "message": data.get("message")}
+    if event.kind == "condition_checked":
+        return {**base, **at, "value": data.get("value"), "branch": data.get("branch")}
+    if event.kind == "loop_ended":
+        return {**base, "type": data.get("loop"), **at, "ended_by": data.get("ended_by"),
+                "iterations": data.get("iterations")}
+    if event.kind == "step_skipped":
+        return {**base, **at, "status": "skipped", "reason": f"when {data.get('when')} was false"}
+    return None
 
 
 def _state_size(run: Any, events: list[Any]) -> dict[str, Any]:

@@ -59,6 +59,20 @@ def server_command(project_dir: Path, store: str | Path | None, workflow_file: s
     return args + (["--store", str(store)] if store else [])
 
 
+def _server_params(workflow: str, project: Path, store: str | Path | None,
+                   env: dict[str, str] | None) -> Any:
+    """How the server subprocess is started: in the project, with the store (a URL goes to
+    the server in its environment: arguments are visible to every local user, `ps`)."""
+    from mcp import StdioServerParameters
+
+    is_url = bool(store) and str(store).startswith(("postgresql://", "postgres://"))
+    as_file = workflow if workflow.endswith((".yaml", ".yml")) else None
+    return StdioServerParameters(command=sys.executable, args=server_command(project, None if is_url else store,
+                                                                             as_file),
+                                 env={**os.environ, **(env or {}), **({"AROMCP_WORKFLOWS_STORE": str(store)}
+                                                                       if is_url else {})}, cwd=str(project))
+
+
 async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
                        answers: AnswerBook | dict[str, Any] | str | Path | None = None,
                        project_dir: str | Path | None = None, store: str | Path | None = None,
@@ -76,22 +90,16 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     finish (the server must answer with a `wait` step); `seed_style` calls
     workflow_get_next_step after every step_complete instead of using its answer, and
     aborts if the two disagree.  Both exist to test the server's protocol."""
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
     from mcp.client.stdio import stdio_client
 
     book = answers if isinstance(answers, AnswerBook) else (
         AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
     # the same rule the server applies; the runner is a client and imports none of the server's layers
     project = Path(project_dir or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
-    is_url = bool(store) and str(store).startswith(("postgresql://", "postgres://"))
-    if store and not is_url:
+    if store and not str(store).startswith(("postgresql://", "postgres://")):
         store = Path(store).expanduser().resolve()  # the server runs in the project dir
-    as_file = workflow if workflow.endswith((".yaml", ".yml")) else None
-    # a URL goes to the server in its environment: arguments are visible to every local user (`ps`)
-    params = StdioServerParameters(command=sys.executable, args=server_command(project, None if is_url else store,
-                                                                               as_file),
-                                   env={**os.environ, **(env or {}), **({"AROMCP_WORKFLOWS_STORE": str(store)}
-                                                                         if is_url else {})}, cwd=str(project))
+    params = _server_params(workflow, project, store, env)
     printer = Printer(output, quiet)
     agent: HeadlessAgent | None = None
     finished: RunOutcome | None = None

@@ -44,7 +44,7 @@ def test_instances_list_filters_and_links(project: Project, site: Site, page: An
     failed = service.start("watch-fail").workflow_id
     service.next_step(failed)
     fan, _ = fan_out_midway(service)
-    done = service.start("watch-fail", {"marker": ".aromcp/workflows/watch-fail.yaml"}).workflow_id  # the marker exists: passes
+    done = service.start("watch-fail", {"marker": ".aromcp/workflows/watch-fail.yaml"}).workflow_id  # exists: passes
     service.next_step(done)
     page.goto(site.base + "/")
     rows = page.locator("table.instances tbody tr")
