@@ -25,9 +25,11 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
     return proj
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """One headless Chromium for the session (the Debian package; CI installs it)."""
+    """One headless Chromium per module (the Debian package; CI installs it).  Not per
+    session: Playwright's sync API keeps an event loop running in the main thread while it
+    is open, and the asyncio tests that run after this module need it gone."""
     if not Path(CHROMIUM).exists():
         message = f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run installs it)"
         if os.environ.get("CI"):
