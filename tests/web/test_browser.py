@@ -4,12 +4,15 @@ process through the service — another process than the web view's, as an agent
 would be.  Slow tier: each test starts the ui process and a browser page.
 
 The screenshots in docs/img/ are made here (`shoot`), so docs/ui.md shows what these
-tests see.
+tests see: `AROMCP_UI_SCREENSHOTS=1 pytest tests/web/test_browser.py` writes them there
+(otherwise they go to a temporary folder, and a test run leaves the tree as it was).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,7 +24,8 @@ from playwright.sync_api import expect
 from web_helpers import SECRET, Project, Site, fan_out_midway, finish_task
 
 pytestmark = pytest.mark.slow
-DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+DOCS_IMG = (Path(__file__).resolve().parents[2] / "docs" / "img" if os.environ.get("AROMCP_UI_SCREENSHOTS")
+            else Path(tempfile.gettempdir()) / "aromcp-ui-screenshots")
 LIVE_S = 2.0  # a change by another process shows within this long
 
 
