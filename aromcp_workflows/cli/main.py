@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     from aromcp_workflows.cli.commands import register_commands
 
     register_commands(commands)
+    from aromcp_workflows.cli.repair_cmd import register_repair_commands
+
+    register_repair_commands(commands)
     from aromcp_workflows.cli.store_cmd import register_store_commands
 
     register_store_commands(commands)

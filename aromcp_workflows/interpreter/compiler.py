@@ -31,6 +31,13 @@ from aromcp_workflows.interpreter.program import (
 )
 
 
+def local_step_id(step: Any, index: int, branch: str = "") -> str:
+    """A step's own id: the author's, or one made from its position (`shell_command_2`,
+    `then_state_update_1` in a conditional's branch).  A qualified id is the container's
+    id, a dot, and this."""
+    return step.id or f"{branch}{step.type}_{index + 1}"
+
+
 @dataclass
 class _Loop:
     loop_id: str
@@ -53,8 +60,7 @@ class _Compiler:
 
     def steps(self, steps: list[Any], prefix: str, loops: list[_Loop], branch: str = "") -> None:
         for index, step in enumerate(steps):
-            local = step.id or f"{branch}{step.type}_{index + 1}"
-            self.step(step, f"{prefix}{local}", loops)
+            self.step(step, f"{prefix}{local_step_id(step, index, branch)}", loops)
 
     def step(self, step: Any, qid: str, loops: list[_Loop]) -> None:
         guard = None

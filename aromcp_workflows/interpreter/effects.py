@@ -76,6 +76,7 @@ EVENT_KINDS: frozenset[str] = frozenset({
     "include_started", "include_finished",  # composition
     "state_changed", "transform_trace",  # state
     "rolled_back",  # written by the instance layer
+    "forked",  # the first event of a fork (`aromcp-workflows fork`, `workflow_fork`)
 })
 
 

@@ -26,7 +26,7 @@ from aromcp_workflows.interpreter.effects import EVENT_KINDS, Answer, Checkpoint
 from aromcp_workflows.interpreter.program import Instruction, Run
 from aromcp_workflows.interpreter.thread import TERMINAL, Frame, LoopFrame, Thread, ThreadTable
 from aromcp_workflows.safety.masking import Masker, SecretIndex
-from aromcp_workflows.state import StateError, StateTiers, Update
+from aromcp_workflows.state import StateError, StateTiers, Update, UpdateResult
 
 DEFAULT_SUB_AGENT_PROMPT = (
     "You are a workflow sub-agent for workflow {workflow_id}, task {task_id}. Call "
@@ -59,6 +59,7 @@ class Machine:
         self.error: str | None = None
         self.counters: dict[str, int] = {}
         self.retries = 0
+        self.forked_from: dict[str, Any] | None = None  # a fork: the instance and point it was made from
         self.journal = Journal()
         self._programs: dict[str, ProgramSet] = {}
         self.tracked_fields: dict[str, frozenset[str]] = {}  # tracking.py: declared per definition
@@ -102,13 +103,28 @@ class Machine:
         self.threads = ThreadTable({"main": Thread("main", [Frame(main.name, "main", "main", prefix)])})
         self.groups = {}
         self.counters = {}
-        self.record("started", data={"inputs": self.inputs, "attempt": self.retries + 1})
+        main_state = self.states["main"]
+        self.record("started", data={"inputs": self.inputs, "attempt": self.retries + 1,
+                                     "state": {"raw": main_state.raw, "state": main_state.state,
+                                               "computed": main_state.computed}})
 
     # -- the journal: effects for the instance layer ---------------------------------------
     def record(self, kind: str, step_id: str | None = None, task_id: str | None = None,
                data: dict[str, Any] | None = None) -> None:
         assert kind in EVENT_KINDS, f"unknown history event kind {kind!r}: add it to effects.EVENT_KINDS"
         self.journal.events.append(Event(kind, step_id, task_id, now_iso(), data or {}))
+
+    def state_changed(self, step_id: str | None, task_id: str | None, result: UpdateResult, state_key: str,
+                      by: str | None = None) -> None:
+        """The `state_changed` event of one applied batch: the paths it changed and what it
+        wrote there (`UpdateResult.writes`), so the state after any step can be shown again."""
+        data: dict[str, Any] = {"paths": result.changed_paths, "computed_changed": sorted(result.computed_changed),
+                                "writes": result.writes}
+        if state_key != "main":
+            data["state"] = state_key
+        if by is not None:
+            data["by"] = by
+        self.record("state_changed", step_id, task_id, data)
 
     def collect_traces(self, store: StateTiers, trigger: str) -> None:
         for trace in store.drain_traces():
@@ -274,8 +290,7 @@ class Ctx:
             self.m.collect_traces(store, trigger)
             raise StepFailed(str(exc)) from None
         self.m.collect_traces(store, trigger)
-        self.record("state_changed", trigger.removeprefix("step "),
-                    {"paths": result.changed_paths, "computed_changed": sorted(result.computed_changed)})
+        self.m.state_changed(trigger.removeprefix("step "), self.task, result, self.frame.state_key)
 
 
 def _shown(value: Any, limit: int = 120) -> Any:

@@ -53,6 +53,8 @@ def create_group(ctx: Ctx, step: Any, step_id: str) -> dict[str, Any]:
              "owner": ctx.thread.thread_id, "fail_all": step.on_sub_agent_error.strategy == "fail_all"}
     m.groups[step_id] = group
     ctx.record("tasks_created", step_id, {"task_ids": task_ids, "count": len(items)})
+    if ctx.thread.thread_id == "main":  # many commits follow: `retry` and `fork` start again from here
+        m.request_checkpoint(f"before parallel_foreach {step_id}")
     return group
 
 

@@ -68,6 +68,7 @@ class Thread:
     retries: int = 0
     failed_at: list[dict[str, Any]] | None = None  # frames when it failed (on_resume: retry_failed_steps)
     prompt: str | None = None  # a task's sub_agent_prompt_override, rendered for it when it was created
+    failed_state: dict[str, Any] | None = None  # the main thread's state snapshots when it failed (retry)
 
     @property
     def done(self) -> bool:

@@ -65,11 +65,15 @@ def redact(text: str, masker: Masker | None = None, limit: int = MAX_ERROR) -> s
 
 
 class GuardedServer(MCPServer):
-    """MCPServer whose tool replies and errors are masked and shaped in one place."""
+    """MCPServer whose tool replies and errors are masked and shaped in one place.
+    `service`: what builds (once) and returns the service its tools call, for a web view
+    served beside them (`serve --http --ui`)."""
 
-    def __init__(self, *args: Any, masker_for: MaskerFor, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, masker_for: MaskerFor, service: Callable[[], Any] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._masker_for = masker_for
+        self.service = service
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:

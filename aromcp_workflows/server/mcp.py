@@ -290,7 +290,7 @@ def build_server(service_factory: Callable[[], WorkflowService] | None = None, l
     holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
-                        masker_for=holder.masker)
+                        masker_for=holder.masker, service=holder.get)
     WorkflowTools(holder).register(mcp)
     _register_prompts(mcp, holder)
     compact_tool_schemas(mcp)
@@ -341,8 +341,10 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
 
 
 def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
-          project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = ()) -> None:
-    """Run the server; logs go to stderr so stdout stays the protocol channel."""
+          project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = (),
+          ui: bool = False, ui_actions: bool = False) -> None:
+    """Run the server; logs go to stderr so stdout stays the protocol channel.  `ui`: the web
+    view at /ui of the HTTP server, over the same service (`ui_actions`: with its actions)."""
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -350,10 +352,28 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
     _stop_commands_on_signals()
     if transport == "stdio":
         server.run()
+    elif ui:
+        _serve_with_ui(server, host, port, ui_actions, level)
     else:
         print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
               flush=True)
         server.run("streamable-http", host=host, port=port)
+
+
+def _serve_with_ui(server: MCPServer, host: str, port: int, actions: bool, level: str) -> None:
+    """The MCP app with the web view mounted at /ui (its own token for actions), on one port."""
+    from aromcp_workflows.web.run import UI_PATH, listen, mount_ui, serve_app, url_of
+
+    app = server.streamable_http_app(host=host)
+    service = getattr(server, "service", None)
+    assert service is not None, "build_server gives the server its service"
+    view = mount_ui(app, service, host, actions)
+    sock = listen(host, port)
+    bound = sock.getsockname()[1]
+    print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{bound}/mcp", file=sys.stderr,
+          flush=True)
+    print(f"aromcp-workflows: web view at {url_of(host, bound, UI_PATH + '/', view)}", file=sys.stderr, flush=True)
+    serve_app(app, sock, level)
 
 
 def _stop_commands_on_signals() -> None:

@@ -139,7 +139,8 @@ class StateTiers:
         """Apply a batch atomically and recompute what it affects (one V8 crossing)."""
         batch = [u if isinstance(u, Update) else Update.from_dict(u) for u in updates]
         with self._lock:
-            tiers, changed, kept = apply_updates({"raw": self._raw, "state": self._state}, batch)
+            done = apply_updates({"raw": self._raw, "state": self._state}, batch)
+            tiers, changed, kept = done.tiers, done.changed, done.kept
             if not changed:
                 return UpdateResult()
             keys = [key_tuple(t, s) for t, s in changed]
@@ -148,6 +149,8 @@ class StateTiers:
             result = self._recompute(view, direct, trigger)
             self._raw, self._state = tiers["raw"], tiers["state"]
             result.changed_paths = describe_changes(changed)
+            result.writes = done.writes + [["s", ["computed", name], value]
+                                           for name, value in result.computed_changed.items()]
             self._mark_written(changed, kept)
             self._mark_computed(result)
             return result
