@@ -38,8 +38,8 @@ def evaluate(node: Node, scope: Mapping[str, Any]) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise NeedsV8
-        if value.is_integer() and abs(value) < 1e21:
-            return int(value)
+        if value.is_integer() and abs(value) < 1e21:  # JSON.stringify writes its shortest digits
+            return int(value) if abs(value) < SAFE_INTEGER else int(js_number(value))
     return value
 
 

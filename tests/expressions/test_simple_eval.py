@@ -38,11 +38,12 @@ def python_value(source: str, scope: dict[str, Any]) -> Any:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal values of the same JSON type (True is not 1, 1 is 1.0)."""
+    """Equal values of the same JSON type (True is not 1; 1 is 1.0, and an integer beyond 2**53
+    equals the float it rounds to, as both are one double in JavaScript)."""
     if a is MISSING or b is MISSING or a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
         return a is b or (isinstance(a, bool) and isinstance(b, bool) and a == b)
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b and (not isinstance(a, float) or not math.isnan(a))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):  # one JavaScript number: the same double
+        return float(a) == float(b) and not math.isnan(float(a))
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
