@@ -25,7 +25,24 @@ T = TypeVar("T")
 def register_commands(commands: Any) -> None:
     """Every subcommand of this module: running instances, then looking at workflows and instances."""
     _register_running(commands)
+    _register_ui(commands)
     _register_inspecting(commands)
+
+
+def _register_ui(commands: Any) -> None:
+    ui = commands.add_parser("ui", help="a live web view of the instances in the store",
+                             description="Serve a local web page over the instance store (the one `serve` uses, "
+                                         "SQLite or PostgreSQL): every instance, its graph, tasks, messages, "
+                                         "history and state, following each change. Read-only unless --actions.")
+    ui.add_argument("--port", type=int, default=8780, help="port (default 8780; 0 picks a free one)")
+    ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    ui.add_argument("--store", metavar="PATH|URL", help="SQLite store file or postgresql:// URL "
+                                                      "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
+    ui.add_argument("--open", action="store_true", help="open the page in the default browser")
+    ui.add_argument("--actions", action="store_true",
+                    help="allow cancel, retry and fork from the page (each needs the token the printed URL carries)")
+    ui.set_defaults(handler=cmd_ui)
+
 
 
 def _register_running(commands: Any) -> None:
@@ -79,6 +96,9 @@ def _register_serve(commands: Any) -> None:
                        help="also run this workflow file by path (clients otherwise name workflows only)")
     serve.add_argument("--all-projects", action="store_true",
                        help="serve instances of every project in the store by id (default: this project's only)")
+    serve.add_argument("--ui", action="store_true", help="with --http: also serve the web view at /ui")
+    serve.add_argument("--ui-actions", action="store_true",
+                       help="with --ui: the web view can cancel, retry and fork (its URL carries a token)")
     auth = serve.add_argument_group("HTTP clients", "who may call an --http server (default: a bearer token; on "
                                                     "loopback the server makes one and prints where it is)")
     auth.add_argument("--auth-token-file", metavar="FILE", help="the bearer token clients must send (also: "
@@ -140,7 +160,7 @@ def _service(args: argparse.Namespace) -> WorkflowService:
 
 
 HTTP_ONLY = ("auth_token_file", "no_auth", "allowed_host", "token_verifier", "auth_issuer_url", "auth_resource_url",
-             "auth_scope")
+             "auth_scope", "ui", "ui_actions")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -149,7 +169,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     stray = [f"--{name.replace('_', '-')}" for name in HTTP_ONLY if getattr(args, name)]
     if stray and not args.http:
-        print(f"error: {', '.join(stray)} applies to --http only", file=sys.stderr)
+        print(f"error: {', '.join(stray)} needs --http (these are about serving over HTTP; the web view is "
+              "served beside MCP)", file=sys.stderr)
         return 2
     failed = check_shared_store(args.store)
     if failed is not None:
@@ -159,13 +180,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     http = HttpOptions(host=args.host, port=args.port, token_file=args.auth_token_file, no_auth=args.no_auth,
                        allowed_hosts=tuple(args.allowed_host), token_verifier=args.token_verifier,
                        issuer_url=args.auth_issuer_url, resource_url=args.auth_resource_url,
-                       scopes=tuple(args.auth_scope)) if args.http else None
+                       scopes=tuple(args.auth_scope), ui=args.ui or args.ui_actions,
+                       ui_actions=args.ui_actions) if args.http else None
     try:
         serve(args.project_dir, args.store, tuple(args.allow_file), args.all_projects, http)
     except HttpSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`aromcp-workflows ui`: the web view over the store, until Ctrl-C."""
+    import functools
+
+    from aromcp_workflows.cli.store_cmd import check_shared_store
+    from aromcp_workflows.web.run import run_ui
+
+    failed = check_shared_store(args.store)
+    if failed is not None:
+        return failed
+    service = functools.cache(lambda: _service(args))
+    return run_ui(service, args.host, args.port, args.actions, args.open)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -374,6 +410,8 @@ def cmd_debug(args: argparse.Namespace) -> int:
         task = f" [{entry['task_id']}]" if entry.get("task_id") else ""
         took = f" {entry['duration_ms']:.0f} ms" if entry.get("duration_ms") is not None else ""
         error = f"  {entry['error']}" if entry.get("error") else ""
+        if entry.get("ended_by"):  # a loop's end: what ended it
+            error = f"  ended by {entry['ended_by']} after {entry.get('iterations')} iteration(s)" + error
         print(f"  {entry['status']:<8} {entry['step_id']}{task} ({entry.get('type') or '?'}) "
               f"{entry['started_at']} → {entry.get('completed_at') or '…'}{took}{error}")
     size = info.state_size

@@ -62,6 +62,8 @@ class HttpOptions:
     issuer_url: str | None = None
     resource_url: str | None = None
     scopes: tuple[str, ...] = ()
+    ui: bool = False  # the web view at /ui (docs/ui.md)
+    ui_actions: bool = False
 
     @property
     def url(self) -> str:

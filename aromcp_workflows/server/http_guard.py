@@ -354,14 +354,17 @@ def header_deadline_protocol(seconds: float) -> type[Any]:
     return HeaderDeadline
 
 
-async def serve_http(server: Any, options: HttpOptions, limits: HttpLimits, hosts: TransportSecuritySettings,
-                     sock: socket.socket) -> None:
-    """Run the SDK's streamable-HTTP app behind the checks above, on uvicorn, on `sock`."""
+def mcp_app(server: Any, limits: HttpLimits, hosts: TransportSecuritySettings) -> Any:
+    """The SDK's streamable-HTTP app (sessions, the bearer middleware), with our limits."""
+    return server.streamable_http_app(session_idle_timeout=limits.session_idle_s, max_sessions=limits.max_sessions,
+                                      transport_security=hosts, max_request_body_size=limits.max_body_bytes)
+
+
+async def serve_http(app: Any, options: HttpOptions, limits: HttpLimits, sock: socket.socket, log_level: str) -> None:
+    """Run `app` behind the checks above, on uvicorn, on `sock`."""
     import uvicorn
 
-    app = server.streamable_http_app(session_idle_timeout=limits.session_idle_s, max_sessions=limits.max_sessions,
-                                     transport_security=hosts, max_request_body_size=limits.max_body_bytes)
     guarded = BodyDeadline(SessionQuota(app, limits), limits)
-    config = uvicorn.Config(guarded, host=options.host, port=options.port, log_level=server.settings.log_level.lower(),
-                            http=header_deadline_protocol(limits.header_timeout_s))
+    config = uvicorn.Config(guarded, host=options.host, port=options.port, log_level=log_level.lower(),
+                            http=header_deadline_protocol(limits.header_timeout_s), timeout_graceful_shutdown=1)
     await uvicorn.Server(config).serve(sockets=[sock])
