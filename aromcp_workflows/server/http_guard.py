@@ -283,29 +283,32 @@ class SessionQuota:
             use.last_seen = time.monotonic()
 
 
-def bind(options: HttpOptions) -> socket.socket:
-    """The listening socket, made as asyncio makes its own (from `getaddrinfo`, so the
-    protocol is TCP and accepted connections get TCP_NODELAY: without it every answer
-    waits for a delayed ACK), or `HttpSetupError` (exit status 1) saying why there is none."""
-    host = options.host.strip("[]")
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, options.port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise HttpSetupError(f"cannot listen on {options.host} port {options.port}: {exc.strerror or exc}",
-                             exit_code=1) from None
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket made as asyncio makes its own (from `getaddrinfo`, so its
+    protocol is TCP and the connections it accepts get TCP_NODELAY: without it an answer
+    written in two parts waits for a delayed ACK).  OSError when it cannot be."""
+    family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(address)
         sock.listen(2048)
-    except OSError as exc:
+    except OSError:
         sock.close()
+        raise
+    return sock
+
+
+def bind(options: HttpOptions) -> socket.socket:
+    """The server's listening socket, or `HttpSetupError` (exit status 1) saying why not."""
+    try:
+        return listening_socket(options.host, options.port)
+    except OSError as exc:
         raise HttpSetupError(f"cannot listen on {options.host} port {options.port}: {exc.strerror or exc}",
                              exit_code=1) from None
-    return sock
 
 
 def header_deadline_protocol(seconds: float) -> type[Any]:

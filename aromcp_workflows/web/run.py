@@ -23,17 +23,13 @@ class PortError(Exception):
 
 def listen(host: str, port: int) -> socket.socket:
     """A listening socket on host:port (port 0: any free port), or a `PortError` that says why not."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    from aromcp_workflows.server.http_guard import listening_socket
+
     try:
-        sock.bind((host, port))
+        return listening_socket(host, port)
     except OSError as exc:
-        sock.close()
         raise PortError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
                         "(0 picks a free one) or --host") from None
-    sock.listen(128)
-    return sock
 
 
 def url_of(host: str, port: int, path: str, view: WebView) -> str:

@@ -114,7 +114,7 @@ async def test_a_directory_outside_the_project_or_missing_fails_the_step(tmp_pat
 
 
 def test_an_imported_workflows_working_directory_reaches_the_agent(tmp_path: Path) -> None:
-    from aromcp_workflows.importer import translate_text
+    from aromcp_workflows.importer.translate import translate_text
 
     original = """
 name: "imp:where"
