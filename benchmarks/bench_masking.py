@@ -34,8 +34,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from machine_info import machine  # noqa: E402
 
-from aromcp_workflows.safety.masking import Masker, SecretIndex  # noqa: E402
 from aromcp_workflows.safety import redact as guard  # noqa: E402
+from aromcp_workflows.safety.masking import Masker, SecretIndex  # noqa: E402
 
 LOG_LINE = ('2026-11-25 12:00:00,123 mcp.server.lowlevel DEBUG Response sent {"jsonrpc": "2.0", "id": 42, '
             '"result": {"content": [{"type": "text", "text": "src/components/button_42.tsx: 3 issues"}]}} ' * 40)[:4000]
