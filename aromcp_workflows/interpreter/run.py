@@ -19,7 +19,8 @@ from typing import Any
 
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
-from aromcp_workflows.interpreter import control, delivery, parallel, rewind, shell_steps, steps, tracking
+from aromcp_workflows.interpreter import control, delivery, parallel, shell_steps, steps, tracking
+from aromcp_workflows.interpreter import rewind as rewinding
 from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Outcome, RunError, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.inputs import check_inputs
@@ -224,21 +225,21 @@ class WorkflowRun(Machine):
         when no thread has that step handed out."""
         for thread in self.threads.values():
             if thread.pending is not None and thread.pending.step_id == step_id:
-                rewind.rewind(self, thread)
+                rewinding.rewind(self, thread)
                 return thread.thread_id
         raise RunError(f"step {step_id!r} is not handed out in workflow {self.workflow_id}")
 
     def rewind_agent_steps(self) -> list[str]:
-        return rewind.rewind_agent_steps(self)
+        return rewinding.rewind_agent_steps(self)
 
-    def failed_step(self) -> rewind.FailedStep | None:
-        return rewind.failed_step(self)
+    def failed_step(self) -> rewinding.FailedStep | None:
+        return rewinding.failed_step(self)
 
     def reopen_failed(self, states: dict[str, StateTiers] | None = None) -> None:
-        rewind.reopen_failed(self, states)
+        rewinding.reopen_failed(self, states)
 
     def rename(self, workflow_id: str) -> None:
-        rewind.renamed(self, workflow_id)
+        rewinding.renamed(self, workflow_id)
 
     def cancel(self, status: str = "cancelled") -> None:
         main = self.threads["main"]

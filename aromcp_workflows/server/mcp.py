@@ -31,10 +31,12 @@ from aromcp_workflows.app.results import (
     DebugInfo,
     DefinitionView,
     Dependencies,
+    Forked,
     NextStep,
     Plan,
     Result,
     Resumed,
+    Retried,
     Started,
     StateUpdated,
     StateView,
@@ -233,6 +235,17 @@ class WorkflowTools:
         with tool_errors("workflow_complete"):
             return self.service.complete(workflow_id, status)
 
+    def workflow_retry(self, workflow_id: str) -> Retried:
+        """Rerun a failed instance's failed step, with the state from before that step."""
+        with tool_errors("workflow_retry"):
+            return self.service.retry(workflow_id)
+
+    def workflow_fork(self, workflow_id: str, at: str | None = None, version: int | None = None,
+                      checkpoint_id: str | None = None, edits: dict[str, Any] | None = None) -> Forked:
+        """New instance from a step (at), version or checkpoint, edits {raw.x: value} applied."""
+        with tool_errors("workflow_fork"):
+            return self.service.fork(workflow_id, at, version, checkpoint_id, edits)
+
     def workflow_status(self, workflow_id: str | None = None) -> StatusReply:
         """One instance's status and progress, or all of this project's instances."""
         with tool_errors("workflow_status"):
@@ -274,6 +287,7 @@ class WorkflowTools:
                 (self.workflow_step_complete, RUNS), (self.workflow_state_read, READ),
                 (self.workflow_state_update, WRITE), (self.workflow_state_dependencies, READ),
                 (self.workflow_checkpoint, WRITE), (self.workflow_resume, WRITE), (self.workflow_complete, WRITE),
+                (self.workflow_retry, WRITE), (self.workflow_fork, WRITE),
                 (self.workflow_status, READ), (self.workflow_load_definition, READ),
                 (self.workflow_trace_transformations, READ), (self.workflow_debug_info, READ),
                 (self.workflow_test_transformation, READ), (self.workflow_explain_plan, READ)):
