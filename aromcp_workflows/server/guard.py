@@ -29,6 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
+from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker, secret_values
 
 MAX_ECHO = 200  # characters of one value an error may repeat
@@ -70,11 +71,14 @@ def redact(text: str, masker: Masker | None = None, limit: int = MAX_ERROR) -> s
 class GuardedServer(MCPServer):
     """MCPServer whose tool replies and errors are masked and shaped in one place."""
 
-    def __init__(self, *args: Any, masker_for: MaskerFor, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, masker_for: MaskerFor, observer: Observer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._masker_for = masker_for
+        self.observer = observer  # tracing (observe/), when on: the call's span gets the workflow's attributes
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self.observer is not None:
+            self.observer.tool_call(name, arguments)
         try:
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:

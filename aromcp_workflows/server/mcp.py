@@ -47,6 +47,8 @@ from aromcp_workflows.app.results import (
     WorkflowInfo,
     WorkflowList,
 )
+from aromcp_workflows.observe import Observer
+from aromcp_workflows.observe import start as start_tracing
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.server.elicit import UserInputGate
 from aromcp_workflows.server.guard import GuardedServer, install_log_masking
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from aromcp_workflows.app.service import WorkflowService
 
 log = logging.getLogger("aromcp_workflows")
+SHUTDOWN_FLUSH_S = 2.0  # how long a signalled server waits for its last spans to be exported
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
@@ -95,12 +98,12 @@ class ServiceHolder:
         return self._service.masker(workflow_id, latest=False)  # the copy the reply was made from
 
 
-def default_service_factory(project_dir: str | None = None, store: str | None = None
-                            ) -> Callable[[], WorkflowService]:
+def default_service_factory(project_dir: str | None = None, store: str | None = None,
+                            observer: Observer | None = None) -> Callable[[], WorkflowService]:
     def build() -> WorkflowService:
         from aromcp_workflows.app.service import WorkflowService
 
-        return WorkflowService(project_dir=project_dir, store_path=store)
+        return WorkflowService(project_dir=project_dir, store_path=store, observer=observer)
 
     return build
 
@@ -295,13 +298,14 @@ class WorkflowTools:
 
 
 def build_server(service_factory: Callable[[], WorkflowService] | None = None, log_level: str = "WARNING",
-                 allowed_files: tuple[str, ...] = ()) -> MCPServer:
+                 allowed_files: tuple[str, ...] = (), observer: Observer | None = None) -> MCPServer:
     """The MCP server.  Clients name workflows; `allowed_files` are the only paths it runs
-    (`aromcp-workflows run FILE` starts its own server allowing that one file)."""
+    (`aromcp-workflows run FILE` starts its own server allowing that one file).  `observer`:
+    tracing, when on (the service it builds must have it too)."""
     holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
-                        masker_for=holder.masker)
+                        masker_for=holder.masker, observer=observer)
     WorkflowTools(holder).register(mcp)
     _register_prompts(mcp, holder)
     compact_tool_schemas(mcp)
@@ -357,21 +361,28 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    server = build_server(default_service_factory(project_dir, store), log_level=level, allowed_files=allowed_files)
-    _stop_commands_on_signals()
-    if transport == "stdio":
-        server.run()
-    else:
-        print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
-              flush=True)
-        server.run("streamable-http", host=host, port=port)
+    observer = start_tracing()  # None unless OTEL_* variables ask for traces (docs/observability.md)
+    server = build_server(default_service_factory(project_dir, store, observer), log_level=level,
+                          allowed_files=allowed_files, observer=observer)
+    _stop_commands_on_signals(observer)
+    try:
+        if transport == "stdio":
+            server.run()
+        else:
+            print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
+                  flush=True)
+            server.run("streamable-http", host=host, port=port)
+    finally:
+        if observer is not None:
+            observer.shutdown()
 
 
-def _stop_commands_on_signals() -> None:
+def _stop_commands_on_signals(observer: Observer | None = None) -> None:
     """SIGTERM (a client closing us, `run` being stopped) or SIGINT: stop the shell commands
     this server started (each runs in its own process group, out of reach of a signal to
     ours) and leave at once.  No half-run command's result is stored; the instance keeps
-    its step as started, and resuming runs it again."""
+    its step as started, and resuming runs it again.  Spans not yet exported get
+    `SHUTDOWN_FLUSH_S` to leave."""
     import signal
 
     def stop(signum: int, _frame: Any) -> None:
@@ -379,6 +390,10 @@ def _stop_commands_on_signals() -> None:
 
         stopped = stop_all_commands()
         log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)
+        if observer is not None:
+            flush = threading.Thread(target=observer.shutdown, daemon=True)
+            flush.start()
+            flush.join(SHUTDOWN_FLUSH_S)
         logging.shutdown()
         os._exit(128 + signum)
 
