@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 import tempfile
 import time
@@ -39,33 +38,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_server import PYTHON, SyncStdio, median_ms, p90_ms, server_env  # noqa: E402
-from bench_step import PLAIN, TEMPLATE  # noqa: E402
+from bench_step import make_project, timed_rounds  # noqa: E402
 from machine_info import machine  # noqa: E402
 from proc_cpu import tree_cpu_s  # noqa: E402
 from traced_server import NoopExporter  # noqa: E402
 
 BUDGET = 1.05
-
-
-def make_project(root: Path) -> Path:
-    target = root / ".aromcp" / "workflows"
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "bench-step-plain.yaml").write_text(PLAIN)
-    (target / "bench-step-template.yaml").write_text(TEMPLATE)
-    return root
-
-
-def interleaved(rows: dict[str, Callable[[], Any]], rounds: int, seed: int = 5) -> dict[str, list[float]]:
-    """Each round calls every row once, in a shuffled order; wall time of each call."""
-    times: dict[str, list[float]] = {key: [] for key in rows}
-    order, shuffle = list(rows), random.Random(seed)
-    for _ in range(rounds):
-        shuffle.shuffle(order)
-        for key in order:
-            t0 = time.perf_counter()
-            rows[key]()
-            times[key].append(time.perf_counter() - t0)
-    return times
 
 
 class Stepper:
@@ -107,8 +85,8 @@ def in_process(workdir: Path, steps: int, warmup: int) -> dict[str, list[float]]
 
         for workflow, row in (("bench-step-plain", "plain"), ("bench-step-template", "template + 2 increments")):
             rows[f"{row}, tracing {label}"] = Stepper(complete, start, first, workflow, 2 * steps + warmup + 5).advance
-    interleaved(rows, warmup)
-    times = interleaved(rows, steps)
+    timed_rounds(rows, warmup)
+    times = timed_rounds(rows, steps)
     for label in ("off", "on"):  # CPU of the whole process (the tracing worker too), one service alone
         advance = rows[f"plain, tracing {label}"]
         cpu = time.process_time()
@@ -154,9 +132,9 @@ def over_stdio(workdir: Path, calls: int, warmup: int) -> dict[str, list[float]]
 
             rows[f"plain step_complete, tracing {label}"] = Stepper(complete, start, first, "bench-step-plain",
                                                                     calls + warmup + 5).advance
-        interleaved(rows, warmup)
+        timed_rounds(rows, warmup)
         cpu = {label: tree_cpu_s(server.proc.pid) for label, server in servers.items()}
-        times = interleaved(rows, calls)
+        times = timed_rounds(rows, calls)
         for label, server in servers.items():  # the server's CPU per step (its worker threads too)
             times[f"server CPU per step, tracing {label}"] = [(tree_cpu_s(server.proc.pid) - cpu[label]) / calls]
         return times

@@ -8,34 +8,13 @@ import json
 from pathlib import Path
 
 from tests.e2e.e2e_helpers import run_cli
-
-WORKFLOW = """
-name: "repair:cli"
-default_state:
-  raw: {log: [], errors: [], note: "", count: 0, cleaned_up: false}
-state_schema:
-  raw: {count: number, note: string}
-  computed:
-    doubled: {from: raw.count, transform: "input * 2"}
-error_handling:
-  error_collection: {state_path: raw.errors}
-  on_failure:
-    - {id: mark, type: state_update, path: raw.cleaned_up, value: true}
-steps:
-  - {id: first, type: state_update, path: raw.log, operation: append, value: first}
-  - id: ask
-    type: agent_prompt
-    prompt: "count {{ count }}, doubled {{ doubled }}, note {{ note }}"
-    state_update: {path: raw.answer}
-  - {id: needs_file, type: shell_command, command: "cat ready.txt", state_update: {path: raw.ready}}
-  - {id: last, type: state_update, path: raw.log, operation: append, value: last}
-"""
+from tests.repair.workflows import CLI
 
 
 def project_with_workflow(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     (project / ".aromcp" / "workflows").mkdir(parents=True)
-    (project / ".aromcp" / "workflows" / "repair:cli.yaml").write_text(WORKFLOW)
+    (project / ".aromcp" / "workflows" / "repair:cli.yaml").write_text(CLI)
     (tmp_path / "answers.yaml").write_text('ask: "answered"\n')
     return project
 
