@@ -38,6 +38,9 @@ from aromcp_workflows.store import (
     CommitsSince,
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
     InstanceRecord,
     InstanceSummary,
     Store,
@@ -375,6 +378,14 @@ class InstanceRegistry:
             event = HistoryEvent(kind="rolled_back", data={"checkpoint_id": checkpoint_id})
             self._translate(lambda: self.store.save(record, live.record.version, [event]))
             self.forget(workflow_id)  # the next call loads the rolled-back instance
+
+    def version(self, workflow_id: str) -> int:
+        """The committed version of an instance, from the store (whichever process wrote it)."""
+        return self._translate(lambda: self.store.version(workflow_id))
+
+    def page(self, where: InstanceFilter, limit: int, offset: int) -> tuple[InstancePage, list[InstanceGroup]]:
+        """One page of instances and the counts by workflow, project and status."""
+        return self._translate(lambda: (self.store.page_instances(where, limit, offset), self.store.instance_groups()))
 
     # -- repairing: a run rebuilt from a stored body, and committed whole ------------------------
     def load(self, workflow_id: str) -> InstanceRecord:

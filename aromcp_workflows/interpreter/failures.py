@@ -113,7 +113,9 @@ def collect_error(m: Machine, thread: Thread, error: dict[str, Any]) -> None:
                                     + (f" (loop iteration {f.loops[-1].iteration})" if f.loops else "")
                                     for f in reversed(thread.frames)]}
     try:
-        m.states["main"].apply([Update(path=collection.state_path, operation="append", value=error)],
-                               trigger="error_collection")
+        result = m.states["main"].apply([Update(path=collection.state_path, operation="append", value=error)],
+                                        trigger="error_collection")
+        m.state_changed(None, None if thread.thread_id == "main" else thread.thread_id, result, "main",
+                        by="error_collection")
     except StateError as exc:
         m.record("error", None, None, {"message": f"could not collect error: {exc}"})

@@ -129,6 +129,34 @@ class InstanceSummary:
     updated_at: str
 
 
+@dataclass(frozen=True)
+class InstanceFilter:
+    """Which instances a paginated listing shows (`Store.page_instances`); None: any."""
+
+    project_dir: str | None = None
+    statuses: tuple[str, ...] | None = None
+    workflow: str | None = None
+
+
+@dataclass(frozen=True)
+class InstancePage:
+    """One page of instances, newest started first, and how many match in all."""
+
+    rows: list[InstanceSummary]
+    total: int
+
+
+@dataclass(frozen=True)
+class InstanceGroup:
+    """How many instances share a workflow, project and status (`Store.instance_groups`):
+    what a listing offers as filters, counted without reading a single row."""
+
+    workflow: str
+    project_dir: str
+    status: InstanceStatus
+    count: int
+
+
 @dataclass
 class HistoryEvent:
     """One append-only entry of an instance's history (the source of truth for debugging).
@@ -292,6 +320,16 @@ class Store(Protocol):
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None
     ) -> list[InstanceSummary]:
         """Summaries, most recently updated first; filtered by project and/or status."""
+        ...
+
+    def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
+        """Up to `limit` summaries from `offset` on, newest started first (then by id), and
+        the number matching `where` in all: one page of a long listing, whose cost does not
+        grow with the rows after it."""
+        ...
+
+    def instance_groups(self) -> list[InstanceGroup]:
+        """The instance counts per workflow, project and status."""
         ...
 
     def history(

@@ -37,6 +37,9 @@ from aromcp_workflows.store.base import (
     CommitsSince,
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
@@ -291,6 +294,17 @@ class PostgresStore:
     ) -> list[InstanceSummary]:
         sql, params = POSTGRES.instances(project_dir, statuses)
         return [base.summary_from_row(r) for r in self._fetch("list", sql, params)]
+
+    def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
+        rows_sql, rows_params = POSTGRES.instance_page(where, limit, offset)
+        count_sql, count_params = POSTGRES.instance_count(where)
+        rows = self._fetch("list", rows_sql, rows_params)
+        total = int(self._fetch("count", count_sql, count_params)[0][0])
+        return InstancePage([base.summary_from_row(r) for r in rows], total)
+
+    def instance_groups(self) -> list[InstanceGroup]:
+        rows = self._fetch("count", POSTGRES.instance_groups(), ())
+        return [InstanceGroup(r[0], r[1], r[2], int(r[3])) for r in rows]
 
     # -- history ------------------------------------------------------------------
 

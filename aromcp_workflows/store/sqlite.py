@@ -36,6 +36,9 @@ from aromcp_workflows.store.base import (
     CommitsSince,
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
@@ -304,6 +307,24 @@ class SqliteStore:
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
         return [base.summary_from_row(r) for r in rows]
+
+    def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
+        rows_sql, rows_params = SQLITE.instance_page(where, limit, offset)
+        count_sql, count_params = SQLITE.instance_count(where)
+        with self._lock:  # one read transaction: the total and the rows agree
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                rows = conn.execute(rows_sql, rows_params).fetchall()
+                total = int(conn.execute(count_sql, count_params).fetchone()[0])
+            finally:
+                conn.execute("COMMIT")
+        return InstancePage([base.summary_from_row(r) for r in rows], total)
+
+    def instance_groups(self) -> list[InstanceGroup]:
+        with self._lock:
+            rows = self._connection().execute(SQLITE.instance_groups()).fetchall()
+        return [InstanceGroup(r[0], r[1], r[2], int(r[3])) for r in rows]
 
     # -- history ------------------------------------------------------------------
 

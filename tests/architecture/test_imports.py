@@ -19,7 +19,7 @@ FLOORS = [
     {"interpreter"},
     {"explain", "shell", "observe"},
     {"app"},
-    {"server", "runner", "importer"},
+    {"server", "runner", "importer", "web"},
     {"cli", "__main__"},
 ]
 
