@@ -29,6 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
+from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker, secret_values
 from aromcp_workflows.safety.redact import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, redact
 
@@ -42,12 +43,15 @@ class GuardedServer(MCPServer):
     served beside them (`serve --http --ui`)."""
 
     def __init__(self, *args: Any, masker_for: MaskerFor, service: Callable[[], Any] | None = None,
-                 **kwargs: Any) -> None:
+                 observer: Observer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._masker_for = masker_for
         self.service = service
+        self.observer = observer  # tracing (observe/), when on: the call's span gets the workflow's attributes
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self.observer is not None:
+            self.observer.tool_call(name, arguments)
         try:
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
