@@ -56,6 +56,7 @@ from aromcp_workflows.app.results import (
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver, check, load_valid_bundle
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.runner import ProgressCallback
 from aromcp_workflows.state import Update
@@ -79,11 +80,11 @@ class WorkflowService:
 
     def __init__(self, project_dir: str | Path | None = None, store_path: str | Path | None = None,
                  home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine,
-                 all_projects: bool = False):
+                 observer: Observer | None = None, all_projects: bool = False):
         self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
         self.loader = WorkflowLoader(self.resolver, syntax_engine=self._engine)  # compiles JS in the V8 children
         scope = None if all_projects else str(self.project_dir)
-        self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory, scope)
+        self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory, observer, scope)
         self.driver = Driver(transact=self.instances.transact)
 
     @property

@@ -31,10 +31,12 @@ from aromcp_workflows.app.results import (
     DebugInfo,
     DefinitionView,
     Dependencies,
+    Forked,
     NextStep,
     Plan,
     Result,
     Resumed,
+    Retried,
     Started,
     StateUpdated,
     StateView,
@@ -45,6 +47,8 @@ from aromcp_workflows.app.results import (
     WorkflowInfo,
     WorkflowList,
 )
+from aromcp_workflows.observe import Observer
+from aromcp_workflows.observe import start as start_tracing
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.server.elicit import UserInputGate
 from aromcp_workflows.server.guard import GuardedServer, install_log_masking
@@ -55,6 +59,7 @@ if TYPE_CHECKING:
     from aromcp_workflows.server.http_auth import HttpAuth, HttpOptions
 
 log = logging.getLogger("aromcp_workflows")
+SHUTDOWN_FLUSH_S = 2.0  # how long a signalled server waits for its last spans to be exported
 # Only the hints that differ from the protocol's defaults (not read-only, destructive, not
 # idempotent, open world) are sent; destructive and idempotent mean nothing for a read-only
 # tool.  A tool that runs workflow steps (commands, other tools) has all the defaults.
@@ -98,11 +103,13 @@ class ServiceHolder:
 
 
 def default_service_factory(project_dir: str | None = None, store: str | None = None,
-                            all_projects: bool = False) -> Callable[[], WorkflowService]:
+                            observer: Observer | None = None, all_projects: bool = False
+                            ) -> Callable[[], WorkflowService]:
     def build() -> WorkflowService:
         from aromcp_workflows.app.service import WorkflowService
 
-        return WorkflowService(project_dir=project_dir, store_path=store, all_projects=all_projects)
+        return WorkflowService(project_dir=project_dir, store_path=store, observer=observer,
+                               all_projects=all_projects)
 
     return build
 
@@ -237,6 +244,17 @@ class WorkflowTools:
         with tool_errors("workflow_complete"):
             return self.service.complete(workflow_id, status)
 
+    def workflow_retry(self, workflow_id: str) -> Retried:
+        """A failed instance goes on from its failed step, state as before it; then get its next step."""
+        with tool_errors("workflow_retry"):
+            return self.service.retry(workflow_id)
+
+    def workflow_fork(self, workflow_id: str, at: str | None = None, version: int | None = None,
+                      checkpoint_id: str | None = None, edits: dict[str, Any] | None = None) -> Forked:
+        """New instance from a step (at), version or checkpoint of another, with edits {raw.x: value}."""
+        with tool_errors("workflow_fork"):
+            return self.service.fork(workflow_id, at, version, checkpoint_id, edits)
+
     def workflow_status(self, workflow_id: str | None = None) -> StatusReply:
         """An instance's status and progress, or every instance of this project."""
         with tool_errors("workflow_status"):
@@ -278,6 +296,7 @@ class WorkflowTools:
                 (self.workflow_step_complete, RUNS), (self.workflow_state_read, READ),
                 (self.workflow_state_update, WRITE), (self.workflow_state_dependencies, READ),
                 (self.workflow_checkpoint, WRITE), (self.workflow_resume, WRITE), (self.workflow_complete, WRITE),
+                (self.workflow_retry, WRITE), (self.workflow_fork, WRITE),
                 (self.workflow_status, READ), (self.workflow_load_definition, READ),
                 (self.workflow_trace_transformations, READ), (self.workflow_debug_info, READ),
                 (self.workflow_test_transformation, READ), (self.workflow_explain_plan, READ)):
@@ -285,14 +304,16 @@ class WorkflowTools:
 
 
 def build_server(service_factory: Callable[[], WorkflowService] | None = None, log_level: str = "WARNING",
-                 allowed_files: tuple[str, ...] = (), auth: HttpAuth | None = None) -> MCPServer:
+                 allowed_files: tuple[str, ...] = (), observer: Observer | None = None,
+                 auth: HttpAuth | None = None) -> MCPServer:
     """The MCP server.  Clients name workflows; `allowed_files` are the only paths it runs
-    (`aromcp-workflows run FILE` starts its own server allowing that one file).  `auth`
-    (HTTP only) is how its clients are checked: the SDK's bearer middleware."""
+    (`aromcp-workflows run FILE` starts its own server allowing that one file).  `observer`:
+    tracing, when on (the service it builds must have it too).  `auth` (HTTP only) is how
+    its clients are checked: the SDK's bearer middleware."""
     holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
-                        masker_for=holder.masker, service=holder.get,
+                        masker_for=holder.masker, service=holder.get, observer=observer,
                         token_verifier=auth.verifier if auth else None, auth=auth.settings if auth else None)
     WorkflowTools(holder).register(mcp)
     _register_prompts(mcp, holder)
@@ -351,17 +372,22 @@ def serve(project_dir: str | None = None, store: str | None = None, allowed_file
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    factory = default_service_factory(project_dir, store, all_projects)
-    if http is None:
-        server = build_server(factory, log_level=level, allowed_files=allowed_files)
-        _stop_commands_on_signals()
-        server.run()
-        return
-    _serve_http(factory, level, allowed_files, http)
+    observer = start_tracing()  # None unless OTEL_* variables ask for traces (docs/observability.md)
+    factory = default_service_factory(project_dir, store, observer, all_projects)
+    try:
+        if http is None:
+            server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer)
+            _stop_commands_on_signals(observer)
+            server.run()
+        else:
+            _serve_http(factory, level, allowed_files, http, observer)
+    finally:
+        if observer is not None:
+            observer.shutdown()
 
 
 def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_files: tuple[str, ...],
-                options: HttpOptions) -> None:
+                options: HttpOptions, observer: Observer | None = None) -> None:
     """Bind first (a port in use changes nothing, not even a token file), then decide how
     clients are checked, then serve."""
     from dataclasses import replace
@@ -376,10 +402,10 @@ def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_file
     try:
         options = replace(options, port=sock.getsockname()[1])  # port 0: the one picked
         auth = resolve_auth(options)
-        server = build_server(factory, log_level=level, allowed_files=allowed_files, auth=auth)
+        server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer, auth=auth)
         app = mcp_app(server, limits, hosts)
         notices = [f"serving MCP (streamable HTTP) at {options.url}", auth.notice, *_mount_ui(server, app, options)]
-        _stop_commands_on_signals()
+        _stop_commands_on_signals(observer)
         print("\n".join(f"aromcp-workflows: {line}" for line in notices), file=sys.stderr, flush=True)
         anyio.run(serve_http, app, options, limits, sock, level)
     finally:
@@ -399,11 +425,12 @@ def _mount_ui(server: MCPServer, app: Any, options: HttpOptions) -> list[str]:
     return [f"web view at {url_of(options.host, options.port, UI_PATH + '/', view)}"]
 
 
-def _stop_commands_on_signals() -> None:
+def _stop_commands_on_signals(observer: Observer | None = None) -> None:
     """SIGTERM (a client closing us, `run` being stopped) or SIGINT: stop the shell commands
     this server started (each runs in its own process group, out of reach of a signal to
     ours) and leave at once.  No half-run command's result is stored; the instance keeps
-    its step as started, and resuming runs it again."""
+    its step as started, and resuming runs it again.  Spans not yet exported get
+    `SHUTDOWN_FLUSH_S` to leave."""
     import signal
 
     def stop(signum: int, _frame: Any) -> None:
@@ -411,6 +438,10 @@ def _stop_commands_on_signals() -> None:
 
         stopped = stop_all_commands()
         log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)
+        if observer is not None:
+            flush = threading.Thread(target=observer.shutdown, daemon=True)
+            flush.start()
+            flush.join(SHUTDOWN_FLUSH_S)
         logging.shutdown()
         os._exit(128 + signum)
 

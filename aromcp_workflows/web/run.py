@@ -23,13 +23,19 @@ class PortError(Exception):
 
 def listen(host: str, port: int) -> socket.socket:
     """A listening socket on host:port (port 0: any free port), or a `PortError` that says why not."""
-    from aromcp_workflows.server.http_guard import listening_socket
-
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP, as asyncio's own listeners: accepted connections then get TCP_NODELAY (an
+    # answer written in two parts would otherwise wait for a delayed ACK)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        return listening_socket(host, port)
+        sock.bind((host, port))
     except OSError as exc:
+        sock.close()
         raise PortError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
                         "(0 picks a free one) or --host") from None
+    sock.listen(128)
+    return sock
 
 
 def url_of(host: str, port: int, path: str, view: WebView) -> str:
