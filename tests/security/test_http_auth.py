@@ -97,7 +97,7 @@ async def test_on_loopback_without_a_token_the_server_makes_one_in_a_private_fil
         assert path.is_relative_to(tmp_path / "home"), path
         assert_refused(post(server.url, INITIALIZE))
         async with http_client(server.url, token) as client:
-            assert len((await client.list_tools()).tools) == 18
+            assert len((await client.list_tools()).tools) == 20
 
 
 async def test_token_from_a_file(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ async def test_token_from_a_file(tmp_path: Path) -> None:
     with serving_http(tmp_path, project, "--auth-token-file", str(token_file), token=None) as server:
         assert_refused(post(server.url, INITIALIZE, TOKEN))
         async with http_client(server.url, "from-a-file-0123456789abcdef") as client:
-            assert len((await client.list_tools()).tools) == 18
+            assert len((await client.list_tools()).tools) == 20
 
 
 def serve_briefly(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -147,7 +147,7 @@ async def test_no_auth_on_loopback_serves_without_a_token(tmp_path: Path) -> Non
     project = make_project(tmp_path / "project")
     with serving_http(tmp_path, project, "--no-auth", token=None) as server:
         async with http_client(server.url, None) as client:
-            assert len((await client.list_tools()).tools) == 18
+            assert len((await client.list_tools()).tools) == 20
         assert "--no-auth" in server.stderr() or "without authentication" in server.stderr()
 
 
@@ -193,7 +193,7 @@ async def test_an_identity_providers_verifier_replaces_the_token(tmp_path: Path)
         url = server.url
         good = idp_token(url, ["workflows"])
         async with http_client(url, good) as client:
-            assert len((await client.list_tools()).tools) == 18
+            assert len((await client.list_tools()).tools) == 20
         for bad in (idp_token("http://elsewhere.example/mcp", ["workflows"]), idp_token(url, ["workflows"], -60),
                     TOKEN, good[:-2] + "00"):
             assert_refused(post(url, INITIALIZE, bad))

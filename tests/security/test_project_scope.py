@@ -54,6 +54,8 @@ def by_id_calls(workflow_id: str, step_id: str) -> list[tuple[str, dict[str, Any
         ("workflow_status", wid),
         ("workflow_trace_transformations", wid),
         ("workflow_debug_info", wid),
+        ("workflow_retry", wid),
+        ("workflow_fork", wid),
     ]
 
 
