@@ -9,6 +9,7 @@ comes back as a failed result like any other, so `on_error` applies to it too.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -29,20 +30,26 @@ CLAIM_KEYS = ("owner", "lease_until", "owner_pid")  # who runs a pending command
 def working_directory(project_dir: Path, given: Any, step_id: str) -> Path:
     """Where a shell step runs (the server's or the agent's): the project root, or its
     `working_dir` (rendered; relative to the root) — which must be an existing directory
-    inside the project, symbolic links resolved, or the step fails before anything runs."""
-    root = Path(project_dir).resolve()
+    inside the project, symbolic links resolved, or the step fails before anything runs.
+    The root is the resolved project directory the run was started with; a few system
+    calls per step, none without a `working_dir`."""
     if given is None or str(given).strip() == "":
-        return root
-    target = (root / str(given)).resolve()
+        return Path(project_dir)
+    root = os.fspath(project_dir)
+    target = os.path.realpath(os.path.join(root, str(given)))
     where = f"working_dir {str(given)!r} of step {step_id}"
-    if not target.is_relative_to(root):
+    if not _inside(target, root) and not _inside(target, os.path.realpath(root)):
         raise StepFailed(f"{where} is outside the project ({target} is not in {root}); a shell step runs in the "
                          "project root or a directory inside it")
-    if not target.exists():
-        raise StepFailed(f"{where} does not exist ({target}); create it in an earlier step or fix the path")
-    if not target.is_dir():
-        raise StepFailed(f"{where} is not a directory ({target})")
-    return target
+    if not os.path.isdir(target):
+        problem = "is not a directory" if os.path.exists(target) else "does not exist"
+        todo = "" if os.path.exists(target) else "; create it in an earlier step or fix the path"
+        raise StepFailed(f"{where} {problem} ({target}){todo}")
+    return Path(target)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def request_shell(ctx: Ctx, step: Any, step_id: str, attempt: int) -> ShellRequest:
