@@ -175,13 +175,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     failed = check_shared_store(args.store)
     if failed is not None:
         return failed
-    from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError
+    if not args.http:
+        serve(args.project_dir, args.store, tuple(args.allow_file), args.all_projects)
+        return 0
+    from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError  # HTTP only: stdio starts lean
 
     http = HttpOptions(host=args.host, port=args.port, token_file=args.auth_token_file, no_auth=args.no_auth,
                        allowed_hosts=tuple(args.allowed_host), token_verifier=args.token_verifier,
                        issuer_url=args.auth_issuer_url, resource_url=args.auth_resource_url,
-                       scopes=tuple(args.auth_scope), ui=args.ui or args.ui_actions,
-                       ui_actions=args.ui_actions) if args.http else None
+                       scopes=tuple(args.auth_scope), ui=args.ui or args.ui_actions, ui_actions=args.ui_actions)
     try:
         serve(args.project_dir, args.store, tuple(args.allow_file), args.all_projects, http)
     except HttpSetupError as exc:
