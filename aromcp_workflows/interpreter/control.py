@@ -19,8 +19,14 @@ Effect = Outcome | Fail | None
 
 
 def jump_unless(ctx: Ctx, ins: JumpUnless) -> Effect:
-    branches = ("then", "else") if ins.reason == "condition" else None  # a false `when` is a skip
-    if ctx.truthy(ins.condition, ins.step_id, branches):
+    """A conditional's test (history: its value and the branch taken) or a step's `when`
+    guard (history: `run` when it holds, a `step_skipped` when not): branch coverage
+    (`aromcp-workflows test --coverage`) reads both."""
+    if ins.reason == "condition":
+        taken = ctx.truthy(ins.condition, ins.step_id, ("then", "else"))
+    else:
+        taken = ctx.truthy(ins.condition, ins.step_id, ("run", "skip"), record_false=False)
+    if taken:
         ctx.frame.pc += 1
         return None
     ctx.frame.pc = ins.target
@@ -56,6 +62,7 @@ def next_iteration(ctx: Ctx, ins: LoopNext) -> Effect:
     if ins.kind == "foreach":
         assert loop.items is not None
         if loop.index + 1 >= len(loop.items):
+            loop_ended(ctx, "items")
             return leave_loop(frame, ins.exit_target)
         loop.index += 1
         loop.iteration += 1
@@ -65,6 +72,7 @@ def next_iteration(ctx: Ctx, ins: LoopNext) -> Effect:
     loop.index = loop.iteration - 1
     if not ctx.truthy(ins.condition, ins.step_id, ("iterate", "exit"), own_loop=True):
         loop.iteration -= 1
+        loop_ended(ctx, "condition", max_iterations=ins.max_iterations)
         return leave_loop(frame, ins.exit_target)
     if loop.iteration > ins.max_iterations:
         loop.iteration -= 1
@@ -87,6 +95,15 @@ def loop_limit(ctx: Ctx, ins: LoopNext) -> Effect:
                          "on_max_iterations: continue to go on after the loop")
 
 
+def loop_ended(ctx: Ctx, ended_by: str, **details: Any) -> None:
+    """History: the innermost loop ends, and why (`condition`, `items` or `break`; reaching
+    `max_iterations` is the `loop_limit` event), named by the loop's own id (with its outer
+    loops' iterations)."""
+    loop = ctx.frame.loops[-1]
+    ctx.record("loop_ended", ctx.delivered_id(loop.loop_id, outer_only=True),
+               {"loop": loop.kind, "ended_by": ended_by, "iterations": loop.iteration, **details})
+
+
 def leave_loop(frame: Frame, target: int) -> Effect:
     frame.loops.pop()
     frame.pc = target
@@ -94,7 +111,10 @@ def leave_loop(frame: Frame, target: int) -> Effect:
 
 
 def break_(ctx: Ctx, ins: Break) -> Effect:
-    _pop_loops(ctx.frame, ins.loop_id, inclusive=True)
+    _pop_loops(ctx.frame, ins.loop_id, inclusive=False)
+    if ctx.frame.loops:
+        loop_ended(ctx, "break")
+        ctx.frame.loops.pop()
     ctx.frame.pc = ins.target
     return None
 
