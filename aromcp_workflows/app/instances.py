@@ -107,6 +107,11 @@ class InstanceRegistry:
         return self._store
 
     @property
+    def opened(self) -> bool:
+        """Whether the store was opened (asking `store` opens it)."""
+        return self._store is not None
+
+    @property
     def engine(self) -> Any:
         if self._engine is None:
             with self._guard:

@@ -16,13 +16,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app.driver import Driver
+from aromcp_workflows.app.definitions import changed_since_start, current_file, same_definition
+from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
 from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import (
+    BranchCoverage,
     CheckpointInfo,
     CheckpointTaken,
     Completed,
+    Coverage,
     DebugInfo,
     DefinitionView,
     Dependencies,
@@ -32,6 +35,9 @@ from aromcp_workflows.app.results import (
     NextStep,
     Plan,
     Problem,
+    RecordedAnswer,
+    RecordedCommand,
+    Recording,
     Resumed,
     Started,
     StateUpdated,
@@ -42,6 +48,7 @@ from aromcp_workflows.app.results import (
     Traces,
     TransformTest,
     Validation,
+    WorkflowCoverage,
     WorkflowInfo,
     WorkflowList,
     WorkflowSummary,
@@ -67,11 +74,16 @@ def _default_engine() -> Any:
 
 class WorkflowService:
     def __init__(self, project_dir: str | Path | None = None, store_path: str | Path | None = None,
-                 home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine):
+                 home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine,
+                 shell_runner: ShellRunner = default_shell_runner, work_dir: str | Path | None = None):
+        """`shell_runner` runs server-side commands and `work_dir` is where an instance's
+        commands run (default: the project): `aromcp-workflows test` gives a case's stubs
+        and a throwaway folder, while workflows still resolve as in the project."""
+        self.work_dir = Path(work_dir) if work_dir is not None else None
         self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
         self.loader = WorkflowLoader(self.resolver, syntax_engine=self._engine)  # compiles JS in the V8 children
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
-        self.driver = Driver(transact=self.instances.transact)
+        self.driver = Driver(transact=self.instances.transact, shell_runner=shell_runner)
 
     @property
     def project_dir(self) -> Path:
@@ -155,7 +167,7 @@ class WorkflowService:
         bundle = self.bundle(workflow)
         workflow_id = f"wf_{uuid.uuid4().hex[:12]}"
         with refusals():
-            run = self.instances.start(workflow_id, bundle, self.project_dir, inputs or {})
+            run = self.instances.start(workflow_id, bundle, self.work_dir or self.project_dir, inputs or {})
         return Started(workflow_id=workflow_id, status=run.status, state=run.states["main"].flattened())
 
     def next_step(self, workflow_id: str, task_id: str | None = None,
@@ -245,7 +257,10 @@ class WorkflowService:
 
     def status(self, workflow_id: str) -> InstanceStatus:
         with refusals():
-            return self.instances.read(workflow_id, _instance_status)
+            status, bundle = self.instances.read(workflow_id, lambda run, record: (_instance_status(run, record),
+                                                                                 run.bundle))
+        status.definition_changed = changed_since_start(self.loader, bundle) or None
+        return status
 
     def list_instances(self) -> InstanceList:
         """This project's instances, most recently updated first."""
@@ -275,7 +290,47 @@ class WorkflowService:
         masker = self.masker(workflow_id)
         with refusals():
             events = self.instances.history(workflow_id)
-            return DebugInfo(**self.instances.read(workflow_id, lambda run, _: debug_info(run, events, masker)))
+            info, bundle = self.instances.read(workflow_id, lambda run, _: (debug_info(run, events, masker),
+                                                                            run.bundle))
+        return DebugInfo(**info, definition_changed=changed_since_start(self.loader, bundle) or None)
+
+    def coverage(self, workflow_id: str) -> Coverage:
+        """The branches the instance took of its workflow and of each one it includes, read
+        from its history; lines come from the files while they still hold its copy."""
+        from aromcp_workflows.explain.coverage import branches, covered
+
+        with refusals():
+            events = self.instances.history(workflow_id)
+            bundle = self.instances.read(workflow_id, lambda run, _: run.bundle)
+        taken = covered(bundle, events)
+        rows = []
+        for name, copy in bundle.workflows.items():
+            current = current_file(self.loader, copy)
+            fresh = current if current is not None and same_definition(current, bundle, name) else None
+            definition = (fresh or copy).definition  # the file's own: it knows which keys were written
+            rows.append(WorkflowCoverage(workflow=name, file=copy.file, branches=[
+                BranchCoverage(key=b.key, label=b.label, covered=(name, b.key) in taken,
+                               line=fresh.positions.locate(b.path)[0] if fresh else None)
+                for b in branches(definition)]))
+        return Coverage(workflow_id=workflow_id, workflows=rows)
+
+    def recording(self, workflow_id: str) -> Recording:
+        """What a finished instance did, as a test case replays it (secrets masked)."""
+        from aromcp_workflows.explain.recording import replay_of
+
+        with refusals():
+            events = self.instances.history(workflow_id)
+            outcome = self.instances.read(workflow_id, _outcome)
+        replay, masker = replay_of(events), self.masker(workflow_id)
+        data = {"inputs": replay.inputs, "state": outcome["state"], "messages": replay.messages,
+                "error": outcome["error"],
+                "answers": [vars(a) for a in replay.answers], "commands": [vars(c) for c in replay.commands]}
+        shown = masker(data)
+        return Recording(workflow_id=workflow_id, workflow=outcome["workflow"], file=outcome["file"],
+                         inputs=shown["inputs"], status=outcome["status"], error=shown["error"],
+                         state=shown["state"], messages=shown["messages"],
+                         answers=[RecordedAnswer(**a) for a in shown["answers"]],
+                         commands=[RecordedCommand(**c) for c in shown["commands"]], masked=shown != data)
 
     def test_transformation(self, transform: str, input: Any = None,
                             context: dict[str, Any] | None = None) -> TransformTest:
@@ -287,6 +342,11 @@ class WorkflowService:
         except ExpressionError as exc:
             return TransformTest(success=False, error=str(exc), execution_time_ms=_ms_since(started))
         return TransformTest(success=True, output=output, execution_time_ms=_ms_since(started))
+
+    def close(self) -> None:
+        """Release the store's connections (a later call opens them again)."""
+        if self.instances.opened:
+            self.instances.store.close()
 
     def masker(self, workflow_id: str, latest: bool = True) -> Masker:
         """The instance's masker (see `InstanceRegistry.masker`)."""
@@ -318,6 +378,13 @@ def _resumed(run: WorkflowRun) -> None:
         run.retry_failed()
     if run.status == "interrupted":
         run.set_status("running")
+
+
+def _outcome(run: WorkflowRun, record: InstanceRecord) -> dict[str, Any]:
+    """Where an instance ended: its workflow and file, status, error and final state."""
+    state = {k: v for k, v in run.states["main"].flattened().items() if k != "inputs"}
+    return {"workflow": record.workflow, "file": run.bundle.main.file, "status": run.status, "error": run.error,
+            "state": state}
 
 
 def _instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus:

@@ -19,7 +19,7 @@ FLOORS = [
     {"interpreter"},
     {"explain", "shell"},
     {"app"},
-    {"server", "runner", "importer"},
+    {"server", "runner", "importer", "testing"},
     {"cli", "__main__"},
 ]
 

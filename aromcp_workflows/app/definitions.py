@@ -1,0 +1,37 @@
+"""An instance's copy of its workflow against what the files on disk hold now.
+
+An instance runs the definition it started with (its bundle snapshot), whatever happens to
+the YAML file afterwards.  `status` and `debug` say when the file has changed since, the
+coverage report takes its line numbers from the file only while it still holds the copy,
+and `migrate` loads the file to move the instance onto it.
+"""
+
+from __future__ import annotations
+
+from aromcp_workflows.definition import DefinitionError, WorkflowLoader
+from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle
+
+
+def current_file(loader: WorkflowLoader, copy: LoadedWorkflow) -> LoadedWorkflow | None:
+    """The workflow named like `copy` as its file holds it now (None: the file is gone,
+    invalid, or no longer holds a workflow of that name)."""
+    try:
+        found = loader.load_file(copy.file)
+    except DefinitionError:
+        return None
+    return next((w for w in found if w.name == copy.name), None)
+
+
+def same_definition(current: LoadedWorkflow, bundle: WorkflowBundle, name: str) -> bool:
+    """Whether the file's workflow is the bundle's copy of `name`, to the letter."""
+    copy = bundle.snapshot()["definitions"][name]["definition"]
+    return bool(current.definition.model_dump(mode="json", by_alias=True) == copy)
+
+
+def changed_since_start(loader: WorkflowLoader, bundle: WorkflowBundle) -> bool:
+    """Whether any file of the bundle no longer holds the copy the instance runs."""
+    for name, copy in bundle.workflows.items():
+        current = current_file(loader, copy)
+        if current is None or not same_definition(current, bundle, name):
+            return True
+    return False
