@@ -69,10 +69,9 @@ def _run(session: Any, paths: list[Path], args: argparse.Namespace, out: TextIO)
 
     started = time.perf_counter()
     files, invalid = load_all(session, paths)
-    for error in invalid:
-        for problem in error.problems:
-            print(f"{report.shown_path(problem.file or '')}:{problem.line or 1}:{problem.column or 1}: "
-                  f"{problem.message}", file=sys.stderr)
+    for error in invalid:  # as `validate` prints problems: file:line:column: message
+        report.print_lines([f"{report.shown_path(p.file or '')}:{p.line or 1}:{p.column or 1}: {p.message}"
+                            for p in error.problems], out)
     outcomes = []
     for test_file in files:
         for case in test_file.cases:

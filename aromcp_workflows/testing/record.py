@@ -12,6 +12,7 @@ and comments; the new case is added at its end.
 from __future__ import annotations
 
 import io
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,16 +124,15 @@ def record(session: TestSession, recording: Recording, out: Path, name: str | No
         report.passes = False
         report.problems = [f"{m.path}: expected {m.expected!r}, got {m.actual!r}" for m in outcome.mismatches]
         report.problems += [f"command matched no stub: {c}" for c in outcome.unmatched]
-    document["cases"].append(_block(data))
-    _write(out, document)
+    _write(out, document, data)
     return report
 
 
 def _document(out: Path, workflow: str | None) -> CommentedMap:
-    yaml = YAML(typ="rt")
+    """The test file as it is (checked: an invalid one is not touched), or a new one."""
     if out.is_file():
-        load_test_file(out)  # an invalid file is not rewritten (TestFileError names its problems)
-        document = yaml.load(out.read_text(encoding="utf-8"))
+        load_test_file(out)  # TestFileError names its problems
+        document: CommentedMap = YAML(typ="rt").load(out.read_text(encoding="utf-8"))
         return document
     document = CommentedMap()
     if workflow is not None:
@@ -188,11 +188,27 @@ def _block(value: Any) -> Any:
     return value
 
 
-def _write(out: Path, document: CommentedMap) -> None:
+def _dump(data: Any) -> str:
     yaml = YAML(typ="rt")
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)
     buffer = io.StringIO()
-    yaml.dump(document, buffer)
-    out.write_text(buffer.getvalue(), encoding="utf-8")
+    yaml.dump(_block(data), buffer)
+    return buffer.getvalue()
+
+
+def _write(out: Path, document: CommentedMap, case: dict[str, Any]) -> None:
+    """Add the case.  When `cases:` ends the file, its text is appended at the same indent as
+    the cases before it, and the rest of the file stays exactly as its author wrote it."""
+    cases = document["cases"]
+    keys = list(document)
+    if not out.is_file() or not cases or keys[-1] != "cases":
+        cases.append(_block(case))
+        out.write_text(_dump(document), encoding="utf-8")
+        return
+    text = out.read_text(encoding="utf-8")
+    first = text.splitlines()[cases.lc.item(0)[0]]
+    indent = " " * (len(first) - len(first.lstrip(" ")))
+    added = "".join(f"{indent}{line}\n" if line else "\n" for line in textwrap.dedent(_dump([case])).splitlines())
+    out.write_text(text + ("" if text.endswith("\n") else "\n") + "\n" + added, encoding="utf-8")
 
