@@ -8,7 +8,8 @@ and `migrate` loads the file to move the instance onto it.
 
 from __future__ import annotations
 
-from aromcp_workflows.definition import DefinitionError, WorkflowLoader
+from aromcp_workflows.app.errors import ServiceError
+from aromcp_workflows.definition import DefinitionError, WorkflowLoader, load_valid_bundle
 from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle
 
 
@@ -28,6 +29,14 @@ def same_definition(current: LoadedWorkflow, bundle: WorkflowBundle, name: str) 
     return bool(current.definition.model_dump(mode="json", by_alias=True) == copy)
 
 
+def same_definitions(one: WorkflowBundle, other: WorkflowBundle) -> bool:
+    """Whether two bundles hold the same workflows, to the letter (where they were read aside)."""
+    def definitions(bundle: WorkflowBundle) -> dict[str, object]:
+        return {name: entry["definition"] for name, entry in bundle.snapshot()["definitions"].items()}
+
+    return definitions(one) == definitions(other)
+
+
 def changed_since_start(loader: WorkflowLoader, bundle: WorkflowBundle) -> bool:
     """Whether any file of the bundle no longer holds the copy the instance runs."""
     for name, copy in bundle.workflows.items():
@@ -35,3 +44,16 @@ def changed_since_start(loader: WorkflowLoader, bundle: WorkflowBundle) -> bool:
         if current is None or not same_definition(current, bundle, name):
             return True
     return False
+
+
+def edited_bundle(loader: WorkflowLoader, copy: WorkflowBundle) -> WorkflowBundle:
+    """The instance's workflow as its file holds it now, validated with everything it
+    includes; `ServiceError` (every problem at `file:line:column`) when it does not load."""
+    file = copy.main.file
+    try:
+        several = len(loader.load_file(file)) > 1
+        return load_valid_bundle(copy.main.name if several else file, loader)
+    except DefinitionError as exc:
+        problems = "\n".join(str(p) for p in exc.problems) or str(exc)
+        raise ServiceError(f"{file} no longer validates, so no instance can move onto it; nothing was "
+                           f"changed. Fix it first (aromcp-workflows validate {file}):\n{problems}") from None

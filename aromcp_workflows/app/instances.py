@@ -304,9 +304,10 @@ class InstanceRegistry:
         if not commit.changed:
             return False
         record, expected = commit.record, live.record.version
+        definition = record.definition if commit.definition_changed else None
         self._perform(record, journal, lambda events: self.store.save(
             record, expected, events, encoded=commit.encoded, delta=commit.delta,
-            snapshot=commit.encoded is not None))
+            snapshot=commit.encoded is not None, definition=definition))
         live.record, live.baseline = without_body(record), commit.baseline
         return True
 

@@ -291,3 +291,24 @@ class TransformTest(Result):
     output: Any = None
     error: str | None = None
     execution_time_ms: float
+
+
+class Blocker(Result):
+    """One reason an instance cannot move onto the edited file, at the new file's `file:line`."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+
+class Migration(Result):
+    """`migrate`: `outcome` is `moved`, `would_move` (a dry run that found it safe), `refused`
+    (`blockers` say why; nothing was written) or `unchanged` (the file holds the copy the
+    instance runs).  `plan`: what moving does (or did), one line each."""
+
+    workflow_id: str
+    workflow: str
+    file: str
+    outcome: str
+    plan: list[str]
+    blockers: list[Blocker]

@@ -16,11 +16,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app.definitions import changed_since_start, current_file, same_definition
+from aromcp_workflows.app.definitions import (
+    changed_since_start,
+    current_file,
+    edited_bundle,
+    same_definition,
+    same_definitions,
+)
 from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
 from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import (
+    Blocker,
     BranchCoverage,
     CheckpointInfo,
     CheckpointTaken,
@@ -32,6 +39,7 @@ from aromcp_workflows.app.results import (
     InstanceList,
     InstanceRow,
     InstanceStatus,
+    Migration,
     NextStep,
     Plan,
     Problem,
@@ -292,7 +300,10 @@ class WorkflowService:
             events = self.instances.history(workflow_id)
             info, bundle = self.instances.read(workflow_id, lambda run, _: (debug_info(run, events, masker),
                                                                             run.bundle))
-        return DebugInfo(**info, definition_changed=changed_since_start(self.loader, bundle) or None)
+        moves = [masker({"timestamp": e.timestamp, "file": e.data.get("file"), "plan": e.data.get("plan"),
+                         "old_definition": e.data.get("old_definition")}) for e in events if e.kind == "migrated"]
+        return DebugInfo(**info, definition_changed=changed_since_start(self.loader, bundle) or None,
+                         migrations=moves or None)
 
     def coverage(self, workflow_id: str) -> Coverage:
         """The branches the instance took of its workflow and of each one it includes, read
@@ -342,6 +353,37 @@ class WorkflowService:
         except ExpressionError as exc:
             return TransformTest(success=False, error=str(exc), execution_time_ms=_ms_since(started))
         return TransformTest(success=True, output=output, execution_time_ms=_ms_since(started))
+
+    def migrate(self, workflow_id: str, dry_run: bool = False) -> Migration:
+        """Move a waiting or running instance onto its workflow's file as it is now, when that
+        is safe (`interpreter.migration`); else the exact reasons, and nothing is written.
+        The move is one commit of the instance layer, like any step."""
+        from aromcp_workflows.interpreter.migration import apply_move, plan_move
+
+        with refusals():
+            bundle = self.instances.read(workflow_id, lambda run, _: run.bundle)
+        new = edited_bundle(self.loader, bundle)
+        shared = WorkflowBundle.from_snapshot(new.snapshot())
+        result = Migration(workflow_id=workflow_id, workflow=bundle.main.name, file=bundle.main.file,
+                           outcome="unchanged", plan=[], blockers=[])
+        if same_definitions(shared, bundle):
+            result.plan = ["the file holds the definition this instance runs: nothing to move"]
+            return result
+
+        def change(run: WorkflowRun) -> None:
+            if run.status not in ("running", "waiting"):
+                raise ServiceError(f"instance {workflow_id} is {run.status}: only a waiting or running instance "
+                                   "moves onto an edited workflow (a finished one keeps the definition it ran)")
+            move = plan_move(run, new)
+            result.plan = move.notes
+            result.blockers = [Blocker(message=b.message, file=b.file, line=b.line) for b in move.blockers]
+            result.outcome = "refused" if move.blockers else "would_move" if dry_run else "moved"
+            if result.outcome == "moved":
+                apply_move(run, shared, move, bundle.main.file)
+
+        with refusals():
+            self.instances.transact(workflow_id, change)
+        return result
 
     def close(self) -> None:
         """Release the store's connections (a later call opens them again)."""

@@ -66,7 +66,7 @@ def _step_types(run: Any) -> dict[str, str]:
     """Step id -> step type, from the compiled programs (history events of skipped and
     server-side steps do not carry the type)."""
     from aromcp_workflows.interpreter.compiler import programs_for
-    from aromcp_workflows.interpreter.program import LoopEnter, Run
+    from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
 
     types: dict[str, str] = {}
     for loaded in run.bundle.workflows.values():
@@ -76,6 +76,10 @@ def _step_types(run: Any) -> dict[str, str]:
                     types.setdefault(ins.step_id, str(ins.step.type))
                 elif isinstance(ins, LoopEnter):
                     types.setdefault(ins.step_id, ins.kind)
+                elif isinstance(ins, JumpUnless) and ins.reason == "condition":
+                    types[ins.step_id] = "conditional"  # its own test, after any `when` guard
+                elif isinstance(ins, Exit):
+                    types.setdefault(ins.step_id, "exit")
     return types
 
 

@@ -77,6 +77,7 @@ EVENT_KINDS: frozenset[str] = frozenset({
     "include_started", "include_finished",  # composition
     "state_changed", "transform_trace",  # state
     "rolled_back",  # written by the instance layer
+    "migrated",  # moved onto an edited definition (the one it ran before is kept in the event)
 })
 
 

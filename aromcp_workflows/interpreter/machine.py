@@ -85,6 +85,11 @@ class Machine:
             cached = self._programs[workflow] = programs_for(self.bundle.get(workflow))
         return cached
 
+    def reset_definitions(self) -> None:
+        """Forget what was worked out from the bundle (it was replaced: a migration)."""
+        self._programs = {}
+        self.tracked_fields = {}
+
     def instruction(self, frame: Frame) -> Instruction:
         return self.programs(frame.workflow)[frame.program].instructions[frame.pc]
 
