@@ -209,8 +209,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _print_migration(result: Any) -> None:
-    said = {"moved": f"moved onto {result.file}", "would_move": f"can move onto {result.file} (dry run: nothing "
-            "was changed)", "refused": "refused: nothing was changed", "unchanged": "nothing to move"}
+    file = _shown(result.file)
+    said = {"moved": f"moved onto {file}", "would_move": f"can move onto {file} (dry run: nothing was changed)",
+            "refused": "refused: nothing was changed", "unchanged": "nothing to move"}
     print(f"{result.workflow_id} ({result.workflow}): {said[result.outcome]}")
     for blocker in result.blockers:
         where = f"{_shown(blocker.file)}:{blocker.line}: " if blocker.file and blocker.line else \

@@ -285,11 +285,13 @@ def _move_states(run: Machine, new: _New, move: Move) -> None:
 # -- what the steps still to run read ---------------------------------------------------------------
 def _check_reads(run: Machine, new: _New, move: Move) -> None:
     """Every name a step still to run reads must exist when it runs."""
+    coming = _include_results(run)
     for (workflow, program, state_key), qids in _remaining(run, new, move).items():
         places = new.places[workflow]
         chosen = [places[(program, q)] for q in qids if (program, q) in places]
         tiers = move.states[state_key]
-        known = set(tiers.raw) | set(tiers.state) | set(tiers.computed) | _written(chosen)
+        declared = {spec.name for spec in computed_specs(new.bundle.get(run.state_workflows[state_key]))}
+        known = set(tiers.raw) | set(tiers.state) | declared | _written(chosen) | coming.get(state_key, set())
         for place, name in _unknown_reads(new.bundle.workflows[workflow], program, chosen, known):
             move.blockers.append(new.blocker(workflow, f"step {place.qid} reads {name}, which this instance's "
                                              "state does not hold and neither default_state nor a step still to "
@@ -317,6 +319,19 @@ def _remaining(run: Machine, new: _New, move: Move) -> dict[tuple[str, str, str]
     main = new.bundle.main.name
     found.setdefault((main, "on_failure", "main"), set()).update(
         i.step_id for i in new.programs[main]["on_failure"].instructions)
+    return found
+
+
+def _include_results(run: Machine) -> dict[str, set[str]]:
+    """Names an `include_workflow` in progress will write into the state it was started
+    from when its child finishes (its `result_path`), by that state's key."""
+    found: dict[str, set[str]] = {}
+    for thread in run.threads.values():
+        for below, frame in zip(thread.frames, thread.frames[1:], strict=False):
+            if frame.role == "include" and frame.result_path:
+                head = frame.result_path.split(".")
+                if len(head) > 1:
+                    found.setdefault(below.state_key, set()).add(head[1].split("[", 1)[0])
     return found
 
 
