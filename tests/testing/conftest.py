@@ -70,3 +70,10 @@ def project(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pyt
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("AROMCP_WORKFLOWS_STORE", str(tmp_path / "store.db"))
     yield Project(root, tmp_path / "store.db", home, capsys)
+
+
+def parent_workflow(after: str = "", inputs: str = "{}") -> str:
+    """`demo:parent`: imports shared/child.yaml and runs `demo:child` inline as `run_child`
+    (with `inputs`), then the steps in `after`."""
+    return ('name: "demo:parent"\nimports: ["shared/child.yaml"]\nsteps:\n  - id: run_child\n'
+            f'    type: include_workflow\n    workflow: "demo:child"\n    inputs: {inputs}\n' + after)

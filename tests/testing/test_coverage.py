@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aromcp_workflows.testing.session import TestSession
-from tests.testing.conftest import Project
+from tests.testing.conftest import Project, parent_workflow
 
 
 def covered(project: Project, test_file: str) -> dict[str, bool]:
@@ -85,7 +85,7 @@ steps:
   - id: fan
     type: parallel_foreach
     items: "{{ inputs.items }}"
-    sub_agent_task: work
+    sub_agent_task: job
     on_sub_agent_error: { strategy: continue }
   - id: notify
     type: mcp_call
@@ -97,11 +97,11 @@ error_handling:
     - type: user_message
       message: "failed: {{ error.message }}"
 sub_agent_tasks:
-  work:
+  job:
     steps:
-      - id: do
+      - id: act
         type: agent_prompt
-        prompt: "Do {{ item }}"
+        prompt: "Act on {{ item }}"
     error_handling:
       cleanup_on_error:
         - { type: state_update, path: raw.cleaned, value: true }
@@ -115,23 +115,23 @@ cases:
   - name: nothing to fan out
   - name: one task
     inputs: { items: [a] }
-    answers: { do: ok, notify: ok }
+    answers: { act: ok, notify: ok }
 """)
     first = covered(project, "demo:fan.test.yaml")
-    assert {k for k, hit in first.items() if hit} == {"fan:no_items", "fan:some_items", "work:ran",
+    assert {k for k, hit in first.items() if hit} == {"fan:no_items", "fan:some_items", "job:ran",
                                                        "notify:run", "notify:skip"}
     assert set(first) == {"fan:no_items", "fan:some_items", "fan:task_failed", "notify:run", "notify:skip",
-                          "notify:on_error", "work:ran", "work:cleanup_on_error", "error_handling:taken"}
+                          "notify:on_error", "job:ran", "job:cleanup_on_error", "error_handling:taken"}
     project.write("demo:fan.test.yaml", """\
 cases:
   - name: a task fails and notify fails
     inputs: { items: [a] }
-    answers: { do: { error: "cannot" }, notify: { error: "down" } }
+    answers: { act: { error: "cannot" }, notify: { error: "down" } }
     expect: { state: { cleaned: true } }
 """)
     second = covered(project, "demo:fan.test.yaml")
-    assert {k for k, hit in second.items() if hit} == {"fan:some_items", "fan:task_failed", "work:ran",
-                                                        "work:cleanup_on_error", "notify:run", "notify:on_error"}
+    assert {k for k, hit in second.items() if hit} == {"fan:some_items", "fan:task_failed", "job:ran",
+                                                        "job:cleanup_on_error", "notify:run", "notify:on_error"}
 
 
 def test_workflow_error_handling_and_shell_retries(project: Project) -> None:
@@ -183,15 +183,7 @@ workflow:
       then:
         - { type: user_message, message: "child went" }
 """)
-    project.write("demo:parent.yaml", """\
-name: "demo:parent"
-imports: ["shared/child.yaml"]
-steps:
-  - id: run_child
-    type: include_workflow
-    workflow: "demo:child"
-    inputs: { go: true }
-""")
+    project.write("demo:parent.yaml", parent_workflow(inputs="{ go: true }"))
     project.write("demo:parent.test.yaml", "cases:\n  - name: goes\n    expect: { messages: [child went] }\n")
     done = project.cli("test", "--coverage")
     assert done.code == 0, done.out

@@ -9,6 +9,7 @@ The instances are started and driven as a client drives them: over MCP (an in-me
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,49 +17,12 @@ import pytest
 from mcp import Client
 
 from aromcp_workflows.app.service import WorkflowService
-from tests.testing.conftest import Project
+from tests.e2e.e2e_helpers import ROOT
+from tests.testing.conftest import Project, parent_workflow
 
-REVIEW = """\
-name: "demo:review"
-default_state:
-  raw: { files: ["a.ts", "b.ts"] }
-steps:
-  - id: review
-    type: foreach
-    items: "{{ files }}"
-    steps:
-      - id: ask
-        type: user_input
-        prompt: "Ship {{ item }}?"
-        state_update: { path: "raw.answers", operation: append }
-  - type: user_message
-    message: "Answers: {{ answers | json }}"
-"""
-
-EDITED = """\
-name: "demo:review"
-inputs:
-  channel: { type: string, default: "#ci" }
-default_state:
-  raw: { files: ["a.ts", "b.ts"], count: 0 }
-state_schema:
-  computed:
-    shipped:
-      from: raw.answers
-      transform: "(input || []).filter(a => a === 'yes').length"
-steps:
-  - id: review
-    type: foreach
-    items: "{{ files }}"
-    steps:
-      - id: ask
-        type: user_input
-        prompt: "Ship {{ item }}?"
-        state_update: { path: "raw.answers", operation: append }
-  - id: summary
-    type: user_message
-    message: "{{ shipped }} of {{ files.length }} shipped; notify {{ inputs.channel }}"
-"""
+# The two versions of demo:review that docs/evolving.md shows, as it shows them.
+REVIEW, EDITED = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "evolving.md").read_text(encoding="utf-8"),
+                            re.S)[:2]
 
 
 def waiting(service: WorkflowService, workflow: str = "demo:review", inputs: dict[str, Any] | None = None) -> str:
@@ -340,16 +304,8 @@ workflow:
 
 def test_an_instance_inside_an_included_workflow(project: Project) -> None:
     child = project.write("shared/child.yaml", INCLUDE_CHILD)
-    project.write("demo:parent.yaml", """\
-name: "demo:parent"
-imports: ["shared/child.yaml"]
-steps:
-  - id: run_child
-    type: include_workflow
-    workflow: "demo:child"
-  - type: user_message
-    message: "child said {{ run_child.ok }}"
-""")
+    project.write("demo:parent.yaml", parent_workflow("  - type: user_message\n"
+                                                      "    message: \"child said {{ run_child.ok }}\"\n"))
     service = project.service()
     workflow_id = waiting(service, "demo:parent")
     child.write_text(INCLUDE_CHILD.replace("id: approve", "id: agree"), encoding="utf-8")
