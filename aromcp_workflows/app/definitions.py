@@ -8,6 +8,8 @@ and `migrate` loads the file to move the instance onto it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader, load_valid_bundle
 from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle
@@ -38,8 +40,11 @@ def same_definitions(one: WorkflowBundle, other: WorkflowBundle) -> bool:
 
 
 def changed_since_start(loader: WorkflowLoader, bundle: WorkflowBundle) -> bool:
-    """Whether any file of the bundle no longer holds the copy the instance runs."""
+    """Whether any file of the bundle no longer holds the copy the instance runs.  A file
+    this host does not have says nothing (a replica may serve instances started elsewhere)."""
     for name, copy in bundle.workflows.items():
+        if not Path(copy.file).is_file():
+            continue
         current = current_file(loader, copy)
         if current is None or not same_definition(current, bundle, name):
             return True

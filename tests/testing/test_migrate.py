@@ -99,6 +99,10 @@ def test_an_unsafe_edit_is_refused_with_the_step_named_and_nothing_written(proje
         "line 12 no longer holds it)"]
     assert stored(service, workflow_id) == before
     assert "definition changed since start" in project.cli("status", workflow_id).out
+    path.rename(path.with_suffix(".moved"))  # a file this host does not have says nothing
+    assert service.status(workflow_id).definition_changed is None
+    done = project.cli("migrate", workflow_id)
+    assert done.code == 1 and "no longer validates" in done.err and stored(service, workflow_id) == before
     service.step_complete(workflow_id, "review.ask#1", result="yes")  # it goes on with the copy it runs
     end = service.step_complete(workflow_id, "review.ask#2", result="yes")
     assert end.status == "completed" and end.messages == ['Answers: ["yes","yes"]']
