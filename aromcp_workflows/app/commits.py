@@ -34,7 +34,7 @@ from aromcp_workflows.store import STATUSES, InstanceRecord, InstanceStatus
 MAX_DELTAS = 100  # deltas between two full snapshots of a small instance
 DELTAS_PER_SNAPSHOT_BYTE = 1 / 1024  # ... and of a big one: one per KB of snapshot
 MIN_DELTA_BYTES = 256 * 1024  # deltas may always add up to this much before a snapshot
-FIXED_SECTIONS = ("workflow_id", "project_dir", "inputs")  # set at start, never changed by a run
+FIXED_SECTIONS = ("workflow_id", "project_dir", "inputs", "forked_from")  # set at start, never changed by a run
 LOOP_ITEMS = "loop_items"  # the section holding every running foreach's items, out of its thread
 
 

@@ -25,14 +25,19 @@ from typing import Any, TypeVar
 from aromcp_workflows.app.catch_up import apply_to_run
 from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of, threads_for_run
 from aromcp_workflows.app.errors import ServiceError, refusals
+from aromcp_workflows.app.rebuild import OPENING_KINDS
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import Journal, WorkflowRun
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.store import (
+    Body,
     Checkpoint,
     CommitsSince,
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
     InstanceRecord,
     InstanceSummary,
     Store,
@@ -71,8 +76,11 @@ def kept(run: WorkflowRun, record: InstanceRecord) -> tuple[InstanceRecord, Base
     return without_body(record), baseline_of(run, record)
 
 
-def history_events(journal: Journal) -> list[HistoryEvent]:
-    return [HistoryEvent(kind=e.kind, step_id=e.step_id, task_id=e.task_id, data=e.data, timestamp=e.timestamp)
+def history_events(journal: Journal, version: int) -> list[HistoryEvent]:
+    """The journalled events as the store keeps them; a step handed out or started carries
+    the version of the commit that did it (the state just before the step: `app.rebuild`)."""
+    return [HistoryEvent(kind=e.kind, step_id=e.step_id, task_id=e.task_id, timestamp=e.timestamp,
+                         data={**e.data, "version": version} if e.kind in OPENING_KINDS else e.data)
             for e in journal.events]
 
 
@@ -131,14 +139,17 @@ class InstanceRegistry:
         """A new instance, committed before anyone can see it."""
         bundle = WorkflowBundle.from_snapshot(bundle.snapshot())  # one bundle per content, shared by instances
         run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self.prompt)
-        base = InstanceRecord(workflow_id=run.workflow_id, workflow=bundle.main.name,
-                              project_dir=str(run.project_dir), definition=bundle.snapshot(),
-                              created_at=utc_now(), updated_at=utc_now())
+        self.create(run, bundle.main.name, bundle.snapshot())
+        return run
+
+    def create(self, run: WorkflowRun, workflow: str, definition: dict[str, Any]) -> None:
+        """Commit `run` as a new instance (a start, or a fork) and keep it live."""
+        base = InstanceRecord(workflow_id=run.workflow_id, workflow=workflow, project_dir=str(run.project_dir),
+                              definition=definition, created_at=utc_now(), updated_at=utc_now())
         record = record_of(run, base)
         self._perform(record, run.take_journal(), lambda events: self.store.create(record, events))
         with self._guard:
             self._live[run.workflow_id] = LiveInstance(run, *kept(run, record))
-        return run
 
     @contextmanager
     def _current(self, workflow_id: str, verify: bool = True) -> Iterator[LiveInstance]:
@@ -314,7 +325,7 @@ class InstanceRegistry:
     def _perform(self, record: InstanceRecord, journal: Journal, write: Callable[[list[HistoryEvent]], int]) -> None:
         """The one place effects reach the store: the record with its events, then checkpoints."""
         try:
-            record.version = write(history_events(journal))
+            record.version = write(history_events(journal, record.version + 1))
             for point in journal.checkpoints:
                 self.store.add_checkpoint(record.workflow_id, None, point.reason, record.snapshot())
         except ConflictError:
@@ -352,6 +363,45 @@ class InstanceRegistry:
             event = HistoryEvent(kind="rolled_back", data={"checkpoint_id": checkpoint_id})
             self._translate(lambda: self.store.save(record, live.record.version, [event]))
             self.forget(workflow_id)  # the next call loads the rolled-back instance
+
+    def version(self, workflow_id: str) -> int:
+        """The committed version of an instance, from the store (whichever process wrote it)."""
+        return self._translate(lambda: self.store.version(workflow_id))
+
+    def page(self, where: InstanceFilter, limit: int, offset: int) -> tuple[InstancePage, list[InstanceGroup]]:
+        """One page of instances and the counts by workflow, project and status."""
+        return self._translate(lambda: (self.store.page_instances(where, limit, offset), self.store.instance_groups()))
+
+    # -- repairing: a run rebuilt from a stored body, and committed whole ------------------------
+    def load(self, workflow_id: str) -> InstanceRecord:
+        """The instance as stored now (definition and bookkeeping included)."""
+        return self._translate(lambda: self.store.load(workflow_id))
+
+    def run_from(self, record: InstanceRecord, body: Body) -> WorkflowRun:
+        """A new run object (not the live one) for `record` with the state and threads of `body`."""
+        bundle = WorkflowBundle.from_snapshot(record.definition)
+        stored = replace(record, state=body.state, threads=body.threads)
+        return WorkflowRun.from_json({**body.state, "threads": threads_for_run(stored)}, bundle, self.engine,
+                                     self.prompt)
+
+    def replace(self, workflow_id: str, run: WorkflowRun, expected_version: int) -> int:
+        """Commit `run` (built by `run_from`) as the next version of the instance, if it is still
+        at `expected_version`: a commit like any other (a delta against what is stored, now
+        and then a full snapshot), so older versions stay as rebuildable as they were.  The
+        new version."""
+        with self._current(workflow_id) as live:
+            if live.record.version != expected_version:
+                raise ServiceError(f"workflow {workflow_id} changed while this call worked on it (version "
+                                   f"{expected_version}, now {live.record.version}); nothing was written — "
+                                   "look at it again and retry")
+            try:
+                commit = plan(run, live.record, live.baseline, True)
+                self._perform(commit.record, run.take_journal(), lambda events: self.store.save(
+                    commit.record, expected_version, events, encoded=commit.encoded, delta=commit.delta,
+                    snapshot=commit.encoded is not None))
+            finally:
+                self._drop(live)  # the next call loads what was written
+        return commit.record.version
 
     def exists(self, workflow_id: str) -> None:
         self._translate(lambda: self.store.load(workflow_id))

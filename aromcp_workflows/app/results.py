@@ -182,6 +182,8 @@ class InstanceStatus(Result):
     current_steps: list[str]
     progress: TaskCounts
     error: str | None = None
+    version: int | None = None  # the commit the instance is at (a `fork --version` point)
+    forked_from: ForkOrigin | None = None
     definition_changed: bool | None = None
 
 
@@ -202,6 +204,40 @@ class InstanceList(Result):
 class StatusChanged(Result):
     workflow_id: str
     status: str
+
+
+# -- repairing ----------------------------------------------------------------------------
+class Retried(Result):
+    """A failed instance going on from the step that failed (`retry`).  `restored_version`:
+    the commit whose state it has again (the one that handed the step out); None when the
+    step failed inside the server in the call that ran it, and the state is the one it
+    failed with, before error handling wrote to it."""
+
+    workflow_id: str
+    status: str
+    step_id: str
+    restored_version: int | None = None
+
+
+class ForkOrigin(Result):
+    """Where a fork was made from: the instance, the version its state and threads are
+    from, and the step or checkpoint named (if one was); the paths edited."""
+
+    workflow_id: str
+    version: int
+    step_id: str | None = None
+    checkpoint_id: str | None = None
+    edits: list[str]
+
+
+class Forked(Result):
+    """A new instance made from a point of another (`fork`); the original is untouched."""
+
+    workflow_id: str
+    status: str
+    forked_from: ForkOrigin
+    current_steps: list[str]
+    state: Json
 
 
 # -- seeing inside ------------------------------------------------------------------------
@@ -293,6 +329,138 @@ class TransformTest(Result):
     execution_time_ms: float
 
 
+# -- watching: the web view's reads ----------------------------------------------------------
+class InstanceSummaryRow(Result):
+    """One row of the instances page."""
+
+    workflow_id: str
+    workflow: str
+    project_dir: str
+    status: str
+    current_steps: list[str]
+    created_at: str
+    updated_at: str
+    duration_seconds: float  # start to last change when finished, start to now while it runs
+    error: str | None = None
+
+
+class InstancePageView(Result):
+    """One page of instances, newest started first, and what the filters can offer."""
+
+    rows: list[InstanceSummaryRow]
+    total: int
+    page: int
+    per_page: int
+    workflows: list[str]
+    projects: list[str]
+    statuses: dict[str, int]
+
+
+class GraphNode(Result):
+    """A node of the workflow graph, where it is drawn and how far the instance got there:
+    `mark` done | current | failed | skipped | not_reached, `runs` times it ran."""
+
+    id: str
+    lines: list[str]
+    shape: str
+    role: str
+    step_id: str | None
+    scope: str
+    x: float
+    y: float
+    w: float
+    h: float
+    mark: str
+    runs: int
+    detail: str | None = None
+
+
+class GraphEdge(Result):
+    source: str
+    target: str
+    points: list[list[float]]
+    label: str | None
+    dotted: bool
+    back: bool
+
+
+class GraphBlock(Result):
+    id: str
+    title: str
+    kind: str
+    x: float
+    y: float
+    w: float
+    h: float
+
+
+class GraphView(Result):
+    width: float
+    height: float
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    blocks: list[GraphBlock]
+
+
+class TaskLane(Result):
+    """A sub-agent task: its item, status and the step in hand."""
+
+    task_id: str
+    task: str
+    fan_out: str | None
+    item: Any = None
+    index: int | None = None
+    status: str
+    retries: int
+    current_step: str | None = None
+    error: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class FailureView(Result):
+    """A failed thread, the step it failed at and where that step is written."""
+
+    task_id: str | None
+    step_id: str | None
+    message: str
+    step_type: str | None = None
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    file_changed: bool = False  # the step reads differently in the file now than when the instance started
+
+
+class InstanceView(Result):
+    """Everything the instance page shows at once (the state history is `StateAt`)."""
+
+    workflow_id: str
+    workflow: str
+    project_dir: str
+    status: str
+    version: int
+    current_steps: list[str]
+    created_at: str
+    updated_at: str
+    duration_seconds: float
+    error: str | None = None
+    graph: GraphView
+    tasks: list[TaskLane]
+    messages: list[Json]
+    failures: list[FailureView]
+    timeline: list[Json]
+    state: Json  # raw, state, computed, inputs now
+    state_points: list[Json]
+
+
+class StateAt(Result):
+    """The main state after history event `seq`, and what that event changed."""
+
+    seq: int
+    state: Json  # raw, state, computed
+    changed: list[str]
+    complete: bool
+    note: str | None = None
 class Blocker(Result):
     """One reason an instance cannot move onto the edited file, at the new file's `file:line`."""
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.app import repair
 from aromcp_workflows.app.definitions import (
     changed_since_start,
     current_file,
@@ -36,9 +37,13 @@ from aromcp_workflows.app.results import (
     DebugInfo,
     DefinitionView,
     Dependencies,
+    Forked,
+    ForkOrigin,
     InstanceList,
+    InstancePageView,
     InstanceRow,
     InstanceStatus,
+    InstanceView,
     Migration,
     NextStep,
     Plan,
@@ -47,7 +52,9 @@ from aromcp_workflows.app.results import (
     RecordedCommand,
     Recording,
     Resumed,
+    Retried,
     Started,
+    StateAt,
     StateUpdated,
     StateView,
     StatusChanged,
@@ -67,7 +74,7 @@ from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.runner import ProgressCallback
 from aromcp_workflows.state import Update
-from aromcp_workflows.store import InstanceRecord, open_store
+from aromcp_workflows.store import InstanceFilter, InstanceRecord, open_store
 
 __all__ = ["WorkflowService"]
 STEP_STATUSES = ("success", "failed")
@@ -263,6 +270,22 @@ class WorkflowService:
         with refusals():
             return self.instances.transact(workflow_id, mark)
 
+    # -- repairing ----------------------------------------------------------------------
+    def retry(self, workflow_id: str) -> Retried:
+        """A failed instance goes on from the step that failed, with the state as it was
+        before that step (app/repair.py); then drive it like any other (`run --resume`)."""
+        with refusals():
+            return repair.retry(self.instances, workflow_id)
+
+    def fork(self, workflow_id: str, at: str | None = None, version: int | None = None,
+             checkpoint_id: str | None = None, edits: dict[str, Any] | None = None) -> Forked:
+        """A new instance from a point of `workflow_id` — the step `at` (as `debug` lists it),
+        a `version`, or a checkpoint; none: as it stands — with `edits` ({raw.x|state.x: value})
+        applied.  The original is not written to."""
+        point = repair.ForkPoint(step_id=at, version=version, checkpoint_id=checkpoint_id)
+        with refusals():
+            return repair.fork(self.instances, workflow_id, point, edits or {})
+
     def status(self, workflow_id: str) -> InstanceStatus:
         with refusals():
             status, bundle = self.instances.read(workflow_id, lambda run, record: (_instance_status(run, record),
@@ -354,6 +377,66 @@ class WorkflowService:
             return TransformTest(success=False, error=str(exc), execution_time_ms=_ms_since(started))
         return TransformTest(success=True, output=output, execution_time_ms=_ms_since(started))
 
+    # -- watching: the web view ------------------------------------------------------------
+    def instance_page(self, statuses: list[str] | None = None, workflow: str | None = None,
+                      project_dir: str | None = None, page: int = 1, per_page: int = 50) -> InstancePageView:
+        """Instances of every project in the store, newest started first, one page at a time."""
+        from aromcp_workflows.app.views import summary_row
+
+        page, per_page = max(1, page), min(max(1, per_page), 500)
+        where = InstanceFilter(project_dir=project_dir or None, statuses=tuple(statuses) if statuses else None,
+                               workflow=workflow or None)
+        with refusals():
+            found, groups = self.instances.page(where, per_page, (page - 1) * per_page)
+        counts: dict[str, int] = {}
+        for group in groups:
+            counts[group.status] = counts.get(group.status, 0) + group.count
+        return InstancePageView(rows=[summary_row(r) for r in found.rows], total=found.total, page=page,
+                                per_page=per_page, workflows=sorted({g.workflow for g in groups}),
+                                projects=sorted({g.project_dir for g in groups}), statuses=counts)
+
+    def instance_version(self, workflow_id: str) -> int:
+        """The instance's committed version: it changes with every commit of any process."""
+        with refusals():
+            return self.instances.version(workflow_id)
+
+    def instance_view(self, workflow_id: str) -> InstanceView:
+        """Everything the instance page shows: graph with marks, tasks, messages, failures
+        with their `file:line`, the step timeline, the state now and the points it changed."""
+        from aromcp_workflows.app.views import VIEW_KINDS, instance_view
+
+        masker = self.masker(workflow_id)
+        with refusals():
+            events = self.instances.history(workflow_id, kinds=VIEW_KINDS)
+            return self.instances.read(workflow_id, lambda run, record: instance_view(
+                run, record, events, masker, self._locate))
+
+    def state_at(self, workflow_id: str, seq: int | None = None) -> StateAt:
+        """The main state (raw, state, computed) after history event `seq` (None: now), replayed."""
+        from aromcp_workflows.app.views import state_at
+        from aromcp_workflows.explain.state_history import TIERS
+
+        def checkpoint_state(checkpoint_id: str) -> dict[str, Any] | None:
+            point = self.instances.last_checkpoint(workflow_id, checkpoint_id)
+            main = point.snapshot.get("state", {}).get("states", {}).get("main") if point else None
+            return None if main is None else {t: main.get(t) or {} for t in TIERS}
+
+        masker = self.masker(workflow_id)
+        with refusals():
+            events = self.instances.history(workflow_id, kinds=["started", "state_changed", "rolled_back"])
+        return StateAt(**state_at(events, seq, checkpoint_state, masker))
+
+    def _locate(self, file: str, workflow: str, path: tuple[Any, ...], step: Any) -> tuple[int | None, int | None,
+                                                                                          bool] | None:
+        """Where a step an instance runs is written in its file now (see `explain.locate`)."""
+        from aromcp_workflows.explain.locate import where_now
+
+        try:
+            found = [w for w in self.loader.load_file(file) if w.name == workflow]
+        except (DefinitionError, OSError):
+            return None
+        return where_now(found[0].definition, found[0].positions, path, step) if found else None
+
     def migrate(self, workflow_id: str, dry_run: bool = False) -> Migration:
         """Move a waiting or running instance onto its workflow's file as it is now, when that
         is safe (`interpreter.migration`); else the exact reasons, and nothing is written.
@@ -436,4 +519,5 @@ def _instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus
                         tasks_running=sum(t.status == "running" for t in tasks))
     return InstanceStatus(workflow_id=run.workflow_id, workflow=record.workflow, status=run.status,
                           current_steps=list(record.current_steps), progress=counts,
-                          error=run.masker().mask_text(run.error) if run.error else None)
+                          error=run.masker().mask_text(run.error) if run.error else None, version=record.version,
+                          forked_from=None if run.forked_from is None else ForkOrigin(**run.forked_from))

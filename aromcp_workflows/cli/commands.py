@@ -25,7 +25,24 @@ T = TypeVar("T")
 def register_commands(commands: Any) -> None:
     """Every subcommand of this module: running instances, then looking at workflows and instances."""
     _register_running(commands)
+    _register_ui(commands)
     _register_inspecting(commands)
+
+
+def _register_ui(commands: Any) -> None:
+    ui = commands.add_parser("ui", help="a live web view of the instances in the store",
+                             description="Serve a local web page over the instance store (the one `serve` uses, "
+                                         "SQLite or PostgreSQL): every instance, its graph, tasks, messages, "
+                                         "history and state, following each change. Read-only unless --actions.")
+    ui.add_argument("--port", type=int, default=8780, help="port (default 8780; 0 picks a free one)")
+    ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    ui.add_argument("--store", metavar="PATH|URL", help="SQLite store file or postgresql:// URL "
+                                                      "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
+    ui.add_argument("--open", action="store_true", help="open the page in the default browser")
+    ui.add_argument("--actions", action="store_true",
+                    help="allow cancel, retry and fork from the page (each needs the token the printed URL carries)")
+    ui.set_defaults(handler=cmd_ui)
+
 
 
 def _register_running(commands: Any) -> None:
@@ -40,7 +57,11 @@ def _register_running(commands: Any) -> None:
                             "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
     serve.add_argument("--allow-file", action="append", default=[], metavar="FILE",
                        help="also run this workflow file by path (clients otherwise name workflows only)")
+    serve.add_argument("--ui", action="store_true", help="with --http: also serve the web view at /ui")
+    serve.add_argument("--ui-actions", action="store_true",
+                       help="with --ui: the web view can cancel, retry and fork (its URL carries a token)")
     serve.set_defaults(handler=cmd_serve)
+
 
     run = commands.add_parser(
         "run", help="run a workflow headless, acting as the agent (no LLM needed)",
@@ -140,9 +161,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     failed = check_shared_store(args.store)
     if failed is not None:
         return failed
+    if (args.ui or args.ui_actions) and not args.http:
+        print("error: --ui needs --http (the web view is served beside MCP over HTTP)", file=sys.stderr)
+        return 2
     serve("http" if args.http else "stdio", args.host, args.port, args.project_dir, args.store,
-          tuple(args.allow_file))
+          tuple(args.allow_file), ui=args.ui or args.ui_actions, ui_actions=args.ui_actions)
     return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`aromcp-workflows ui`: the web view over the store, until Ctrl-C."""
+    import functools
+
+    from aromcp_workflows.cli.store_cmd import check_shared_store
+    from aromcp_workflows.web.run import run_ui
+
+    failed = check_shared_store(args.store)
+    if failed is not None:
+        return failed
+    service = functools.cache(lambda: _service(args))
+    return run_ui(service, args.host, args.port, args.actions, args.open)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -402,6 +440,8 @@ def cmd_debug(args: argparse.Namespace) -> int:
         task = f" [{entry['task_id']}]" if entry.get("task_id") else ""
         took = f" {entry['duration_ms']:.0f} ms" if entry.get("duration_ms") is not None else ""
         error = f"  {entry['error']}" if entry.get("error") else ""
+        if entry.get("ended_by"):  # a loop's end: what ended it
+            error = f"  ended by {entry['ended_by']} after {entry.get('iterations')} iteration(s)" + error
         print(f"  {entry['status']:<8} {entry['step_id']}{task} ({entry.get('type') or '?'}) "
               f"{entry['started_at']} → {entry.get('completed_at') or '…'}{took}{error}")
     size = info.state_size

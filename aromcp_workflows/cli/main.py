@@ -26,7 +26,14 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; its exit status. Output cut short by the reader (`| head`) is no error."""
+    """Run one command; its exit status. Output cut short by the reader (`| head`) is no error.
+
+    Run as a program (no `argv`), a command given a store password first starts itself again
+    without it in its arguments, which every local user can read (`argv_secrets`)."""
+    if argv is None:
+        from aromcp_workflows.cli.argv_secrets import restart_without_store_password
+
+        restart_without_store_password()
     try:
         code = _dispatch(argv)
         sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe prints a traceback
@@ -96,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     from aromcp_workflows.cli.commands import register_commands
 
     register_commands(commands)
+    from aromcp_workflows.cli.repair_cmd import register_repair_commands
+
+    register_repair_commands(commands)
     from aromcp_workflows.cli.store_cmd import register_store_commands
 
     register_store_commands(commands)

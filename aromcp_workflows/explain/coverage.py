@@ -7,7 +7,7 @@ the file writes one); each `parallel_foreach` with no items, with some, and with
 that failed; each sub-agent task run; each step `on_error`, task `cleanup_on_error` and
 workflow `error_handling` path taken.  `covered(bundle, events)` says which of them one
 instance took, from the events the interpreter records (`condition_checked` with its
-branch, `step_skipped`, `loop_ended` with what ended it, `loop_limit`, `tasks_created`,
+branch, `step_skipped`, `loop_ended` with what ended it, `tasks_created`,
 `task_started`, `step_error`, `error`, ...).  Nothing here runs a workflow.
 
 A branch's `key` (`nothing_to_do:else`, `fix_batch/fix_files:skipped`) is what a test
@@ -209,8 +209,9 @@ def _outcome(event: Any, place: StepPlace) -> str | None:
     if kind == "loop_ended":
         if int(data.get("iterations") or 0) == 0:
             return "skipped"
-        return {"condition": "condition", "break": "break"}.get(str(data.get("ended_by")), "entered")
-    if kind == "loop_limit":
+        ends = {"condition": "condition", "break": "break", "max_iterations": "max_iterations"}
+        return ends.get(str(data.get("ended_by")), "entered")
+    if kind == "loop_limit":  # histories written before loop_ended recorded the limit
         return "max_iterations"
     if kind == "tasks_created":
         return "some_items" if data.get("count") else "no_items"

@@ -31,6 +31,13 @@ from aromcp_workflows.interpreter.program import (
 )
 
 
+def local_step_id(step: Any, index: int, branch: str = "") -> str:
+    """A step's own id: the author's, or one made from its position (`shell_command_2`,
+    `then_state_update_1` in a conditional's branch).  A qualified id is the container's
+    id, a dot, and this."""
+    return step.id or f"{branch}{step.type}_{index + 1}"
+
+
 @dataclass
 class _Loop:
     loop_id: str
@@ -53,7 +60,7 @@ class _Compiler:
 
     def steps(self, steps: list[Any], prefix: str, loops: list[_Loop], branch: str = "") -> None:
         for index, step in enumerate(steps):
-            self.step(step, f"{prefix}{local_id(step, index, branch)}", loops)
+            self.step(step, f"{prefix}{local_step_id(step, index, branch)}", loops)
 
     def step(self, step: Any, qid: str, loops: list[_Loop]) -> None:
         guard = None
@@ -64,7 +71,7 @@ class _Compiler:
         elif isinstance(step, (WhileStep, ForeachStep)):
             self.loop(step, qid, loops)
         elif step.type == "break":
-            loops[-1].breaks.append(self.emit(Break(qid, loops[-1].loop_id, -1)))
+            loops[-1].breaks.append(self.emit(Break(qid, loops[-1].loop_id, -1, loops[-1].top)))
         elif step.type == "continue":
             self.emit(Continue(qid, loops[-1].loop_id, loops[-1].top))
         elif step.type == "exit":
@@ -88,12 +95,13 @@ class _Compiler:
     def loop(self, step: WhileStep | ForeachStep, qid: str, loops: list[_Loop]) -> None:
         self.loops[qid] = qid
         if isinstance(step, WhileStep):
-            self.emit(LoopEnter(qid, qid, "while", None, step.max_iterations))
-            top = self.emit(LoopNext(qid, qid, "while", step.condition, max_iterations=step.max_iterations,
-                                     on_max_iterations=step.on_max_iterations))
+            self.emit(LoopEnter(qid, qid, "while", None, step.limit))
+            top = self.emit(LoopNext(qid, qid, "while", step.condition, max_iterations=step.limit,
+                                     on_max_iterations=step.at_limit,
+                                     implicit_limit=step.max_iterations is None))
             body = step.body
         else:
-            self.emit(LoopEnter(qid, qid, "foreach", step.items, 0))
+            self.emit(LoopEnter(qid, qid, "foreach", step.items, 0, step.variable_name, step.index_name))
             top = self.emit(LoopNext(qid, qid, "foreach", None))
             body = step.steps
         frame = _Loop(qid, top)
@@ -103,11 +111,6 @@ class _Compiler:
         self.patch(top, exit_target=end)
         for index in frame.breaks:
             self.patch(index, target=end)
-
-
-def local_id(step: Any, index: int, branch: str = "") -> str:
-    """A step's own id: the one written, else one made from its position (`then_user_message_1`)."""
-    return str(step.id or f"{branch}{step.type}_{index + 1}")
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ def step_places(definition: WorkflowDefinition) -> dict[tuple[str, str], StepPla
     def walk(program: str, steps: list[Any], path: tuple[Any, ...], prefix: str, parent: str | None,
              branch: str = "") -> None:
         for index, step in enumerate(steps):
-            qid = f"{prefix}{local_id(step, index, branch)}"
+            qid = f"{prefix}{local_step_id(step, index, branch)}"
             places[(program, qid)] = StepPlace(program, qid, (*path, index), step, parent)
             for key, children in child_step_lists(step):
                 walk(program, children, (*path, index, key), f"{qid}.", qid,

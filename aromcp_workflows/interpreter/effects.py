@@ -73,10 +73,11 @@ EVENT_KINDS: frozenset[str] = frozenset({
     "task_started", "task_finished", "tasks_created", "tasks_retried", "tasks_finished", "tasks_stopped",
     "step_delivered", "step_started", "step_completed", "step_rejected", "step_reported", "step_error",
     "step_skipped",
-    "message_shown", "condition_checked", "loop_ended", "loop_limit", "shell_released",  # steps, control flow
+    "message_shown", "condition_checked", "loop_ended", "shell_released",  # steps and control flow
     "include_started", "include_finished",  # composition
     "state_changed", "transform_trace",  # state
     "rolled_back",  # written by the instance layer
+    "forked",  # the first event of a fork (`aromcp-workflows fork`, `workflow_fork`)
     "migrated",  # moved onto an edited definition (the one it ran before is kept in the event)
 })
 

@@ -211,10 +211,26 @@ class HeadlessAgent:
 
     # -- sub-agents -----------------------------------------------------------------
     async def run_parallel(self, step: dict[str, Any]) -> None:
-        task_ids = [str(t["task_id"]) for t in step["definition"].get("tasks", [])]
+        definition = step["definition"]
+        tasks = definition.get("tasks", [])
+        task_ids = [str(t["task_id"]) for t in tasks]
+        for task in tasks:
+            self.brief(str(task["task_id"]), task.get("prompt"), str(definition.get("sub_agent_prompt") or ""))
         self.start_sub_agents(task_ids, str(step["id"]))
         if not self.complete_parallel_early:
             await self.wait_for(task_ids)
+
+    def brief(self, task_id: str, own: str | None, shared: str) -> None:
+        """The prompt a sub-agent is started with, as an orchestrator builds it: the task's own
+        `prompt` (a workflow's `sub_agent_prompt_override`, rendered for this task), else
+        the shared `sub_agent_prompt` with the ids filled in.  Kept in the outcome; a
+        workflow's own prompt is printed, the standard one is not."""
+        assert self.outcome is not None
+        prompt = own if own is not None else \
+            shared.replace("{workflow_id}", self.workflow_id).replace("{task_id}", task_id)
+        self.outcome.sub_agent_prompts[task_id] = prompt
+        if own is not None:
+            self.printer.detail(f"  {task_id}: prompt: {short(own, 90)}")
 
     def start_sub_agents(self, task_ids: list[str], step_id: str) -> None:
         """One sub-agent per listed task that has none running: new tasks, tasks the server

@@ -76,18 +76,16 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     finish (the server must answer with a `wait` step); `seed_style` calls
     workflow_get_next_step after every step_complete instead of using its answer, and
     aborts if the two disagree.  Both exist to test the server's protocol."""
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
     from mcp.client.stdio import stdio_client
 
     book = answers if isinstance(answers, AnswerBook) else (
         AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
     # the same rule the server applies; the runner is a client and imports none of the server's layers
     project = Path(project_dir or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
-    if store and not str(store).startswith(("postgresql://", "postgres://")):  # a URL passes through
+    if store and not _is_url(store):
         store = Path(store).expanduser().resolve()  # the server runs in the project dir
-    as_file = workflow if workflow.endswith((".yaml", ".yml")) else None
-    params = StdioServerParameters(command=sys.executable, args=server_command(project, store, as_file),
-                                   env={**os.environ, **(env or {})}, cwd=str(project))
+    params = _server_params(workflow, project, store, env)
     printer = Printer(output, quiet)
     agent: HeadlessAgent | None = None
     finished: RunOutcome | None = None
@@ -116,6 +114,23 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
                                  + (f"\nserver stderr (last lines):\n{tail}" if tail else ""))
     printer.final(outcome)
     return outcome
+
+
+def _is_url(store: str | Path) -> bool:
+    return str(store).startswith(("postgresql://", "postgres://"))
+
+
+def _server_params(workflow: str, project: Path, store: str | Path | None, env: dict[str, str] | None) -> Any:
+    """How to start the run's server: in the project, allowing the workflow file if one was
+    given, with a store URL in its environment (arguments are visible to every local user
+    through `ps`), a store path as an argument."""
+    from mcp import StdioServerParameters
+
+    as_file = workflow if workflow.endswith((".yaml", ".yml")) else None
+    url = {"AROMCP_WORKFLOWS_STORE": str(store)} if store and _is_url(store) else {}
+    return StdioServerParameters(command=sys.executable,
+                                 args=server_command(project, None if url else store, as_file),
+                                 env={**os.environ, **(env or {}), **url}, cwd=str(project))
 
 
 class Stop:
@@ -167,9 +182,19 @@ async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: 
         outcome.error = f"interrupted by {name}; the instance could not be marked interrupted: {exc}"
         return outcome
     again = "aromcp-workflows" + (f" --project-dir {project}" if project != Path.cwd() else "")
-    again += f" run --resume {agent.workflow_id}" + (f" --store {store}" if store else "")
+    again += f" run --resume {agent.workflow_id}" + (f" --store {_shown(store)}" if store else "")
     outcome.error = f"interrupted by {name}; resume with: {again}"
     return outcome
+
+
+def _shown(store: str | Path) -> str:
+    """A store as it may be printed: a URL without its password."""
+    text = str(store)
+    if text.startswith(("postgresql://", "postgres://")):
+        from aromcp_workflows.store.pg_connect import redact
+
+        return redact(text)
+    return text
 
 
 def _describe(exc: BaseException) -> str:

@@ -11,8 +11,9 @@ so masking and error shaping cannot be forgotten by a tool:
 - no error echoes more than MAX_ECHO characters of any one value, nor MAX_ERROR in all.
 
 Logs get the same treatment through a record factory installed by `serve()`: known secrets
-and `token=…`-style pairs are masked, and each record is capped, so a debug log of HTTP
-bodies shows their shape without their secrets.
+(every secret a reply was masked with, in a bounded list that always holds the newest) and
+secrets recognised by their shape (`GITHUB_TOKEN=…`, `ghp_…`) are masked, and each record
+is capped, so a debug log of HTTP bodies shows their shape without their secrets.
 """
 
 from __future__ import annotations
@@ -29,17 +30,16 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
+from aromcp_workflows.safety.known import KnownSecrets
 from aromcp_workflows.safety.masking import Masker, secret_values
+from aromcp_workflows.safety.shapes import mask_shapes
 
 MAX_ECHO = 200  # characters of one value an error may repeat
 MAX_ERROR = 4000  # characters of one error text
 MAX_LOG = 4000  # characters of one log record
 STEP_KEYS = ("step", "next_step")
 _LONG_RUN = re.compile(r"\S{" + str(MAX_ECHO + 1) + ",}")
-_SENSITIVE_PAIR = re.compile(
-    r"""(?i)([\w-]{0,40}(?:token|secret|passw(?:or)?d|api_?key)[\w-]{0,40}(?:\\{0,4}["'])?[ \t]{0,4}[:=]"""
-    r"""[ \t]{0,4}(?:\\{0,4}["'])?)([^"'\\,;}\]\s]{4,200})""")
-KNOWN_SECRETS: set[str] = set()  # every secret a masker has seen in this process (for log lines)
+KNOWN_SECRETS = KnownSecrets()  # the secrets maskers showed in this process, for log lines (bounded)
 MaskerFor = Callable[[str | None], Masker | None]
 
 
@@ -54,25 +54,26 @@ def cap_text(text: str, limit: int = MAX_ERROR) -> str:
 
 
 def redact(text: str, masker: Masker | None = None, limit: int = MAX_ERROR) -> str:
-    """`text` with known secrets and sensitive `key: value` pairs masked, then capped.
+    """`text` with known secrets and secrets recognised by their shape masked, then capped.
 
-    Known secrets are replaced before capping (so a cut cannot split one); the pair pattern
-    runs on the capped text, and every repetition in it is bounded: linear time.
+    Known secrets are replaced before capping (so a cut cannot split one); shapes are masked
+    in the capped text.  Every scan is linear in the text.
     """
     if masker is not None:
         text = masker.mask_text(text)
-    for secret in sorted(KNOWN_SECRETS, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, "***")
-    return _SENSITIVE_PAIR.sub(r"\1***", cap_text(text, limit))
+    return mask_shapes(cap_text(KNOWN_SECRETS.mask_text(text), limit))
 
 
 class GuardedServer(MCPServer):
-    """MCPServer whose tool replies and errors are masked and shaped in one place."""
+    """MCPServer whose tool replies and errors are masked and shaped in one place.
+    `service`: what builds (once) and returns the service its tools call, for a web view
+    served beside them (`serve --http --ui`)."""
 
-    def __init__(self, *args: Any, masker_for: MaskerFor, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, masker_for: MaskerFor, service: Callable[[], Any] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._masker_for = masker_for
+        self.service = service
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
@@ -102,8 +103,7 @@ class GuardedServer(MCPServer):
             except Exception:
                 masker = None
         masker = masker or Masker()
-        if len(KNOWN_SECRETS) < 10_000:
-            KNOWN_SECRETS.update(masker.secrets)
+        KNOWN_SECRETS.add(masker.secrets)
         return masker
 
     def error_text(self, name: str, arguments: dict[str, Any], exc: ToolError) -> str:
@@ -114,16 +114,16 @@ class GuardedServer(MCPServer):
         return redact(text, masker)
 
     def masked(self, arguments: dict[str, Any], result: CallToolResult) -> CallToolResult:
-        """The result with secrets masked; unchanged (same object) when nothing was secret."""
+        """The result with secrets masked, its text content the same JSON written compactly
+        (a client that shows the text instead of the structured content reads no more than
+        it must: the SDK's text is indented)."""
         data = result.structured_content
         if not isinstance(data, dict):
             return result
         masker = self._masker(arguments, data.get("workflow_id"))
         masked = {key: _mask_step(masker, value) if key in STEP_KEYS else masker.mask(value, key)
                   for key, value in data.items()}
-        if masked == data:
-            return result
-        text = json.dumps(masked, indent=2, ensure_ascii=False)
+        text = json.dumps(masked, separators=(",", ":"), ensure_ascii=False)
         return result.model_copy(update={"structured_content": masked,
                                          "content": [TextContent(type="text", text=text)]})
 

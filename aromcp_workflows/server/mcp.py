@@ -54,9 +54,12 @@ if TYPE_CHECKING:
     from aromcp_workflows.app.service import WorkflowService
 
 log = logging.getLogger("aromcp_workflows")
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
+# Only the hints that differ from the protocol's defaults (not read-only, destructive, not
+# idempotent, open world) are sent; destructive and idempotent mean nothing for a read-only
+# tool.  A tool that runs workflow steps (commands, other tools) has all the defaults.
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(destructive_hint=False, open_world_hint=False)
+RUNS = None
 
 INSTRUCTIONS = (
     "Runs YAML workflows one atomic step at a time. Loop: workflow_start, then perform each "
@@ -146,29 +149,29 @@ class WorkflowTools:
         return self.holder.get()
 
     def workflow_list(self, include_global: bool = True) -> WorkflowList:
-        """List workflows runnable here (project, then ~/.aromcp, then built-in)."""
+        """Which workflows can run here; call when the user asks what is available."""
         with tool_errors("workflow_list"):
             return self.service.list_workflows(include_global)
 
     def workflow_get_info(self, workflow: str) -> WorkflowInfo:
-        """A workflow's description, version and declared inputs."""
+        """A workflow's description and inputs; call before workflow_start to learn its inputs."""
         with tool_errors("workflow_get_info"):
             return self.service.get_info(workflow)
 
     def workflow_validate(self, workflow: str | None = None, yaml: str | None = None) -> Validation:
-        """Validate a workflow by name/path, or YAML text; errors carry file, line, column."""
+        """Check a workflow (name, path or YAML text) without running it; errors have file:line:column."""
         with tool_errors("workflow_validate"):
             return self.service.validate(workflow, yaml)
 
     def workflow_start(self, workflow: str, inputs: dict[str, Any] | None = None) -> Started:
-        """Start a workflow instance; returns workflow_id and the initial state."""
+        """Start a workflow; returns its workflow_id. Then call workflow_get_next_step."""
         with tool_errors("workflow_start"):
             return self.service.start(workflow, inputs or {})
 
     def workflow_get_next_step(self, workflow_id: str, task_id: str | None = None,
                                sub_agent_context: dict[str, Any] | None = None,
                                ctx: Context | None = None) -> NextStep | InputRequiredResult:
-        """The next atomic step (null when done) and messages to show the user."""
+        """The step to perform now (null: finished) and messages to show; sub-agents pass task_id."""
         task = task_of(task_id, sub_agent_context)
         with tool_errors("workflow_get_next_step"):
             gate = UserInputGate.for_call(ctx, self.service, workflow_id, task, _progress(ctx))
@@ -183,7 +186,7 @@ class WorkflowTools:
                                status: Literal["success", "failed"] = "success", result: Any = None,
                                error: str | None = None, task_id: str | None = None,
                                ctx: Context | None = None) -> StepCompleted | InputRequiredResult:
-        """Report a step's result; the answer carries next_step and messages."""
+        """Report the result of the step you performed; the reply has the next step and messages."""
         with tool_errors("workflow_step_complete"):
             gate = UserInputGate.for_call(ctx, self.service, workflow_id, task_id, _progress(ctx))
             if gate is None:
@@ -202,67 +205,67 @@ class WorkflowTools:
 
     def workflow_state_read(self, workflow_id: str, paths: list[str] | None = None,
                             task_id: str | None = None) -> StateView:
-        """The flattened state (with inputs), or {path: value} for the given paths."""
+        """Read an instance's state (or some paths) when a step needs a value you were not given."""
         with tool_errors("workflow_state_read"):
             return self.service.state_read(workflow_id, paths, task_id)
 
     def workflow_state_update(self, workflow_id: str, updates: list[dict[str, Any]],
                               task_id: str | None = None) -> StateUpdated:
-        """Apply [{path: raw.x|state.x, value, operation?: set|append|increment|merge|delete}] atomically."""
+        """Write raw./state. values atomically: [{path, value, operation?}]; only when told to."""
         with tool_errors("workflow_state_update"):
             return self.service.state_update(workflow_id, updates, task_id)
 
     def workflow_state_dependencies(self, workflow_id: str, field: str) -> Dependencies:
-        """What a computed field reads and what reads it (tier-qualified paths)."""
+        """What a computed field reads and what reads it; to debug state."""
         with tool_errors("workflow_state_dependencies"):
             return self.service.state_dependencies(workflow_id, field)
 
     def workflow_checkpoint(self, workflow_id: str, reason: str = "", step_id: str | None = None) -> CheckpointTaken:
-        """Save a named snapshot that workflow_resume can roll back to."""
+        """Save a snapshot workflow_resume can roll back to, e.g. before a risky stretch."""
         with tool_errors("workflow_checkpoint"):
             return self.service.checkpoint(workflow_id, reason, step_id)
 
     def workflow_resume(self, workflow_id: str, checkpoint_id: str | None = None) -> Resumed:
-        """Reload an instance (e.g. after a restart); with checkpoint_id, roll back to it."""
+        """Continue an instance in a new session (optionally from a checkpoint), then get its next step."""
         with tool_errors("workflow_resume"):
             return self.service.resume(workflow_id, checkpoint_id)
 
     def workflow_complete(self, workflow_id: str,
                           status: Literal["success", "failed", "cancelled"] = "success") -> Completed:
-        """Finish an instance (cancels unfinished steps); returns the final state."""
+        """End an instance early: success, failed or cancelled."""
         with tool_errors("workflow_complete"):
             return self.service.complete(workflow_id, status)
 
     def workflow_status(self, workflow_id: str | None = None) -> StatusReply:
-        """One instance's status and progress, or all of this project's instances."""
+        """An instance's status and progress, or every instance of this project."""
         with tool_errors("workflow_status"):
             found = self.service.list_instances() if workflow_id is None else self.service.status(workflow_id)
         return StatusReply(**found.model_dump(mode="json"))
 
     def workflow_load_definition(self, workflow: str) -> DefinitionView:
-        """The resolved definition (imports included) and the file it came from."""
+        """A workflow's resolved definition, to read its steps."""
         with tool_errors("workflow_load_definition"):
             return self.service.load_definition(workflow)
 
     def workflow_trace_transformations(self, workflow_id: str, field: str | None = None,
                                        include_timing: bool = False) -> Traces:
-        """Recorded computed-field recomputes: trigger, input, output, error."""
+        """Recomputes of computed fields (input, output, error); to debug a wrong value."""
         with tool_errors("workflow_trace_transformations"):
             return self.service.trace_transformations(workflow_id, field, include_timing)
 
     def workflow_debug_info(self, workflow_id: str) -> DebugInfo:
-        """Current steps, step history, state size and transform performance."""
+        """Step history, current steps and timings; to debug a stuck or failed instance."""
         with tool_errors("workflow_debug_info"):
             return self.service.debug_info(workflow_id)
 
     def workflow_test_transformation(self, transform: str, input: Any = None,
                                      context: dict[str, Any] | None = None) -> TransformTest:
-        """Run a JS transform on `input` in the real engine, without side effects."""
+        """Try a JS transform on sample input in the real engine, without side effects."""
         with tool_errors("workflow_test_transformation"):
             return self.service.test_transformation(transform, input, context)
 
     def workflow_explain_plan(self, workflow: str, inputs: dict[str, Any] | None = None) -> Plan:
-        """Steps, loops, sub-agent estimate, MCP tools used and the compiled program."""
+        """What a workflow will do (steps, loops, sub-agents, MCP tools), without running it."""
         with tool_errors("workflow_explain_plan"):
             return self.service.explain_plan(workflow, inputs or {})
 
@@ -287,7 +290,7 @@ def build_server(service_factory: Callable[[], WorkflowService] | None = None, l
     holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
-                        masker_for=holder.masker)
+                        masker_for=holder.masker, service=holder.get)
     WorkflowTools(holder).register(mcp)
     _register_prompts(mcp, holder)
     compact_tool_schemas(mcp)
@@ -338,8 +341,10 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
 
 
 def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
-          project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = ()) -> None:
-    """Run the server; logs go to stderr so stdout stays the protocol channel."""
+          project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = (),
+          ui: bool = False, ui_actions: bool = False) -> None:
+    """Run the server; logs go to stderr so stdout stays the protocol channel.  `ui`: the web
+    view at /ui of the HTTP server, over the same service (`ui_actions`: with its actions)."""
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -347,10 +352,28 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
     _stop_commands_on_signals()
     if transport == "stdio":
         server.run()
+    elif ui:
+        _serve_with_ui(server, host, port, ui_actions, level)
     else:
         print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
               flush=True)
         server.run("streamable-http", host=host, port=port)
+
+
+def _serve_with_ui(server: MCPServer, host: str, port: int, actions: bool, level: str) -> None:
+    """The MCP app with the web view mounted at /ui (its own token for actions), on one port."""
+    from aromcp_workflows.web.run import UI_PATH, listen, mount_ui, serve_app, url_of
+
+    app = server.streamable_http_app(host=host)
+    service = getattr(server, "service", None)
+    assert service is not None, "build_server gives the server its service"
+    view = mount_ui(app, service, host, actions)
+    sock = listen(host, port)
+    bound = sock.getsockname()[1]
+    print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{bound}/mcp", file=sys.stderr,
+          flush=True)
+    print(f"aromcp-workflows: web view at {url_of(host, bound, UI_PATH + '/', view)}", file=sys.stderr, flush=True)
+    serve_app(app, sock, level)
 
 
 def _stop_commands_on_signals() -> None:

@@ -37,6 +37,9 @@ from aromcp_workflows.store.base import (
     CommitsSince,
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
@@ -80,6 +83,11 @@ _PROGRESS = (  # one statement, one snapshot: the status columns and the deltas 
     "SELECT status, current_steps, error, version, updated_at, snapshot_version, "
     "ARRAY(SELECT d.delta FROM deltas d WHERE d.workflow_id = i.workflow_id AND d.version > %s "
     "ORDER BY d.version) FROM instances i WHERE workflow_id = %s"
+)
+_BODY_AT = (  # one statement, one snapshot: the full snapshot and the deltas after it up to a version
+    "SELECT state, threads, snapshot_version, ARRAY(SELECT d.delta FROM deltas d WHERE d.workflow_id = "
+    "i.workflow_id AND d.version > i.snapshot_version AND d.version <= %s ORDER BY d.version) "
+    "FROM instances i WHERE workflow_id = %s"
 )
 _COMPARE_AND_SET = (
     "version = %s, updated_at = %s, last_seq = last_seq + %s WHERE workflow_id = %s AND version = %s "
@@ -243,6 +251,12 @@ class PostgresStore:
             raise NotFoundError(workflow_id, self.path)
         return base.commits_since_from(rows[0], list(rows[0][6]), version)
 
+    def body_at(self, workflow_id: str, version: int) -> base.Body | None:
+        rows = self._fetch("read", _BODY_AT, (version, workflow_id))
+        if not rows:
+            raise NotFoundError(workflow_id, self.path)
+        return base.body_from(workflow_id, rows[0], list(rows[0][3]), version)
+
     def save(
         self,
         record: InstanceRecord,
@@ -289,6 +303,17 @@ class PostgresStore:
         sql, params = POSTGRES.instances(project_dir, statuses)
         return [base.summary_from_row(r) for r in self._fetch("list", sql, params)]
 
+    def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
+        rows_sql, rows_params = POSTGRES.instance_page(where, limit, offset)
+        count_sql, count_params = POSTGRES.instance_count(where)
+        rows = self._fetch("list", rows_sql, rows_params)
+        total = int(self._fetch("count", count_sql, count_params)[0][0])
+        return InstancePage([base.summary_from_row(r) for r in rows], total)
+
+    def instance_groups(self) -> list[InstanceGroup]:
+        rows = self._fetch("count", POSTGRES.instance_groups(), ())
+        return [InstanceGroup(r[0], r[1], r[2], int(r[3])) for r in rows]
+
     # -- history ------------------------------------------------------------------
 
     def history(
@@ -330,6 +355,10 @@ class PostgresStore:
         sql, params = POSTGRES.checkpoint(workflow_id, checkpoint_id)
         rows = self._fetch("read a checkpoint from", sql, params)
         return base.checkpoint_from_row(rows[0]) if rows else None
+
+    def checkpoints(self, workflow_id: str) -> list[Checkpoint]:
+        sql, params = POSTGRES.checkpoints(workflow_id)
+        return [base.checkpoint_from_row(row) for row in self._fetch("read the checkpoints of", sql, params)]
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r}, pool_size={self.pool_size})"

@@ -36,6 +36,9 @@ from aromcp_workflows.store.base import (
     CommitsSince,
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
     InstanceRecord,
     InstanceSummary,
     NotFoundError,
@@ -60,6 +63,10 @@ _COMMITS = ("SELECT status, current_steps, error, version, updated_at, snapshot_
             "WHERE workflow_id = ?")
 _VERSION = SQLITE.version()
 _DELTAS_AFTER = "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version"
+_BODY = ("SELECT b.state, b.threads, i.snapshot_version FROM instances i JOIN bodies b USING (workflow_id) "
+         "WHERE i.workflow_id = ?")
+_DELTAS_BETWEEN = ("SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? AND version <= ? "
+                   "ORDER BY version")
 
 
 def _create_private(path: Path) -> None:
@@ -244,6 +251,20 @@ class SqliteStore:
             raise NotFoundError(workflow_id, self.path)
         return row, deltas
 
+    def body_at(self, workflow_id: str, version: int) -> base.Body | None:
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(_BODY, (workflow_id,)).fetchone()
+                deltas = [] if row is None else [
+                    d for (d,) in conn.execute(_DELTAS_BETWEEN, (workflow_id, row[2], version))]
+            finally:
+                conn.execute("COMMIT")
+        if row is None:
+            raise NotFoundError(workflow_id, self.path)
+        return base.body_from(workflow_id, row, deltas, version)
+
     def save(
         self,
         record: InstanceRecord,
@@ -291,6 +312,24 @@ class SqliteStore:
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
         return [base.summary_from_row(r) for r in rows]
+
+    def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
+        rows_sql, rows_params = SQLITE.instance_page(where, limit, offset)
+        count_sql, count_params = SQLITE.instance_count(where)
+        with self._lock:  # one read transaction: the total and the rows agree
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                rows = conn.execute(rows_sql, rows_params).fetchall()
+                total = int(conn.execute(count_sql, count_params).fetchone()[0])
+            finally:
+                conn.execute("COMMIT")
+        return InstancePage([base.summary_from_row(r) for r in rows], total)
+
+    def instance_groups(self) -> list[InstanceGroup]:
+        with self._lock:
+            rows = self._connection().execute(SQLITE.instance_groups()).fetchall()
+        return [InstanceGroup(r[0], r[1], r[2], int(r[3])) for r in rows]
 
     # -- history ------------------------------------------------------------------
 
@@ -349,6 +388,12 @@ class SqliteStore:
         with self._lock:
             row = self._connection().execute(sql, params).fetchone()
         return None if row is None else base.checkpoint_from_row(row)
+
+    def checkpoints(self, workflow_id: str) -> list[Checkpoint]:
+        sql, params = SQLITE.checkpoints(workflow_id)
+        with self._lock:
+            rows = self._connection().execute(sql, params).fetchall()
+        return [base.checkpoint_from_row(row) for row in rows]
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"

@@ -19,7 +19,7 @@ FLOORS = [
     {"interpreter"},
     {"explain", "shell"},
     {"app"},
-    {"server", "runner", "importer", "testing"},
+    {"server", "runner", "importer", "web", "testing"},
     {"cli", "__main__"},
 ]
 

@@ -69,6 +69,17 @@ def test_mcp_server_starts_from_the_plugin_root_and_keeps_data_in_the_data_dir()
     assert launcher.is_file()
     for link in ("aromcp_workflows", "workflows", "prompts", "pyproject.toml"):  # the source it serves
         assert (PLUGIN / "server" / link).resolve() == (REPO / link).resolve(), link
+    for own in ("launch.py", "venvs.py", "proxy.py", "answers.json"):  # files of the plugin itself, copied as they are
+        assert (PLUGIN / "server" / own).is_file() and not (PLUGIN / "server" / own).is_symlink(), own
+
+
+def test_the_launcher_reads_as_any_python_3() -> None:
+    """`python3` may be older than 3.11: the launcher must get as far as its version check
+    (which looks for a newer Python) instead of failing on syntax it does not know. (The
+    plugin CLI tests run it with the older Pythons found on the machine.)"""
+    import ast
+
+    ast.parse((PLUGIN / "server" / "launch.py").read_text(), feature_version=(3, 4))
 
 
 def test_skill_and_agent_frontmatter() -> None:
