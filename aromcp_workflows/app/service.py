@@ -90,13 +90,17 @@ def _default_engine() -> Any:
 class WorkflowService:
     def __init__(self, project_dir: str | Path | None = None, store_path: str | Path | None = None,
                  home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine,
-                 shell_runner: ShellRunner = default_shell_runner, work_dir: str | Path | None = None):
+                 shell_runner: ShellRunner = default_shell_runner, work_dir: str | Path | None = None,
+                 loader: WorkflowLoader | None = None):
         """`shell_runner` runs server-side commands and `work_dir` is where an instance's
         commands run (default: the project): `aromcp-workflows test` gives a case's stubs
-        and a throwaway folder, while workflows still resolve as in the project."""
+        and a throwaway folder, while workflows still resolve as in the project.  `loader`
+        (with its resolver and file cache) may be shared by services of one project: a test
+        session reads each workflow file once for all its cases."""
         self.work_dir = Path(work_dir) if work_dir is not None else None
-        self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
-        self.loader = WorkflowLoader(self.resolver, syntax_engine=self._engine)  # compiles JS in the V8 children
+        self.resolver = loader.resolver if loader is not None else WorkflowResolver(project_dir=project_dir, home=home)
+        # compiles JS in the V8 children
+        self.loader = loader if loader is not None else WorkflowLoader(self.resolver, syntax_engine=self._engine)
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
         self.driver = Driver(transact=self.instances.transact, shell_runner=shell_runner)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from aromcp_workflows.app.driver import default_shell_runner
 from aromcp_workflows.app.service import WorkflowService
-from aromcp_workflows.definition import DefinitionError, WorkflowResolver
+from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver
 from aromcp_workflows.definition.resolver import PROJECT_SUBDIR
 from aromcp_workflows.testing.case import CaseOutcome, run_case
 from aromcp_workflows.testing.spec import SUFFIX, Case, TestFile, TestFileError, is_test_file
@@ -118,6 +118,7 @@ class TestSession:
         self._count = 0
         self.totals: dict[tuple[str, str], WorkflowTotal] = {}
         self.ignores: dict[str, dict[str, str]] = {}  # workflow file -> {key: why}
+        self._loaders: dict[Path, WorkflowLoader] = {}
 
     def engine(self) -> Any:
         """The one V8 every case of the session uses (started on first need)."""
@@ -126,6 +127,15 @@ class TestSession:
 
             self._engine = ExpressionEngine()
         return self._engine
+
+    def _loader(self, project_dir: Path) -> WorkflowLoader:
+        """One loader per project for the whole session: each workflow file is read and
+        parsed once, and again only when it changes."""
+        loader = self._loaders.get(project_dir)
+        if loader is None:
+            loader = self._loaders[project_dir] = WorkflowLoader(WorkflowResolver(project_dir=project_dir),
+                                                                 syntax_engine=self.engine)
+        return loader
 
     def load(self, path: Path) -> TestFile:
         from aromcp_workflows.testing.spec import load_test_file
@@ -144,10 +154,9 @@ class TestSession:
             target.write_text(text, encoding="utf-8")
         work.mkdir(exist_ok=True)
         shell = StubShell(case.shell) if case.shell is not None else None
-        service = WorkflowService(project_dir=project_of(test_file.path, self.resolver.project_dir),
-                                  store_path=self.root / "instances.db",
-                                  engine_factory=self.engine, shell_runner=shell or default_shell_runner,
-                                  work_dir=work)
+        service = WorkflowService(store_path=self.root / "instances.db", engine_factory=self.engine,
+                                  shell_runner=shell or default_shell_runner, work_dir=work,
+                                  loader=self._loader(project_of(test_file.path, self.resolver.project_dir)))
         try:
             outcome = run_case(service, case, test_file.workflow_file, work, shell, self.coverage)
         finally:
