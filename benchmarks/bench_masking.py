@@ -11,7 +11,7 @@ Rows (medians of repeated calls, in one process, no server):
 - ``mask reply (N items)``: `Masker.mask` of a `workflow_state_read`-like reply holding the
   10,000 strings (file paths, messages), with three secrets in the state;
 - ``mask text (short)``: one 60-character string;
-- ``redact log line, K known``: `server.guard.redact` of a 4,000-character log line after the
+- ``redact log line, K known``: `safety.redact.redact` of a 4,000-character log line after the
   process has seen K secrets of other instances (the process-wide list used for logs).
 
 Absolute times drift on shared machines; compare rows of one run.
@@ -34,8 +34,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from machine_info import machine  # noqa: E402
 
+from aromcp_workflows.safety import redact as guard  # noqa: E402
 from aromcp_workflows.safety.masking import Masker, SecretIndex  # noqa: E402
-from aromcp_workflows.server import guard  # noqa: E402
 
 LOG_LINE = ('2026-11-25 12:00:00,123 mcp.server.lowlevel DEBUG Response sent {"jsonrpc": "2.0", "id": 42, '
             '"result": {"content": [{"type": "text", "text": "src/components/button_42.tsx: 3 issues"}]}} ' * 40)[:4000]

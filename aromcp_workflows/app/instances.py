@@ -14,6 +14,7 @@ fast as a bare MCP server.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -27,7 +28,9 @@ from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of,
 from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.rebuild import OPENING_KINDS
 from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.explain.inspect import step_type
 from aromcp_workflows.interpreter import Journal, WorkflowRun
+from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.store import (
     Body,
@@ -47,6 +50,7 @@ from aromcp_workflows.store import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger("aromcp_workflows")
 EngineFactory = Callable[[], Any]
 CONFLICT_PATIENCE_S = 10.0  # how long a call keeps re-applying itself after losing races
 CONFLICT_BACKOFF_S = (0.002, 0.025)  # jittered backoff between rounds: first, and at most
@@ -96,8 +100,10 @@ def _sub_agent_prompt() -> str | None:
 class InstanceRegistry:
     """Loads, caches, locks and commits instances for one server process."""
 
-    def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory):
+    def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory,
+                 observer: Observer | None = None):
         self._store_factory = store_factory
+        self.observer = observer  # tracing (observe/): told each commit's events; None when off
         self._engine_factory = engine_factory
         self._store: Store | None = None
         self._engine: Any = None
@@ -147,7 +153,7 @@ class InstanceRegistry:
         base = InstanceRecord(workflow_id=run.workflow_id, workflow=workflow, project_dir=str(run.project_dir),
                               definition=definition, created_at=utc_now(), updated_at=utc_now())
         record = record_of(run, base)
-        self._perform(record, run.take_journal(), lambda events: self.store.create(record, events))
+        self._perform(record, run.take_journal(), lambda events: self.store.create(record, events), run)
         with self._guard:
             self._live[run.workflow_id] = LiveInstance(run, *kept(run, record))
 
@@ -318,14 +324,17 @@ class InstanceRegistry:
         definition = record.definition if commit.definition_changed else None
         self._perform(record, journal, lambda events: self.store.save(
             record, expected, events, encoded=commit.encoded, delta=commit.delta,
-            snapshot=commit.encoded is not None, definition=definition))
+            snapshot=commit.encoded is not None, definition=definition), live.run)
         live.record, live.baseline = without_body(record), commit.baseline
         return True
 
-    def _perform(self, record: InstanceRecord, journal: Journal, write: Callable[[list[HistoryEvent]], int]) -> None:
-        """The one place effects reach the store: the record with its events, then checkpoints."""
+    def _perform(self, record: InstanceRecord, journal: Journal, write: Callable[[list[HistoryEvent]], int],
+                 run: WorkflowRun) -> None:
+        """The one place effects reach the store: the record with its events, then checkpoints;
+        then tracing, when on, hears of the events."""
         try:
-            record.version = write(history_events(journal, record.version + 1))
+            events = history_events(journal, record.version + 1)
+            record.version = write(events)
             for point in journal.checkpoints:
                 self.store.add_checkpoint(record.workflow_id, None, point.reason, record.snapshot())
         except ConflictError:
@@ -334,6 +343,18 @@ class InstanceRegistry:
             raise ServiceError(f"workflow {record.workflow_id}: the store could not save this change ({exc}); "
                                "nothing of this call was kept — fix the store (disk space, permissions) and "
                                "retry the call") from None
+        if self.observer is not None:
+            self._observe(record, events, run)
+
+    def _observe(self, record: InstanceRecord, events: list[HistoryEvent], run: WorkflowRun) -> None:
+        """Tell tracing what was committed; a failure of tracing never fails the change."""
+        assert self.observer is not None
+        bundle = run.bundle
+        try:
+            self.observer.committed(record.workflow_id, record.workflow, events,
+                                    lambda step_id: step_type(bundle, step_id))
+        except Exception:
+            log.exception("tracing failed on a commit of workflow %s (the commit stands)", record.workflow_id)
 
     # -- the store, for the service ------------------------------------------------------------
     def history(self, workflow_id: str, kinds: list[str] | None = None) -> list[HistoryEvent]:
@@ -398,7 +419,7 @@ class InstanceRegistry:
                 commit = plan(run, live.record, live.baseline, True)
                 self._perform(commit.record, run.take_journal(), lambda events: self.store.save(
                     commit.record, expected_version, events, encoded=commit.encoded, delta=commit.delta,
-                    snapshot=commit.encoded is not None))
+                    snapshot=commit.encoded is not None), run)
             finally:
                 self._drop(live)  # the next call loads what was written
         return commit.record.version

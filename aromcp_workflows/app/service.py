@@ -71,6 +71,7 @@ from aromcp_workflows.app.results import (
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver, check, load_valid_bundle
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.runner import ProgressCallback
 from aromcp_workflows.state import Update
@@ -90,8 +91,8 @@ def _default_engine() -> Any:
 class WorkflowService:
     def __init__(self, project_dir: str | Path | None = None, store_path: str | Path | None = None,
                  home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine,
-                 shell_runner: ShellRunner = default_shell_runner, work_dir: str | Path | None = None,
-                 loader: WorkflowLoader | None = None):
+                 observer: Observer | None = None, shell_runner: ShellRunner = default_shell_runner,
+                 work_dir: str | Path | None = None, loader: WorkflowLoader | None = None):
         """`shell_runner` runs server-side commands and `work_dir` is where an instance's
         commands run (default: the project): `aromcp-workflows test` gives a case's stubs
         and a throwaway folder, while workflows still resolve as in the project.  `loader`
@@ -101,7 +102,7 @@ class WorkflowService:
         self.resolver = loader.resolver if loader is not None else WorkflowResolver(project_dir=project_dir, home=home)
         # compiles JS in the V8 children
         self.loader = loader if loader is not None else WorkflowLoader(self.resolver, syntax_engine=self._engine)
-        self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
+        self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory, observer)
         self.driver = Driver(transact=self.instances.transact, shell_runner=shell_runner)
 
     @property

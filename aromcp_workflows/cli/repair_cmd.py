@@ -12,8 +12,6 @@ import json
 import sys
 from typing import Any
 
-STORE_HELP = "SQLite store file or postgresql:// URL"
-
 
 def register_repair_commands(commands: Any) -> None:
     retry = commands.add_parser(
@@ -21,9 +19,7 @@ def register_repair_commands(commands: Any) -> None:
         description="Put a failed instance back at the step that failed, with the state as it was before "
                     "that step (what the step wrote before failing, and the error handling after it, are "
                     "undone). The history records the retry; `run --resume ID` then drives it.")
-    retry.add_argument("workflow_id")
-    retry.add_argument("--store", metavar="PATH", help=STORE_HELP)
-    retry.add_argument("--json", action="store_true", help="print JSON")
+    _instance_arguments(retry)
     retry.set_defaults(handler=cmd_retry)
 
     fork = commands.add_parser(
@@ -31,16 +27,20 @@ def register_repair_commands(commands: Any) -> None:
         description="Make a new instance from the state of another at a step (as `debug` lists it), a "
                     "version or a checkpoint (default: as it stands), with raw/state edits applied and the "
                     "computed fields recomputed. The original is not changed.")
-    fork.add_argument("workflow_id")
+    _instance_arguments(fork)
     point = fork.add_mutually_exclusive_group()
     point.add_argument("--at", metavar="STEP_ID", help="the step, as handed out (fix_batch_1.fix_files.apply#2)")
     point.add_argument("--version", type=int, metavar="N", help="the instance as committed at version N")
     point.add_argument("--checkpoint", metavar="CP", help="a checkpoint id (cp-3)")
     fork.add_argument("--set", action="append", default=[], metavar="PATH=JSON", dest="edits",
                       help="an edit (repeatable): raw.x or state.x set to a JSON value, e.g. --set 'raw.note=\"hi\"'")
-    fork.add_argument("--store", metavar="PATH", help=STORE_HELP)
-    fork.add_argument("--json", action="store_true", help="print JSON")
     fork.set_defaults(handler=cmd_fork)
+
+
+def _instance_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workflow_id")
+    parser.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
+    parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 def parse_edits(pairs: list[str]) -> dict[str, Any]:

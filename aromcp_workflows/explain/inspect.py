@@ -70,11 +70,20 @@ def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
 def _step_types(run: Any) -> dict[str, str]:
     """Step id -> step type, from the compiled programs (history events of skipped and
     server-side steps do not carry the type)."""
+    return bundle_step_types(run.bundle)
+
+
+def bundle_step_types(bundle: Any) -> dict[str, str]:
+    """Qualified step id -> step type for every workflow of a bundle (kept per bundle: a
+    bundle is shared by the instances of one definition and never changes)."""
+    hit = _TYPES.get(id(bundle))
+    if hit is not None and hit[0] is bundle:
+        return hit[1]
     from aromcp_workflows.interpreter.compiler import programs_for
     from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
 
     types: dict[str, str] = {}
-    for loaded in run.bundle.workflows.values():
+    for loaded in bundle.workflows.values():
         for program in programs_for(loaded.definition).programs.values():
             for ins in program.instructions:
                 if isinstance(ins, Run):
@@ -85,7 +94,25 @@ def _step_types(run: Any) -> dict[str, str]:
                     types[ins.step_id] = "conditional"  # its own test, after any `when` guard
                 elif isinstance(ins, Exit):
                     types.setdefault(ins.step_id, "exit")
+    if len(_TYPES) >= 256:
+        _TYPES.clear()
+    _TYPES[id(bundle)] = (bundle, types)
     return types
+
+
+_TYPES: dict[int, tuple[Any, dict[str, str]]] = {}
+
+
+def step_type(bundle: Any, step_id: str) -> str | None:
+    """The type of a delivered step (`fix_1.retry1.files.apply#2` → `agent_prompt`): its
+    loop iterations dropped, then its task, include and attempt prefixes one by one."""
+    types = bundle_step_types(bundle)
+    parts = step_id.split("#", 1)[0].split(".")
+    for start in range(len(parts)):
+        found = types.get(".".join(parts[start:]))
+        if found is not None:
+            return found
+    return None
 
 
 def _step_history(events: list[Any], types: dict[str, str] | None = None) -> list[dict[str, Any]]:

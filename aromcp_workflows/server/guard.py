@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -30,38 +29,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from aromcp_workflows.safety.known import KnownSecrets
+from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker, secret_values
-from aromcp_workflows.safety.shapes import mask_shapes
+from aromcp_workflows.safety.redact import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, redact
 
-MAX_ECHO = 200  # characters of one value an error may repeat
-MAX_ERROR = 4000  # characters of one error text
-MAX_LOG = 4000  # characters of one log record
 STEP_KEYS = ("step", "next_step")
-_LONG_RUN = re.compile(r"\S{" + str(MAX_ECHO + 1) + ",}")
-KNOWN_SECRETS = KnownSecrets()  # the secrets maskers showed in this process, for log lines (bounded)
 MaskerFor = Callable[[str | None], Masker | None]
-
-
-def cap_text(text: str, limit: int = MAX_ERROR) -> str:
-    """`text` with every run of more than MAX_ECHO non-space characters cut, and `limit` in all."""
-    def shorten(match: re.Match[str]) -> str:
-        run = match.group(0)
-        return f"{run[:MAX_ECHO]}… ({len(run.encode('utf-8', 'surrogatepass')):,} bytes)"
-
-    text = _LONG_RUN.sub(shorten, text)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters in all)"
-
-
-def redact(text: str, masker: Masker | None = None, limit: int = MAX_ERROR) -> str:
-    """`text` with known secrets and secrets recognised by their shape masked, then capped.
-
-    Known secrets are replaced before capping (so a cut cannot split one); shapes are masked
-    in the capped text.  Every scan is linear in the text.
-    """
-    if masker is not None:
-        text = masker.mask_text(text)
-    return mask_shapes(cap_text(KNOWN_SECRETS.mask_text(text), limit))
 
 
 class GuardedServer(MCPServer):
@@ -70,12 +43,15 @@ class GuardedServer(MCPServer):
     served beside them (`serve --http --ui`)."""
 
     def __init__(self, *args: Any, masker_for: MaskerFor, service: Callable[[], Any] | None = None,
-                 **kwargs: Any) -> None:
+                 observer: Observer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._masker_for = masker_for
         self.service = service
+        self.observer = observer  # tracing (observe/), when on: the call's span gets the workflow's attributes
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self.observer is not None:
+            self.observer.tool_call(name, arguments)
         try:
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:

@@ -31,10 +31,12 @@ from aromcp_workflows.app.results import (
     DebugInfo,
     DefinitionView,
     Dependencies,
+    Forked,
     NextStep,
     Plan,
     Result,
     Resumed,
+    Retried,
     Started,
     StateUpdated,
     StateView,
@@ -45,6 +47,8 @@ from aromcp_workflows.app.results import (
     WorkflowInfo,
     WorkflowList,
 )
+from aromcp_workflows.observe import Observer
+from aromcp_workflows.observe import start as start_tracing
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.server.elicit import UserInputGate
 from aromcp_workflows.server.guard import GuardedServer, install_log_masking
@@ -54,6 +58,7 @@ if TYPE_CHECKING:
     from aromcp_workflows.app.service import WorkflowService
 
 log = logging.getLogger("aromcp_workflows")
+SHUTDOWN_FLUSH_S = 2.0  # how long a signalled server waits for its last spans to be exported
 # Only the hints that differ from the protocol's defaults (not read-only, destructive, not
 # idempotent, open world) are sent; destructive and idempotent mean nothing for a read-only
 # tool.  A tool that runs workflow steps (commands, other tools) has all the defaults.
@@ -96,12 +101,12 @@ class ServiceHolder:
         return self._service.masker(workflow_id, latest=False)  # the copy the reply was made from
 
 
-def default_service_factory(project_dir: str | None = None, store: str | None = None
-                            ) -> Callable[[], WorkflowService]:
+def default_service_factory(project_dir: str | None = None, store: str | None = None,
+                            observer: Observer | None = None) -> Callable[[], WorkflowService]:
     def build() -> WorkflowService:
         from aromcp_workflows.app.service import WorkflowService
 
-        return WorkflowService(project_dir=project_dir, store_path=store)
+        return WorkflowService(project_dir=project_dir, store_path=store, observer=observer)
 
     return build
 
@@ -236,6 +241,17 @@ class WorkflowTools:
         with tool_errors("workflow_complete"):
             return self.service.complete(workflow_id, status)
 
+    def workflow_retry(self, workflow_id: str) -> Retried:
+        """A failed instance goes on from its failed step, state as before it; then get its next step."""
+        with tool_errors("workflow_retry"):
+            return self.service.retry(workflow_id)
+
+    def workflow_fork(self, workflow_id: str, at: str | None = None, version: int | None = None,
+                      checkpoint_id: str | None = None, edits: dict[str, Any] | None = None) -> Forked:
+        """New instance from a step (at), version or checkpoint of another, with edits {raw.x: value}."""
+        with tool_errors("workflow_fork"):
+            return self.service.fork(workflow_id, at, version, checkpoint_id, edits)
+
     def workflow_status(self, workflow_id: str | None = None) -> StatusReply:
         """An instance's status and progress, or every instance of this project."""
         with tool_errors("workflow_status"):
@@ -277,6 +293,7 @@ class WorkflowTools:
                 (self.workflow_step_complete, RUNS), (self.workflow_state_read, READ),
                 (self.workflow_state_update, WRITE), (self.workflow_state_dependencies, READ),
                 (self.workflow_checkpoint, WRITE), (self.workflow_resume, WRITE), (self.workflow_complete, WRITE),
+                (self.workflow_retry, WRITE), (self.workflow_fork, WRITE),
                 (self.workflow_status, READ), (self.workflow_load_definition, READ),
                 (self.workflow_trace_transformations, READ), (self.workflow_debug_info, READ),
                 (self.workflow_test_transformation, READ), (self.workflow_explain_plan, READ)):
@@ -284,13 +301,14 @@ class WorkflowTools:
 
 
 def build_server(service_factory: Callable[[], WorkflowService] | None = None, log_level: str = "WARNING",
-                 allowed_files: tuple[str, ...] = ()) -> MCPServer:
+                 allowed_files: tuple[str, ...] = (), observer: Observer | None = None) -> MCPServer:
     """The MCP server.  Clients name workflows; `allowed_files` are the only paths it runs
-    (`aromcp-workflows run FILE` starts its own server allowing that one file)."""
+    (`aromcp-workflows run FILE` starts its own server allowing that one file).  `observer`:
+    tracing, when on (the service it builds must have it too)."""
     holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
-                        masker_for=holder.masker, service=holder.get)
+                        masker_for=holder.masker, service=holder.get, observer=observer)
     WorkflowTools(holder).register(mcp)
     _register_prompts(mcp, holder)
     compact_tool_schemas(mcp)
@@ -348,16 +366,22 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    server = build_server(default_service_factory(project_dir, store), log_level=level, allowed_files=allowed_files)
-    _stop_commands_on_signals()
-    if transport == "stdio":
-        server.run()
-    elif ui:
-        _serve_with_ui(server, host, port, ui_actions, level)
-    else:
-        print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
-              flush=True)
-        server.run("streamable-http", host=host, port=port)
+    observer = start_tracing()  # None unless OTEL_* variables ask for traces (docs/observability.md)
+    server = build_server(default_service_factory(project_dir, store, observer), log_level=level,
+                          allowed_files=allowed_files, observer=observer)
+    _stop_commands_on_signals(observer)
+    try:
+        if transport == "stdio":
+            server.run()
+        elif ui:
+            _serve_with_ui(server, host, port, ui_actions, level)
+        else:
+            print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
+                  flush=True)
+            server.run("streamable-http", host=host, port=port)
+    finally:
+        if observer is not None:
+            observer.shutdown()
 
 
 def _serve_with_ui(server: MCPServer, host: str, port: int, actions: bool, level: str) -> None:
@@ -376,11 +400,12 @@ def _serve_with_ui(server: MCPServer, host: str, port: int, actions: bool, level
     serve_app(app, sock, level)
 
 
-def _stop_commands_on_signals() -> None:
+def _stop_commands_on_signals(observer: Observer | None = None) -> None:
     """SIGTERM (a client closing us, `run` being stopped) or SIGINT: stop the shell commands
     this server started (each runs in its own process group, out of reach of a signal to
     ours) and leave at once.  No half-run command's result is stored; the instance keeps
-    its step as started, and resuming runs it again."""
+    its step as started, and resuming runs it again.  Spans not yet exported get
+    `SHUTDOWN_FLUSH_S` to leave."""
     import signal
 
     def stop(signum: int, _frame: Any) -> None:
@@ -388,6 +413,10 @@ def _stop_commands_on_signals() -> None:
 
         stopped = stop_all_commands()
         log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)
+        if observer is not None:
+            flush = threading.Thread(target=observer.shutdown, daemon=True)
+            flush.start()
+            flush.join(SHUTDOWN_FLUSH_S)
         logging.shutdown()
         os._exit(128 + signum)
 

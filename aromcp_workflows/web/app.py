@@ -2,7 +2,7 @@
 
 A Starlette app, thin over `WorkflowService`: every route calls one typed service method
 and returns its result as JSON, masked at the edge exactly as MCP replies are (the
-instance's masker, then `server.guard.redact` for error texts).  The page itself is
+instance's masker, then `safety.redact.redact` for error texts).  The page itself is
 static HTML, CSS and JavaScript shipped in `web/static/`: nothing is built at install and
 nothing is fetched from the network when it runs.
 
@@ -31,7 +31,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from aromcp_workflows.safety.masking import Masker
-from aromcp_workflows.server.guard import redact
+from aromcp_workflows.safety.redact import redact
 
 if TYPE_CHECKING:
     from aromcp_workflows.app.service import WorkflowService

@@ -17,7 +17,7 @@ FLOORS = [
     {"safety"},
     {"definition", "expressions", "state", "store", "integrations"},
     {"interpreter"},
-    {"explain", "shell"},
+    {"explain", "shell", "observe"},
     {"app"},
     {"server", "runner", "importer", "web", "testing"},
     {"cli", "__main__"},

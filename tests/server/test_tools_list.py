@@ -24,8 +24,8 @@ BUDGET_BYTES = 8 * 1024
 TOOLS = {  # docs/mcp.md, in its order
     "workflow_list", "workflow_get_info", "workflow_validate", "workflow_start", "workflow_get_next_step",
     "workflow_step_complete", "workflow_state_read", "workflow_state_update", "workflow_state_dependencies",
-    "workflow_checkpoint", "workflow_resume", "workflow_complete", "workflow_status",
-    "workflow_load_definition", "workflow_trace_transformations", "workflow_debug_info",
+    "workflow_checkpoint", "workflow_resume", "workflow_complete", "workflow_retry", "workflow_fork",
+    "workflow_status", "workflow_load_definition", "workflow_trace_transformations", "workflow_debug_info",
     "workflow_test_transformation", "workflow_explain_plan",
 }
 READ_ONLY = {
@@ -47,6 +47,8 @@ ARGUMENTS = {  # the contract's argument names (required ones marked *)
     "workflow_checkpoint": {"workflow_id*", "reason", "step_id"},
     "workflow_resume": {"workflow_id*", "checkpoint_id"},
     "workflow_complete": {"workflow_id*", "status"},
+    "workflow_retry": {"workflow_id*"},
+    "workflow_fork": {"workflow_id*", "at", "version", "checkpoint_id", "edits"},
     "workflow_status": {"workflow_id"},
     "workflow_load_definition": {"workflow*"},
     "workflow_trace_transformations": {"workflow_id*", "field", "include_timing"},
@@ -196,6 +198,8 @@ async def test_missing_required_arguments_are_tool_errors_naming_them(tool):
     ("workflow_step_complete", {"workflow_id": "wf_x", "step_id": "s", "status": "done"}, "status"),
     ("workflow_complete", {"workflow_id": "wf_x", "status": "bogus"}, "status"),
     ("workflow_start", {"workflow": "x", "inputs": ["a"]}, "inputs"),
+    ("workflow_fork", {"workflow_id": "wf_x", "version": "latest"}, "version"),
+    ("workflow_fork", {"workflow_id": "wf_x", "edits": ["raw.a=1"]}, "edits"),
 ])
 async def test_wrongly_typed_arguments_are_tool_errors_naming_them(tool, args, word):
     from aromcp_workflows.server.mcp import build_server

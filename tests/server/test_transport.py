@@ -66,7 +66,7 @@ async def test_http_binds_localhost_lists_tools_and_starts_a_workflow(tmp_path):
         assert addresses == ["0100007F"], f"should listen on 127.0.0.1 only, found {addresses}"
         async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
             tools = await client.list_tools()
-            assert len(tools.tools) == 18
+            assert len(tools.tools) == 20
             started = await ok(client, "workflow_start", {"workflow": "messages", "inputs": {"who": "http"}})
             step = await ok(client, "workflow_get_next_step", {"workflow_id": started["workflow_id"]})
             assert step["messages"] == ["m1 hello http", "m2"] and step["step"]["id"] == "ask"
@@ -116,7 +116,7 @@ async def test_stdio_stdout_carries_only_json_rpc(tmp_path):
                              project, stderr_path).start()
     try:
         listing = await server.request("tools/list", {})
-        assert len(listing["tools"]) == 18
+        assert len(listing["tools"]) == 20
         failing = await server.call_tool("workflow_start", {"workflow": "failing"})
         answer = await server.call_tool("workflow_get_next_step", {"workflow_id": failing["workflow_id"]})
         assert answer["status"] == "failed"  # its shell command printed to stdout and stderr
@@ -155,7 +155,7 @@ async def test_stdio_with_the_2026_protocol_generation(tmp_path):
                                    env=server_env(home, store))
     async with Client(params, mode="auto") as client:
         assert client.protocol_version > "2025-11-25"
-        assert len((await client.list_tools()).tools) == 18
+        assert len((await client.list_tools()).tools) == 20
         workflow_id = (await ok(client, "workflow_start", {"workflow": "messages"}))["workflow_id"]
         answer = await ok(client, "workflow_get_next_step", {"workflow_id": workflow_id})
         assert answer["step"]["id"] == "ask" and answer["messages"] == ["m1 hello world", "m2"]
