@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_step.py
 	$(BIN)/python benchmarks/bench_shell.py
+	$(BIN)/python benchmarks/bench_testing.py
 	$(BIN)/python benchmarks/bench_otel.py
 
 ## bench-scale: many instances and server replicas (minutes; the replicas need PostgreSQL)

@@ -129,6 +129,11 @@ class InstanceRegistry:
         return self._store
 
     @property
+    def opened(self) -> bool:
+        """Whether the store was opened (asking `store` opens it)."""
+        return self._store is not None
+
+    @property
     def engine(self) -> Any:
         if self._engine is None:
             with self._guard:
@@ -340,9 +345,10 @@ class InstanceRegistry:
         if not commit.changed:
             return False
         record, expected = commit.record, live.record.version
+        definition = record.definition if commit.definition_changed else None
         self._perform(record, journal, lambda events: self.store.save(
             record, expected, events, encoded=commit.encoded, delta=commit.delta,
-            snapshot=commit.encoded is not None), live.run)
+            snapshot=commit.encoded is not None, definition=definition), live.run)
         live.record, live.baseline = without_body(record), commit.baseline
         return True
 

@@ -17,13 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.app import repair
-from aromcp_workflows.app.driver import Driver
+from aromcp_workflows.app.definitions import (
+    changed_since_start,
+    current_file,
+    edited_bundle,
+    same_definition,
+    same_definitions,
+)
+from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
 from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import (
+    Blocker,
+    BranchCoverage,
     CheckpointInfo,
     CheckpointTaken,
     Completed,
+    Coverage,
     DebugInfo,
     DefinitionView,
     Dependencies,
@@ -34,9 +44,13 @@ from aromcp_workflows.app.results import (
     InstanceRow,
     InstanceStatus,
     InstanceView,
+    Migration,
     NextStep,
     Plan,
     Problem,
+    RecordedAnswer,
+    RecordedCommand,
+    Recording,
     Resumed,
     Retried,
     Started,
@@ -49,6 +63,7 @@ from aromcp_workflows.app.results import (
     Traces,
     TransformTest,
     Validation,
+    WorkflowCoverage,
     WorkflowInfo,
     WorkflowList,
     WorkflowSummary,
@@ -80,12 +95,22 @@ class WorkflowService:
 
     def __init__(self, project_dir: str | Path | None = None, store_path: str | Path | None = None,
                  home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine,
-                 observer: Observer | None = None, all_projects: bool = False):
-        self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
-        self.loader = WorkflowLoader(self.resolver, syntax_engine=self._engine)  # compiles JS in the V8 children
-        scope = None if all_projects else str(self.project_dir)
+                 observer: Observer | None = None, shell_runner: ShellRunner = default_shell_runner,
+                 work_dir: str | Path | None = None, loader: WorkflowLoader | None = None,
+                 all_projects: bool = False):
+        """`shell_runner` runs server-side commands and `work_dir` is where an instance's
+        commands run (default: the project): `aromcp-workflows test` gives a case's stubs
+        and a throwaway folder, while workflows still resolve as in the project.  `loader`
+        (with its resolver and file cache) may be shared by services of one project: a test
+        session reads each workflow file once for all its cases.  The instances served by id
+        are those started in that folder (`all_projects`: every instance of the store)."""
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.resolver = loader.resolver if loader is not None else WorkflowResolver(project_dir=project_dir, home=home)
+        # compiles JS in the V8 children
+        self.loader = loader if loader is not None else WorkflowLoader(self.resolver, syntax_engine=self._engine)
+        scope = None if all_projects else str(self.work_dir or self.project_dir)  # as `start` records it
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory, observer, scope)
-        self.driver = Driver(transact=self.instances.transact)
+        self.driver = Driver(transact=self.instances.transact, shell_runner=shell_runner)
 
     @property
     def project_dir(self) -> Path:
@@ -169,7 +194,7 @@ class WorkflowService:
         bundle = self.bundle(workflow)
         workflow_id = f"wf_{uuid.uuid4().hex[:12]}"
         with refusals():
-            run = self.instances.start(workflow_id, bundle, self.project_dir, inputs or {})
+            run = self.instances.start(workflow_id, bundle, self.work_dir or self.project_dir, inputs or {})
         return Started(workflow_id=workflow_id, status=run.status, state=run.states["main"].flattened())
 
     def next_step(self, workflow_id: str, task_id: str | None = None,
@@ -279,7 +304,10 @@ class WorkflowService:
 
     def status(self, workflow_id: str) -> InstanceStatus:
         with refusals():
-            return self.instances.read(workflow_id, _instance_status)
+            status, bundle = self.instances.read(workflow_id, lambda run, record: (_instance_status(run, record),
+                                                                                 run.bundle))
+        status.definition_changed = changed_since_start(self.loader, bundle) or None
+        return status
 
     def list_instances(self) -> InstanceList:
         """This project's instances, most recently updated first."""
@@ -309,7 +337,50 @@ class WorkflowService:
         masker = self.masker(workflow_id)
         with refusals():
             events = self.instances.history(workflow_id)
-            return DebugInfo(**self.instances.read(workflow_id, lambda run, _: debug_info(run, events, masker)))
+            info, bundle = self.instances.read(workflow_id, lambda run, _: (debug_info(run, events, masker),
+                                                                            run.bundle))
+        moves = [masker({"timestamp": e.timestamp, "file": e.data.get("file"), "plan": e.data.get("plan"),
+                         "old_definition": e.data.get("old_definition")}) for e in events if e.kind == "migrated"]
+        return DebugInfo(**info, definition_changed=changed_since_start(self.loader, bundle) or None,
+                         migrations=moves or None)
+
+    def coverage(self, workflow_id: str) -> Coverage:
+        """The branches the instance took of its workflow and of each one it includes, read
+        from its history; lines come from the files while they still hold its copy."""
+        from aromcp_workflows.explain.coverage import branches, covered
+
+        with refusals():
+            events = self.instances.history(workflow_id)
+            bundle = self.instances.read(workflow_id, lambda run, _: run.bundle)
+        taken = covered(bundle, events)
+        rows = []
+        for name, copy in bundle.workflows.items():
+            current = current_file(self.loader, copy)
+            fresh = current if current is not None and same_definition(current, bundle, name) else None
+            definition = (fresh or copy).definition  # the file's own: it knows which keys were written
+            rows.append(WorkflowCoverage(workflow=name, file=copy.file, branches=[
+                BranchCoverage(key=b.key, label=b.label, covered=(name, b.key) in taken,
+                               line=fresh.positions.locate(b.path)[0] if fresh else None)
+                for b in branches(definition)]))
+        return Coverage(workflow_id=workflow_id, workflows=rows)
+
+    def recording(self, workflow_id: str) -> Recording:
+        """What a finished instance did, as a test case replays it (secrets masked)."""
+        from aromcp_workflows.explain.recording import replay_of
+
+        with refusals():
+            events = self.instances.history(workflow_id)
+            outcome = self.instances.read(workflow_id, _outcome)
+        replay, masker = replay_of(events), self.masker(workflow_id)
+        data = {"inputs": replay.inputs, "state": outcome["state"], "messages": replay.messages,
+                "error": outcome["error"],
+                "answers": [vars(a) for a in replay.answers], "commands": [vars(c) for c in replay.commands]}
+        shown = masker(data)
+        return Recording(workflow_id=workflow_id, workflow=outcome["workflow"], file=outcome["file"],
+                         inputs=shown["inputs"], status=outcome["status"], error=shown["error"],
+                         state=shown["state"], messages=shown["messages"],
+                         answers=[RecordedAnswer(**a) for a in shown["answers"]],
+                         commands=[RecordedCommand(**c) for c in shown["commands"]], masked=shown != data)
 
     def test_transformation(self, transform: str, input: Any = None,
                             context: dict[str, Any] | None = None) -> TransformTest:
@@ -382,6 +453,42 @@ class WorkflowService:
             return None
         return where_now(found[0].definition, found[0].positions, path, step) if found else None
 
+    def migrate(self, workflow_id: str, dry_run: bool = False) -> Migration:
+        """Move a waiting or running instance onto its workflow's file as it is now, when that
+        is safe (`interpreter.migration`); else the exact reasons, and nothing is written.
+        The move is one commit of the instance layer, like any step."""
+        from aromcp_workflows.interpreter.migration import apply_move, plan_move
+
+        with refusals():
+            bundle = self.instances.read(workflow_id, lambda run, _: run.bundle)
+        new = edited_bundle(self.loader, bundle)
+        shared = WorkflowBundle.from_snapshot(new.snapshot())
+        result = Migration(workflow_id=workflow_id, workflow=bundle.main.name, file=bundle.main.file,
+                           outcome="unchanged", plan=[], blockers=[])
+        if same_definitions(shared, bundle):
+            result.plan = ["the file holds the definition this instance runs: nothing to move"]
+            return result
+
+        def change(run: WorkflowRun) -> None:
+            if run.status not in ("running", "waiting"):
+                raise ServiceError(f"instance {workflow_id} is {run.status}: only a waiting or running instance "
+                                   "moves onto an edited workflow (a finished one keeps the definition it ran)")
+            move = plan_move(run, new)
+            result.plan = move.notes
+            result.blockers = [Blocker(message=b.message, file=b.file, line=b.line) for b in move.blockers]
+            result.outcome = "refused" if move.blockers else "would_move" if dry_run else "moved"
+            if result.outcome == "moved":
+                apply_move(run, shared, move, bundle.main.file)
+
+        with refusals():
+            self.instances.transact(workflow_id, change)
+        return result
+
+    def close(self) -> None:
+        """Release the store's connections (a later call opens them again)."""
+        if self.instances.opened:
+            self.instances.store.close()
+
     def masker(self, workflow_id: str, latest: bool = True) -> Masker:
         """The instance's masker (see `InstanceRegistry.masker`)."""
         with refusals():
@@ -412,6 +519,13 @@ def _resumed(run: WorkflowRun) -> None:
         run.retry_failed()
     if run.status == "interrupted":
         run.set_status("running")
+
+
+def _outcome(run: WorkflowRun, record: InstanceRecord) -> dict[str, Any]:
+    """Where an instance ended: its workflow and file, status, error and final state."""
+    state = {k: v for k, v in run.states["main"].flattened().items() if k != "inputs"}
+    return {"workflow": record.workflow, "file": run.bundle.main.file, "status": run.status, "error": run.error,
+            "state": state}
 
 
 def _instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus:

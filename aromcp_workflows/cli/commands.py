@@ -79,6 +79,24 @@ def _register_running(commands: Any) -> None:
     cancel.add_argument("workflow_id")
     cancel.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
     cancel.set_defaults(handler=cmd_cancel)
+    _register_migrate(commands)
+
+
+def _register_migrate(commands: Any) -> None:
+    migrate = commands.add_parser(
+        "migrate", help="move waiting instances onto their edited workflow file, when that is safe",
+        description="An instance runs the definition it started with. migrate moves it onto its workflow "
+                    "file as the file is now, when every thread's place exists there, new inputs have "
+                    "defaults and the state the remaining steps read exists; otherwise it says which step "
+                    "stands in the way (file:line) and changes nothing (docs/evolving.md).",
+        epilog="exit status: 0 moved (or would move, or nothing to move); 1 refused, or the instance or "
+               "file cannot be used; 2 usage error.")
+    migrate.add_argument("workflow_id", nargs="?", help="the instance to move")
+    migrate.add_argument("--workflow", metavar="NAME", help="every waiting or running instance of this workflow "
+                                                            "in this project")
+    migrate.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    migrate.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
+    migrate.set_defaults(handler=cmd_migrate)
 
 
 def _register_serve(commands: Any) -> None:
@@ -240,7 +258,53 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{tasks.tasks_failed} failed, {tasks.tasks_running} running")
     if found.error:
         print(f"  error: {found.error}")
+    if found.definition_changed:
+        print(f"  definition changed since start (aromcp-workflows migrate {found.workflow_id} moves it onto "
+              "the file as it is now)")
     return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from aromcp_workflows.app.errors import ServiceError
+
+    if (args.workflow_id is None) == (args.workflow is None):
+        print("error: name one instance (migrate ID) or a workflow (migrate --workflow NAME)", file=sys.stderr)
+        return 2
+    service = _service(args)
+    try:
+        ids = [args.workflow_id] if args.workflow_id else [
+            row.workflow_id for row in service.list_instances().instances
+            if row.workflow == args.workflow and row.status in ("running", "waiting")]
+        if not ids:
+            print(f"no waiting or running instance of {args.workflow} in {service.project_dir}")
+            return 0
+        results = [service.migrate(workflow_id, dry_run=args.dry_run) for workflow_id in ids]
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for result in results:
+        _print_migration(result)
+    return 1 if any(r.outcome == "refused" for r in results) else 0
+
+
+def _print_migration(result: Any) -> None:
+    file = _shown(result.file)
+    said = {"moved": f"moved onto {file}", "would_move": f"can move onto {file} (dry run: nothing was changed)",
+            "refused": "refused: nothing was changed", "unchanged": "nothing to move"}
+    print(f"{result.workflow_id} ({result.workflow}): {said[result.outcome]}")
+    for blocker in result.blockers:
+        where = f"{_shown(blocker.file)}:{blocker.line}: " if blocker.file and blocker.line else \
+            f"{_shown(blocker.file)}: " if blocker.file else ""
+        print(f"  {where}{blocker.message}")
+    for line in result.plan if result.outcome != "refused" else []:
+        print(f"  {line}")
+
+
+def _shown(path: str | None) -> str:
+    try:
+        return str(Path(path or "").resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path or ""
 
 
 def _print_json(result: Result) -> None:
@@ -404,6 +468,11 @@ def cmd_debug(args: argparse.Namespace) -> int:
         _print_json(info)
         return 0
     print(f"{args.workflow_id}  {info.status}")
+    if info.definition_changed:
+        print(f"Definition changed since start (aromcp-workflows migrate {args.workflow_id} moves it onto the file)")
+    for move in info.migrations or []:
+        print(f"Migrated at {move['timestamp']} onto {move['file']}; the definition it ran before is in "
+              "`debug --json` (migrations[].old_definition)")
     print("Current steps: " + (", ".join(f"{t}: {s or '-'}" for t, s in info.current_steps.items()) or "none"))
     if info.error:
         print(f"Error: {info.error}")

@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     from aromcp_workflows.importer.command import register as register_import
 
     register_import(commands)
+    from aromcp_workflows.testing.command import register as register_test
+
+    register_test(commands)
     return parser
 
 
@@ -175,15 +178,17 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from aromcp_workflows.definition import check
+    from aromcp_workflows.definition.resolver import TEST_FILE_SUFFIX
 
     loader = _loader(args)
     targets: list[str] = []
-    for target in args.targets:  # a folder means every workflow file in it
+    for target in args.targets:  # a folder means every workflow file in it (test files are not workflows)
         folder = Path(target)
         if not folder.is_dir():
             targets.append(target)
             continue
-        files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+        files = sorted(f for f in [*folder.glob("*.yaml"), *folder.glob("*.yml")]
+                       if not f.name.endswith(TEST_FILE_SUFFIX))
         if not files:
             print(f"validate: no .yaml files in {target}", file=sys.stderr)
             return 1

@@ -80,7 +80,7 @@ def bundle_step_types(bundle: Any) -> dict[str, str]:
     if hit is not None and hit[0] is bundle:
         return hit[1]
     from aromcp_workflows.interpreter.compiler import programs_for
-    from aromcp_workflows.interpreter.program import LoopEnter, Run
+    from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
 
     types: dict[str, str] = {}
     for loaded in bundle.workflows.values():
@@ -90,6 +90,10 @@ def bundle_step_types(bundle: Any) -> dict[str, str]:
                     types.setdefault(ins.step_id, str(ins.step.type))
                 elif isinstance(ins, LoopEnter):
                     types.setdefault(ins.step_id, ins.kind)
+                elif isinstance(ins, JumpUnless) and ins.reason == "condition":
+                    types[ins.step_id] = "conditional"  # its own test, after any `when` guard
+                elif isinstance(ins, Exit):
+                    types.setdefault(ins.step_id, "exit")
     if len(_TYPES) >= 256:
         _TYPES.clear()
     _TYPES[id(bundle)] = (bundle, types)

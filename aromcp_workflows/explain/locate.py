@@ -3,23 +3,20 @@
 An instance runs the definition snapshot taken when it started, which keeps the file it
 came from but not positions, so a failed step is found again in the file as it is now:
 the step's data path (`steps[2].body[0]`) follows from its qualified id by the compiler's
-own naming rule (`local_step_id`), and the file's positions give its line.  When the file
+own naming rule (`step_places`), and the file's positions give its line.  When the file
 changed since (that step reads differently now), the location says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from aromcp_workflows.definition.steps import child_step_lists
 from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.interpreter.compiler import local_step_id
+from aromcp_workflows.interpreter.compiler import step_places
 from aromcp_workflows.interpreter.program import Run
 
 Path = tuple[Any, ...]
-BRANCHES = {"then": "then_", "else": "else_"}  # the compiler's prefixes of generated ids in a conditional
 
 
 @dataclass(frozen=True)
@@ -61,38 +58,10 @@ def step_of(run: Any, failure: Failure) -> Any:
     return None
 
 
-def program_root(definition: WorkflowDefinition, program: str) -> tuple[Path, list[Any]]:
-    """The data path and steps of a program (`main`, `on_failure`, `task:<n>`, `cleanup:<n>`)."""
-    kind, _, name = program.partition(":")
-    if kind == "task":
-        return ("sub_agent_tasks", name, "steps"), definition.sub_agent_tasks[name].steps
-    if kind == "cleanup":
-        task = definition.sub_agent_tasks[name]
-        return ("sub_agent_tasks", name, "error_handling", "cleanup_on_error"), task.error_handling.cleanup_on_error
-    if kind == "on_failure":
-        return ("error_handling", "on_failure"), definition.error_handling.on_failure
-    return ("steps",), definition.steps
-
-
 def step_path(definition: WorkflowDefinition, program: str, step_id: str) -> Path | None:
     """The data path of the step with this qualified id in `program`, or None."""
-    try:
-        root, steps = program_root(definition, program)
-    except KeyError:
-        return None
-    prefix = {"on_failure": "on_failure.", "cleanup": "cleanup_on_error."}.get(program.partition(":")[0], "")
-    for qid, path in _walk(steps, root, prefix, ""):
-        if qid == step_id:
-            return path
-    return None
-
-
-def _walk(steps: list[Any], root: Path, prefix: str, branch: str) -> Iterator[tuple[str, Path]]:
-    for index, step in enumerate(steps):
-        qid, path = f"{prefix}{local_step_id(step, index, branch)}", (*root, index)
-        yield qid, path
-        for key, children in child_step_lists(step):
-            yield from _walk(children, (*path, key), f"{qid}.", BRANCHES.get(key, ""))
+    place = step_places(definition).get((program, step_id))
+    return None if place is None else place.path
 
 
 def where_now(definition: WorkflowDefinition, positions: Any, path: Path,

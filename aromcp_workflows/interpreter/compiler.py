@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from aromcp_workflows.definition.steps import ConditionalStep, ForeachStep, WhileStep
+from aromcp_workflows.definition.steps import ConditionalStep, ForeachStep, WhileStep, child_step_lists
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.interpreter.program import (
     Break,
@@ -113,6 +113,49 @@ class _Compiler:
             self.patch(index, target=end)
 
 
+@dataclass(frozen=True)
+class StepPlace:
+    """Where one step of a definition is: its program, qualified id, data path in the file
+    (for `Positions.locate`), its model, and the qualified id of the step that holds it."""
+
+    program: str
+    qid: str
+    path: tuple[Any, ...]
+    step: Any
+    parent: str | None
+
+
+def program_roots(definition: WorkflowDefinition) -> list[tuple[str, tuple[Any, ...], list[Any], str]]:
+    """Each program's key, data path, step list and id prefix, as `ProgramSet` compiles them."""
+    roots: list[tuple[str, tuple[Any, ...], list[Any], str]] = [
+        ("main", ("steps",), definition.steps, ""),
+        ("on_failure", ("error_handling", "on_failure"), definition.error_handling.on_failure, "on_failure.")]
+    for name, task in definition.sub_agent_tasks.items():
+        roots.append((f"task:{name}", ("sub_agent_tasks", name, "steps"), task.steps, ""))
+        roots.append((f"cleanup:{name}", ("sub_agent_tasks", name, "error_handling", "cleanup_on_error"),
+                      task.error_handling.cleanup_on_error, "cleanup_on_error."))
+    return roots
+
+
+def step_places(definition: WorkflowDefinition) -> dict[tuple[str, str], StepPlace]:
+    """Every step of a definition by (program key, qualified id), named exactly as the
+    compiler names them: what coverage and migration point at with `file:line`."""
+    places: dict[tuple[str, str], StepPlace] = {}
+
+    def walk(program: str, steps: list[Any], path: tuple[Any, ...], prefix: str, parent: str | None,
+             branch: str = "") -> None:
+        for index, step in enumerate(steps):
+            qid = f"{prefix}{local_step_id(step, index, branch)}"
+            places[(program, qid)] = StepPlace(program, qid, (*path, index), step, parent)
+            for key, children in child_step_lists(step):
+                walk(program, children, (*path, index, key), f"{qid}.", qid,
+                     f"{key}_" if isinstance(step, ConditionalStep) else "")
+
+    for program, path, steps, prefix in program_roots(definition):
+        walk(program, steps, path, prefix, None)
+    return places
+
+
 def compile_steps(steps: list[Any], key: str, prefix: str = "") -> Program:
     compiler = _Compiler(key)
     compiler.steps(steps, prefix, [])
@@ -128,13 +171,7 @@ class ProgramSet:
     def __init__(self, definition: WorkflowDefinition):
         self.definition = definition
         self.programs: dict[str, Program] = {
-            "main": compile_steps(definition.steps, "main"),
-            "on_failure": compile_steps(definition.error_handling.on_failure, "on_failure", "on_failure."),
-        }
-        for name, task in definition.sub_agent_tasks.items():
-            self.programs[f"task:{name}"] = compile_steps(task.steps, f"task:{name}")
-            self.programs[f"cleanup:{name}"] = compile_steps(
-                task.error_handling.cleanup_on_error, f"cleanup:{name}", "cleanup_on_error.")
+            key: compile_steps(steps, key, prefix) for key, _path, steps, prefix in program_roots(definition)}
 
     def __getitem__(self, key: str) -> Program:
         return self.programs[key]

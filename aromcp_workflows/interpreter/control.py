@@ -19,8 +19,14 @@ Effect = Outcome | Fail | None
 
 
 def jump_unless(ctx: Ctx, ins: JumpUnless) -> Effect:
-    branches = ("then", "else") if ins.reason == "condition" else None  # a false `when` is a skip
-    if ctx.truthy(ins.condition, ins.step_id, branches):
+    """A conditional's test (history: its value and the branch taken) or a step's `when`
+    guard (history: `run` when it holds, a `step_skipped` when not): branch coverage
+    (`aromcp-workflows test --coverage`) reads both."""
+    if ins.reason == "condition":
+        taken = ctx.truthy(ins.condition, ins.step_id, ("then", "else"))
+    else:
+        taken = ctx.truthy(ins.condition, ins.step_id, ("run", "skip"), record_false=False)
+    if taken:
         ctx.frame.pc += 1
         return None
     ctx.frame.pc = ins.target

@@ -56,13 +56,15 @@ def deliver(ctx: Ctx, step: Any, step_id: str) -> Answer | Fail | None:
 def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | None) -> Completion:
     """The agent's result for its pending step: accepted, re-issued, or the step failed."""
     step = ctx.m.step_at(ctx.frame)
-    if status != "success":
+    if status != "success":  # what the agent said goes to the history (`test --record` replays it)
+        ctx.record("step_reported", pending.step_id, {"status": status, "error": error, "result": result})
         return step_failed(ctx, step, pending, error or f"the agent reported status {status!r}")
     verdict = accept_result(step, result)
     if not isinstance(verdict, Accepted):
         pending.attempts += 1
         limit = getattr(step, "max_attempts", 1)
-        ctx.record("step_rejected", pending.step_id, {"problem": verdict.problem, "attempt": pending.attempts})
+        ctx.record("step_rejected", pending.step_id, {"problem": verdict.problem, "attempt": pending.attempts,
+                                                      "result": result})
         if pending.attempts >= limit:
             return step_failed(ctx, step, pending, f"no valid answer after {limit} attempts: {verdict.problem}",
                                rejected=True)
@@ -72,7 +74,7 @@ def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | 
         store_result(ctx, step, pending.state_path, verdict.value, verdict.value, pending.step_id)
     except (StepFailed, ExpressionError) as exc:  # e.g. a `value` template that throws: the step failed
         return step_failed(ctx, step, pending, f"could not store the result: {exc}")
-    finish(ctx, pending)
+    finish(ctx, pending, reported={"result": result})
     return Completion(True)
 
 
@@ -107,11 +109,12 @@ def step_failed(ctx: Ctx, step: Any, pending: Pending, message: str, rejected: b
     return outcome
 
 
-def finish(ctx: Ctx, pending: Pending, status: str = "success") -> None:
+def finish(ctx: Ctx, pending: Pending, status: str = "success", reported: dict[str, Any] | None = None) -> None:
+    """The step is done; its event keeps what the agent reported (`reported`: the result as given)."""
     if status == "success":
         tracking.step_succeeded(ctx.m, ctx.thread, pending.step_id)
     ctx.thread.pending = None
     ctx.thread.remember_completed(pending.step_id)
     ctx.frame.pc += 1
     ctx.record("step_completed", pending.step_id, {"type": (pending.step or {}).get("type"), "status": status,
-                                                    "attempts": pending.attempts + 1})
+                                                    "attempts": pending.attempts + 1, **(reported or {})})

@@ -79,6 +79,11 @@ class Machine:
             cached = self._programs[workflow] = programs_for(self.bundle.get(workflow))
         return cached
 
+    def reset_definitions(self) -> None:
+        """Forget what was worked out from the bundle (it was replaced: a migration)."""
+        self._programs = {}
+        self.tracked_fields = {}
+
     def instruction(self, frame: Frame) -> Instruction:
         return self.programs(frame.workflow)[frame.program].instructions[frame.pc]
 
@@ -264,16 +269,17 @@ class Ctx:
         return rendered, quoted
 
     def truthy(self, condition: Any, step_id: str, branches: tuple[str, str] | None = None,
-               own_loop: bool = False) -> bool:
+               own_loop: bool = False, record_false: bool = True) -> bool:
         """A condition's JavaScript truthiness; with `branches` (taken, not taken) the check,
-        its value and the branch taken go to the history for `workflow_debug_info`."""
+        its value and the branch taken go to the history for `workflow_debug_info` (a false
+        one only with `record_false`: a `when` guard records its skip itself)."""
         origin = f"condition of step {step_id}"
         if isinstance(condition, str) and "{{" not in condition:
             value = self.m.engine.evaluate(condition, self.scope(), origin=origin)
         else:
             value = self.render(condition, origin)
         truth = js_truthy(value)
-        if branches is not None:
+        if branches is not None and (truth or record_false):
             data = {"value": _shown(value), "branch": branches[0 if truth else 1]}  # the text is in the definition
             if own_loop:
                 data["iteration"] = self.frame.loops[-1].iteration

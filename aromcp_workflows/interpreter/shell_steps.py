@@ -25,6 +25,7 @@ from aromcp_workflows.interpreter.results import store_failure, store_result
 from aromcp_workflows.interpreter.thread import Pending, Thread
 
 CLAIM_KEYS = ("owner", "lease_until", "owner_pid")  # who runs a pending command (the app layer's data)
+HISTORY_OUTPUT_CAP = 64 * 1024  # characters of a stream the history keeps beyond its 500-character tail
 
 
 def working_directory(project_dir: Path, given: Any, step_id: str) -> Path:
@@ -82,7 +83,8 @@ def shell_finished(ctx: Ctx, request: ShellRequest, result: ShellResult) -> Outc
     ctx.record("step_completed", request.step_id,
                {"type": "shell_command", "exit_code": result.exit_code, "duration_ms": round(result.duration_ms, 1),
                 "attempt": attempt, "status": "failed" if problem else "success",
-                "stdout_tail": result.stdout[-500:], "stderr_tail": result.stderr[-500:]})
+                "stdout_tail": result.stdout[-500:], "stderr_tail": result.stderr[-500:],
+                **_kept_output(result)})
     path = pending.data["path"] if pending is not None else None
     if problem is None:
         try:
@@ -102,6 +104,17 @@ def shell_finished(ctx: Ctx, request: ShellRequest, result: ShellResult) -> Outc
     thread.remember_completed(request.step_id)
     frame.pc += 1
     return None
+
+
+def _kept_output(result: ShellResult) -> dict[str, Any]:
+    """The whole output, when it is longer than the tails (up to `HISTORY_OUTPUT_CAP` a
+    stream): `test --record` turns it back into the command's stub."""
+    kept: dict[str, Any] = {}
+    for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+        if len(text) > 500:
+            kept[name] = text[:HISTORY_OUTPUT_CAP]
+            kept[f"{name}_cut"] = len(text) > HISTORY_OUTPUT_CAP or None
+    return {k: v for k, v in kept.items() if v is not None}
 
 
 def _bare_result(step: Any) -> bool:

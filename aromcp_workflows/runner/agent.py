@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.runner.answers import AnswerBook, ScriptedAnswer
+from aromcp_workflows.runner.answers import AnswerBook, ScriptedAnswer, shell_answer
 from aromcp_workflows.runner.report import (
     Printer,
     RunOutcome,
@@ -308,11 +308,7 @@ class HeadlessAgent:
         except asyncio.CancelledError:
             _kill_group(proc.pid)
             raise
-        stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
-        if proc.returncode != 0:
-            tail = stderr.strip()[-2000:] or "(no error output)"
-            return ScriptedAnswer("shell", "failed", stdout, f"exit code {proc.returncode}: {tail}")
-        return ScriptedAnswer("shell", "success", stdout)
+        return shell_answer(int(proc.returncode or 0), out.decode(errors="replace"), err.decode(errors="replace"))
 
     async def ask(self, step: dict[str, Any], task_id: str | None) -> ScriptedAnswer:
         definition = step["definition"]

@@ -280,11 +280,14 @@ class Store(Protocol):
         encoded: Mapping[str, str] | None = None,
         delta: str | None = None,
         snapshot: bool = False,
+        definition: Mapping[str, Any] | None = None,
     ) -> int:
         """Compare-and-set: write `record` and append `events` if the stored version is
-        still `expected_version`, in one transaction.  Only the mutable fields are written
-        (the definition snapshot and inputs are fixed at `create`); `encoded` may carry the
-        JSON text of `state`/`threads` when the caller already has it.
+        still `expected_version`, in one transaction.  Only the mutable fields are written:
+        the definition snapshot and inputs are set at `create`, and changed only by a save
+        that passes `definition` (an instance moved onto an edited workflow: the new
+        snapshot, with `record.inputs`; such a save writes the body whole).  `encoded` may
+        carry the JSON text of `state`/`threads` when the caller already has it.
 
         With `delta` (JSON text of `[op, column, path, value?]` operations, see
         `apply_delta`), `state` and `threads` are not written at all: the delta is stored
@@ -559,6 +562,7 @@ class PlannedSave:
     delta: str | None
     events: list[HistoryEvent]
     event_data: list[str]
+    definition: tuple[str, str] | None = None  # texts of a new definition snapshot and inputs
 
     @property
     def full(self) -> bool:
@@ -567,10 +571,17 @@ class PlannedSave:
 
 
 def plan_save(record: InstanceRecord, expected_version: int, events: Iterable[HistoryEvent],
-              encoded: Mapping[str, str] | None, delta: str | None, snapshot: bool) -> PlannedSave:
-    """Check and encode one save; `encoded` may carry the texts of `state`/`threads`."""
+              encoded: Mapping[str, str] | None, delta: str | None, snapshot: bool,
+              definition: Mapping[str, Any] | None = None) -> PlannedSave:
+    """Check and encode one save; `encoded` may carry the texts of `state`/`threads`.  With
+    a new `definition`, the body is written whole (the deltas before it read the old one)."""
     now, new_version, wid = utc_now(), expected_version + 1, record.workflow_id
     _check_status(record)
+    texts = None
+    if definition is not None:
+        texts = (json_text(dict(definition), f"the definition of {wid!r}"),
+                 json_text(record.inputs, f"the inputs of {wid!r}"))
+        delta = None
     drop_through = snapshot_drops_through(record, new_version, delta, snapshot)
     body: dict[str, str] = {}
     if drop_through is not None:
@@ -580,7 +591,7 @@ def plan_save(record: InstanceRecord, expected_version: int, events: Iterable[Hi
     steps = json_text(list(record.current_steps), f"the current_steps of {wid!r}")
     events = list(events)
     return PlannedSave(now, new_version, steps, body, drop_through, delta, events,
-                       event_texts(wid, events, now))
+                       event_texts(wid, events, now), texts)
 
 
 def save_refused(workflow_id: str, expected_version: int, found: Sequence[Any] | None,

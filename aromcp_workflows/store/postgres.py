@@ -98,6 +98,8 @@ _UPDATE_FULL = (  # a new full snapshot; the deltas up to a version go (see `Sto
     f"snapshot_version = version + 1, {_COMPARE_AND_SET}), "
     "gone AS (DELETE FROM deltas WHERE workflow_id = %s AND version <= %s AND EXISTS (SELECT 1 FROM base)) "
 )
+_UPDATE_FULL_DEFINITION = _UPDATE_FULL.replace(  # and a new definition snapshot and inputs (a migration)
+    "error = %s, snapshot_version", "error = %s, definition = %s, inputs = %s, snapshot_version")
 _ADD_DELTA = "added AS (INSERT INTO deltas (workflow_id, version, delta) SELECT %s, %s, %s FROM base) "
 _UPDATE_DELTA = (  # the small columns and one delta row; the large columns stay as they are
     "WITH base AS (UPDATE instances SET status = %s, current_steps = %s, error = %s, "
@@ -264,14 +266,20 @@ class PostgresStore:
         encoded: Mapping[str, str] | None = None,
         delta: str | None = None,
         snapshot: bool = False,
+        definition: Mapping[str, Any] | None = None,
     ) -> int:
         """Compare-and-set the row and append `events` with the delta, a new full
-        snapshot, or both, atomically, in one statement (see `Store.save`)."""
-        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
-        wid, version, count = record.workflow_id, plan.version, len(plan.events)
+        snapshot, or both, atomically, in one statement (see `Store.save`); with a new
+        `definition`, the definition and inputs columns too."""
+        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot, definition)
+        delta, wid, version, count = plan.delta, record.workflow_id, plan.version, len(plan.events)
         cas = (version, plan.now, count, wid, expected_version, count)
         params: tuple[Any, ...]
-        if plan.full:
+        if plan.full and plan.definition is not None:
+            write, params = _UPDATE_FULL_DEFINITION, (record.status, plan.body["state"], plan.body["threads"],
+                                                      plan.current_steps, record.error, *plan.definition, *cas,
+                                                      wid, plan.drop_through)
+        elif plan.full:
             write, params = _UPDATE_FULL, (record.status, plan.body["state"], plan.body["threads"],
                                            plan.current_steps, record.error, *cas, wid, plan.drop_through)
             if delta is not None:  # the snapshot's own delta, for copies still catching up

@@ -274,12 +274,14 @@ class SqliteStore:
         encoded: Mapping[str, str] | None = None,
         delta: str | None = None,
         snapshot: bool = False,
+        definition: Mapping[str, Any] | None = None,
     ) -> int:
         """Compare-and-set the small row (status, current steps, error, version) and append
         `events`, in one transaction, with the delta, a new full body, or both (see
-        `Store.save`).  The definition and inputs are written once by `create`."""
-        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
-        wid, version = record.workflow_id, plan.version
+        `Store.save`).  The definition and inputs are written by `create`, and again only
+        with a new `definition`."""
+        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot, definition)
+        delta, wid, version = plan.delta, record.workflow_id, plan.version
         with self._write() as conn:  # only a full snapshot moves snapshot_version (never the caller's copy of it)
             cur = conn.execute(
                 "UPDATE instances SET status = ?, current_steps = ?, error = ?, version = ?, updated_at = ?, "
@@ -294,6 +296,9 @@ class SqliteStore:
                 conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?",
                              (plan.body["state"], plan.body["threads"], wid))
                 conn.execute("DELETE FROM deltas WHERE workflow_id = ? AND version <= ?", (wid, plan.drop_through))
+            if plan.definition is not None:
+                conn.execute("UPDATE bodies SET definition = ?, inputs = ? WHERE workflow_id = ?",
+                             (*plan.definition, wid))
             if delta is not None:
                 conn.execute("INSERT INTO deltas (workflow_id, version, delta) VALUES (?, ?, ?)",
                              (wid, version, delta))
