@@ -1,4 +1,5 @@
-"""CLI commands that serve, run and inspect instances: `serve`, `run`, `status`, `install`.
+"""CLI commands that serve and run instances: `serve`, `ui`, `run`, `status`, `cancel`,
+`migrate`, `install`.
 
 Argument parsing and output formatting only; the work is done by `server.serve`, the
 headless `runner`, `WorkflowService` and `integrations.claude`.
@@ -8,25 +9,24 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.results import Result
-    from aromcp_workflows.app.service import WorkflowService
+    pass
 
-T = TypeVar("T")
+from aromcp_workflows.cli.common import print_json, service_for
 
 
 def register_commands(commands: Any) -> None:
     """Every subcommand of this module: running instances, then looking at workflows and instances."""
+    from aromcp_workflows.cli.inspect_cmd import register_inspecting
+
     _register_running(commands)
     _register_ui(commands)
-    _register_inspecting(commands)
+    register_inspecting(commands)
+    _register_install(commands)
 
 
 def _register_ui(commands: Any) -> None:
@@ -135,46 +135,12 @@ def _register_serve(commands: Any) -> None:
     serve.set_defaults(handler=cmd_serve)
 
 
-def _register_inspecting(commands: Any) -> None:
-    explain = commands.add_parser("explain", help="show what a workflow will do, without running it")
-    explain.add_argument("workflow", help="workflow name or path to a .yaml file")
-    explain.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE",
-                         help="a workflow input (repeatable); VALUE is text, converted to the "
-                          "input's declared type (JSON for arrays and objects)")
-    explain.add_argument("--json", action="store_true", help="print JSON")
-    explain.set_defaults(handler=cmd_explain)
-
-    graph = commands.add_parser("graph", help="print a Mermaid flowchart of a workflow")
-    graph.add_argument("workflow", help="workflow name or path to a .yaml file")
-    graph.set_defaults(handler=cmd_graph)
-
-    trace = commands.add_parser("trace", help="show an instance's computed-field recomputes")
-    trace.add_argument("workflow_id")
-    trace.add_argument("--field", help="only this computed field")
-    trace.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
-    trace.add_argument("--json", action="store_true", help="print JSON")
-    trace.set_defaults(handler=cmd_trace)
-
-    debug = commands.add_parser("debug", help="show an instance's steps, state size and transform timing")
-    debug.add_argument("workflow_id")
-    debug.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
-    debug.add_argument("--json", action="store_true", help="print JSON")
-    debug.set_defaults(handler=cmd_debug)
-
+def _register_install(commands: Any) -> None:
     install = commands.add_parser("install", help="set up a client (Claude Code) to use this server")
     install.add_argument("client", choices=["claude"], help="the client to configure")
     install.add_argument("--global", dest="global_scope", action="store_true",
                          help="user scope (~/.claude.json, ~/.claude/commands) instead of the project")
     install.set_defaults(handler=cmd_install)
-
-
-def _service(args: argparse.Namespace) -> WorkflowService:
-    """The service of the CLI's own commands: the local user reads their own store, so an
-    instance id of any project is theirs to look at (`status` without an id lists this
-    project's)."""
-    from aromcp_workflows.app.service import WorkflowService
-
-    return WorkflowService(project_dir=args.project_dir, store_path=getattr(args, "store", None), all_projects=True)
 
 
 HTTP_ONLY = ("auth_token_file", "no_auth", "allowed_host", "token_verifier", "auth_issuer_url", "auth_resource_url",
@@ -212,7 +178,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """`aromcp-workflows ui`: the web view over the store, until Ctrl-C."""
-    import functools
 
     from aromcp_workflows.cli.store_cmd import check_shared_store
     from aromcp_workflows.web.run import run_ui
@@ -220,7 +185,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     failed = check_shared_store(args.store)
     if failed is not None:
         return failed
-    service = functools.cache(lambda: _service(args))
+    service = functools.cache(lambda: service_for(args))
     return run_ui(service, args.host, args.port, args.actions, args.open)
 
 
@@ -234,14 +199,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     from aromcp_workflows.app.errors import ServiceError
     from aromcp_workflows.app.results import InstanceStatus
 
-    service = _service(args)
+    service = service_for(args)
     try:
         found = service.list_instances() if args.workflow_id is None else service.status(args.workflow_id)
     except ServiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        _print_json(found)
+        print_json(found)
         return 0
     if not isinstance(found, InstanceStatus):
         if not found.instances:
@@ -270,7 +235,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if (args.workflow_id is None) == (args.workflow is None):
         print("error: name one instance (migrate ID) or a workflow (migrate --workflow NAME)", file=sys.stderr)
         return 2
-    service = _service(args)
+    service = service_for(args)
     try:
         ids = [args.workflow_id] if args.workflow_id else [
             row.workflow_id for row in service.list_instances().instances
@@ -307,15 +272,11 @@ def _shown(path: str | None) -> str:
         return path or ""
 
 
-def _print_json(result: Result) -> None:
-    print(json.dumps(result.model_dump(mode="json"), indent=2))
-
-
 def cmd_cancel(args: argparse.Namespace) -> int:
     """`workflow_complete(status="cancelled")` on this machine: for an instance no agent will finish."""
     from aromcp_workflows.app.errors import ServiceError
 
-    service = _service(args)
+    service = service_for(args)
     try:
         before = service.status(args.workflow_id).status
         service.complete(args.workflow_id, "cancelled")
@@ -350,151 +311,3 @@ def cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_inputs(pairs: list[str]) -> dict[str, Any]:
-    """`k=v` pairs as text (the runner's rule: the server converts to the declared type)."""
-    from aromcp_workflows.runner.run import UsageError
-    from aromcp_workflows.runner.run import parse_inputs as parse
-
-    try:
-        return parse(pairs)
-    except UsageError as exc:
-        raise SystemExit(f"error: {exc}") from None
-
-
-def _pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """`aromcp-workflows explain X | head` is normal use: a reader that stops early is not
-    an error worth a traceback."""
-    @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-            return 0
-    return run
-
-
-def _call(action: Callable[[], T]) -> T:
-    """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
-    from aromcp_workflows.app.errors import ServiceError
-    from aromcp_workflows.interpreter import InputError
-
-    try:
-        return action()
-    except (ServiceError, InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
-
-
-@_pipe_safe
-def cmd_explain(args: argparse.Namespace) -> int:
-    plan = _call(lambda: _service(args).explain_plan(args.workflow, parse_inputs(args.input)))
-    if args.json:
-        _print_json(plan)
-        return 0
-    estimate = plan.estimated_sub_agents
-    print(f"Plan for {plan.workflow}: {len(plan.steps)} steps; sub-agents: "
-          f"{estimate['total'] if estimate['total'] is not None else 'see the parallel steps'}")
-    print()
-    for step in plan.steps:
-        print(f"  {step['step_id']}  {step['type']} ({step['side']})")
-        for condition in step.get("conditions", []):
-            print(f"      {condition}")
-        for loop in step.get("loops", []):
-            print(f"      in {loop}")
-        if step.get("mcp_method"):
-            print(f"      calls MCP tool {step['mcp_method']}")
-        if step.get("includes"):
-            print(f"      runs workflow {step['includes']}")
-        if "sub_agent_task" in step:
-            note = f" ({step['estimate_note']})" if step.get("estimate_note") else ""
-            print(f"      one sub-agent per item running task {step['sub_agent_task']}, at most "
-                  f"{step['max_parallel']} at once; sub-agents: {step['estimated_sub_agents']}{note}")
-        for path in step.get("writes", []):
-            print(f"      writes {path}")
-    print()
-    print("MCP tools called: " + (", ".join(plan.required_tools) or "none"))
-    print("State written: " + (", ".join(plan.state_paths_written) or "nothing"))
-    print()
-    print("Program:")
-    for workflow, programs in plan.program.items():
-        for key, lines in programs.items():
-            print(f"  {workflow} / {key}")
-            for line in lines:
-                print(f"    {line}")
-    return 0
-
-
-@_pipe_safe
-def cmd_graph(args: argparse.Namespace) -> int:
-    from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver
-    from aromcp_workflows.explain.mermaid import mermaid_flowchart
-
-    loader = WorkflowLoader(WorkflowResolver(project_dir=args.project_dir))
-    try:  # with what it includes, when the whole bundle loads; else the workflow alone
-        bundle = loader.load_bundle(args.workflow)
-        definition = bundle.main.definition
-        included = {name: w.definition for name, w in bundle.workflows.items() if name != bundle.main.name}
-    except DefinitionError:
-        definition, included = loader.load(args.workflow).definition, {}
-    sys.stdout.write(mermaid_flowchart(definition, included))
-    return 0
-
-
-@_pipe_safe
-def cmd_trace(args: argparse.Namespace) -> int:
-    found = _call(lambda: _service(args).trace_transformations(args.workflow_id, args.field, True))
-    if args.json:
-        _print_json(found)
-        return 0
-    for trace in found.traces:
-        error = trace.get("error")
-        if error:
-            message = error.get("message", error) if isinstance(error, dict) else error
-            status = f"ERROR {message}"
-        else:
-            status = f"{_short(trace['input'])} → {_short(trace['output'])}"
-        print(f"{trace['timestamp']}  {trace['field']:<20} {trace.get('duration_ms') or 0:>8.2f} ms  "
-              f"[{trace['trigger']}]  {status}")
-    if not found.traces:
-        print("No transform traces recorded" + (f" for field {args.field!r}." if args.field else "."))
-    return 0
-
-
-@_pipe_safe
-def cmd_debug(args: argparse.Namespace) -> int:
-    info = _call(lambda: _service(args).debug_info(args.workflow_id))
-    if args.json:
-        _print_json(info)
-        return 0
-    print(f"{args.workflow_id}  {info.status}")
-    if info.definition_changed:
-        print(f"Definition changed since start (aromcp-workflows migrate {args.workflow_id} moves it onto the file)")
-    for move in info.migrations or []:
-        print(f"Migrated at {move['timestamp']} onto {move['file']}; the definition it ran before is in "
-              "`debug --json` (migrations[].old_definition)")
-    print("Current steps: " + (", ".join(f"{t}: {s or '-'}" for t, s in info.current_steps.items()) or "none"))
-    if info.error:
-        print(f"Error: {info.error}")
-    print("Step history:")
-    for entry in info.step_history:
-        task = f" [{entry['task_id']}]" if entry.get("task_id") else ""
-        took = f" {entry['duration_ms']:.0f} ms" if entry.get("duration_ms") is not None else ""
-        error = f"  {entry['error']}" if entry.get("error") else ""
-        if entry.get("ended_by"):  # a loop's end: what ended it
-            error = f"  ended by {entry['ended_by']} after {entry.get('iterations')} iteration(s)" + error
-        print(f"  {entry['status']:<8} {entry['step_id']}{task} ({entry.get('type') or '?'}) "
-              f"{entry['started_at']} → {entry.get('completed_at') or '…'}{took}{error}")
-    size = info.state_size
-    print(f"State size: raw {size['raw_bytes']} B, state {size.get('state_bytes', 0)} B, computed "
-          f"{size['computed_bytes']} B; {size['total_transformations']} transformations")
-    perf = info.performance
-    print(f"Transform time: average {perf['avg_transformation_time']} ms")
-    for row in perf["slowest_transformations"]:
-        print(f"  {row['field']:<24} avg {row['avg_ms']} ms over {row.get('count', '?')} runs")
-    return 0
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

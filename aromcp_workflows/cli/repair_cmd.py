@@ -65,11 +65,11 @@ def _usage(message: str) -> int:
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
-    from aromcp_workflows.cli.commands import _call, _print_json, _service
+    from aromcp_workflows.cli.common import call, print_json, service_for
 
-    done = _call(lambda: _service(args).retry(args.workflow_id))
+    done = call(lambda: service_for(args).retry(args.workflow_id))
     if args.json:
-        _print_json(done)
+        print_json(done)
         return 0
     restored = (f"the state of version {done.restored_version}, when it was handed out"
                 if done.restored_version is not None else "the state it failed with, before error handling")
@@ -79,13 +79,13 @@ def cmd_retry(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    from aromcp_workflows.cli.commands import _call, _print_json, _service
+    from aromcp_workflows.cli.common import call, print_json, service_for
 
     edits = parse_edits(args.edits)
-    made = _call(lambda: _service(args).fork(args.workflow_id, at=args.at, version=args.version,
+    made = call(lambda: service_for(args).fork(args.workflow_id, at=args.at, version=args.version,
                                              checkpoint_id=args.checkpoint, edits=edits))
     if args.json:
-        _print_json(made)
+        print_json(made)
         return 0
     origin = made.forked_from
     where = (f"step {origin.step_id}, " if origin.step_id else "") + (
