@@ -17,44 +17,31 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.app import repair
+from aromcp_workflows.app.authoring import AuthoringApi
 from aromcp_workflows.app.definitions import (
     changed_since_start,
-    current_file,
-    edited_bundle,
-    same_definition,
-    same_definitions,
 )
 from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
 from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import (
-    Blocker,
-    BranchCoverage,
     CheckpointInfo,
     CheckpointTaken,
     Completed,
-    Coverage,
     DebugInfo,
     DefinitionView,
     Dependencies,
     Forked,
     ForkOrigin,
     InstanceList,
-    InstancePageView,
     InstanceRow,
     InstanceStatus,
-    InstanceView,
-    Migration,
     NextStep,
     Plan,
     Problem,
-    RecordedAnswer,
-    RecordedCommand,
-    Recording,
     Resumed,
     Retried,
     Started,
-    StateAt,
     StateUpdated,
     StateView,
     StatusChanged,
@@ -63,11 +50,11 @@ from aromcp_workflows.app.results import (
     Traces,
     TransformTest,
     Validation,
-    WorkflowCoverage,
     WorkflowInfo,
     WorkflowList,
     WorkflowSummary,
 )
+from aromcp_workflows.app.watching import WatchingApi
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver, check, load_valid_bundle
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import WorkflowRun
@@ -75,7 +62,7 @@ from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.runner import ProgressCallback
 from aromcp_workflows.state import Update
-from aromcp_workflows.store import InstanceFilter, InstanceRecord, open_store
+from aromcp_workflows.store import InstanceRecord, open_store
 
 __all__ = ["WorkflowService"]
 STEP_STATUSES = ("success", "failed")
@@ -88,7 +75,7 @@ def _default_engine() -> Any:
     return ExpressionEngine()
 
 
-class WorkflowService:
+class WorkflowService(AuthoringApi, WatchingApi):
     """The application API of one project.  Calls that name an instance by id serve that
     project's instances only (another project's answer as an unknown id would), unless
     `all_projects` (a server for several projects, or the local user's own CLI)."""
@@ -344,44 +331,6 @@ class WorkflowService:
         return DebugInfo(**info, definition_changed=changed_since_start(self.loader, bundle) or None,
                          migrations=moves or None)
 
-    def coverage(self, workflow_id: str) -> Coverage:
-        """The branches the instance took of its workflow and of each one it includes, read
-        from its history; lines come from the files while they still hold its copy."""
-        from aromcp_workflows.explain.coverage import branches, covered
-
-        with refusals():
-            events = self.instances.history(workflow_id)
-            bundle = self.instances.read(workflow_id, lambda run, _: run.bundle)
-        taken = covered(bundle, events)
-        rows = []
-        for name, copy in bundle.workflows.items():
-            current = current_file(self.loader, copy)
-            fresh = current if current is not None and same_definition(current, bundle, name) else None
-            definition = (fresh or copy).definition  # the file's own: it knows which keys were written
-            rows.append(WorkflowCoverage(workflow=name, file=copy.file, branches=[
-                BranchCoverage(key=b.key, label=b.label, covered=(name, b.key) in taken,
-                               line=fresh.positions.locate(b.path)[0] if fresh else None)
-                for b in branches(definition)]))
-        return Coverage(workflow_id=workflow_id, workflows=rows)
-
-    def recording(self, workflow_id: str) -> Recording:
-        """What a finished instance did, as a test case replays it (secrets masked)."""
-        from aromcp_workflows.explain.recording import replay_of
-
-        with refusals():
-            events = self.instances.history(workflow_id)
-            outcome = self.instances.read(workflow_id, _outcome)
-        replay, masker = replay_of(events), self.masker(workflow_id)
-        data = {"inputs": replay.inputs, "state": outcome["state"], "messages": replay.messages,
-                "error": outcome["error"],
-                "answers": [vars(a) for a in replay.answers], "commands": [vars(c) for c in replay.commands]}
-        shown = masker(data)
-        return Recording(workflow_id=workflow_id, workflow=outcome["workflow"], file=outcome["file"],
-                         inputs=shown["inputs"], status=outcome["status"], error=shown["error"],
-                         state=shown["state"], messages=shown["messages"],
-                         answers=[RecordedAnswer(**a) for a in shown["answers"]],
-                         commands=[RecordedCommand(**c) for c in shown["commands"]], masked=shown != data)
-
     def test_transformation(self, transform: str, input: Any = None,
                             context: dict[str, Any] | None = None) -> TransformTest:
         from aromcp_workflows.expressions import ExpressionError
@@ -392,97 +341,6 @@ class WorkflowService:
         except ExpressionError as exc:
             return TransformTest(success=False, error=str(exc), execution_time_ms=_ms_since(started))
         return TransformTest(success=True, output=output, execution_time_ms=_ms_since(started))
-
-    # -- watching: the web view ------------------------------------------------------------
-    def instance_page(self, statuses: list[str] | None = None, workflow: str | None = None,
-                      project_dir: str | None = None, page: int = 1, per_page: int = 50) -> InstancePageView:
-        """Instances of every project in the store, newest started first, one page at a time."""
-        from aromcp_workflows.app.views import summary_row
-
-        page, per_page = max(1, page), min(max(1, per_page), 500)
-        where = InstanceFilter(project_dir=project_dir or None, statuses=tuple(statuses) if statuses else None,
-                               workflow=workflow or None)
-        with refusals():
-            found, groups = self.instances.page(where, per_page, (page - 1) * per_page)
-        counts: dict[str, int] = {}
-        for group in groups:
-            counts[group.status] = counts.get(group.status, 0) + group.count
-        return InstancePageView(rows=[summary_row(r) for r in found.rows], total=found.total, page=page,
-                                per_page=per_page, workflows=sorted({g.workflow for g in groups}),
-                                projects=sorted({g.project_dir for g in groups}), statuses=counts)
-
-    def instance_version(self, workflow_id: str) -> int:
-        """The instance's committed version: it changes with every commit of any process."""
-        with refusals():
-            return self.instances.version(workflow_id)
-
-    def instance_view(self, workflow_id: str) -> InstanceView:
-        """Everything the instance page shows: graph with marks, tasks, messages, failures
-        with their `file:line`, the step timeline, the state now and the points it changed."""
-        from aromcp_workflows.app.views import VIEW_KINDS, instance_view
-
-        masker = self.masker(workflow_id)
-        with refusals():
-            events = self.instances.history(workflow_id, kinds=VIEW_KINDS)
-            return self.instances.read(workflow_id, lambda run, record: instance_view(
-                run, record, events, masker, self._locate))
-
-    def state_at(self, workflow_id: str, seq: int | None = None) -> StateAt:
-        """The main state (raw, state, computed) after history event `seq` (None: now), replayed."""
-        from aromcp_workflows.app.views import state_at
-        from aromcp_workflows.explain.state_history import TIERS
-
-        def checkpoint_state(checkpoint_id: str) -> dict[str, Any] | None:
-            point = self.instances.last_checkpoint(workflow_id, checkpoint_id)
-            main = point.snapshot.get("state", {}).get("states", {}).get("main") if point else None
-            return None if main is None else {t: main.get(t) or {} for t in TIERS}
-
-        masker = self.masker(workflow_id)
-        with refusals():
-            events = self.instances.history(workflow_id, kinds=["started", "state_changed", "rolled_back"])
-        return StateAt(**state_at(events, seq, checkpoint_state, masker))
-
-    def _locate(self, file: str, workflow: str, path: tuple[Any, ...], step: Any) -> tuple[int | None, int | None,
-                                                                                          bool] | None:
-        """Where a step an instance runs is written in its file now (see `explain.locate`)."""
-        from aromcp_workflows.explain.locate import where_now
-
-        try:
-            found = [w for w in self.loader.load_file(file) if w.name == workflow]
-        except (DefinitionError, OSError):
-            return None
-        return where_now(found[0].definition, found[0].positions, path, step) if found else None
-
-    def migrate(self, workflow_id: str, dry_run: bool = False) -> Migration:
-        """Move a waiting or running instance onto its workflow's file as it is now, when that
-        is safe (`interpreter.migration`); else the exact reasons, and nothing is written.
-        The move is one commit of the instance layer, like any step."""
-        from aromcp_workflows.interpreter.migration import apply_move, plan_move
-
-        with refusals():
-            bundle = self.instances.read(workflow_id, lambda run, _: run.bundle)
-        new = edited_bundle(self.loader, bundle)
-        shared = WorkflowBundle.from_snapshot(new.snapshot())
-        result = Migration(workflow_id=workflow_id, workflow=bundle.main.name, file=bundle.main.file,
-                           outcome="unchanged", plan=[], blockers=[])
-        if same_definitions(shared, bundle):
-            result.plan = ["the file holds the definition this instance runs: nothing to move"]
-            return result
-
-        def change(run: WorkflowRun) -> None:
-            if run.status not in ("running", "waiting"):
-                raise ServiceError(f"instance {workflow_id} is {run.status}: only a waiting or running instance "
-                                   "moves onto an edited workflow (a finished one keeps the definition it ran)")
-            move = plan_move(run, new)
-            result.plan = move.notes
-            result.blockers = [Blocker(message=b.message, file=b.file, line=b.line) for b in move.blockers]
-            result.outcome = "refused" if move.blockers else "would_move" if dry_run else "moved"
-            if result.outcome == "moved":
-                apply_move(run, shared, move, bundle.main.file)
-
-        with refusals():
-            self.instances.transact(workflow_id, change)
-        return result
 
     def close(self) -> None:
         """Release the store's connections (a later call opens them again)."""
@@ -519,13 +377,6 @@ def _resumed(run: WorkflowRun) -> None:
         run.retry_failed()
     if run.status == "interrupted":
         run.set_status("running")
-
-
-def _outcome(run: WorkflowRun, record: InstanceRecord) -> dict[str, Any]:
-    """Where an instance ended: its workflow and file, status, error and final state."""
-    state = {k: v for k, v in run.states["main"].flattened().items() if k != "inputs"}
-    return {"workflow": record.workflow, "file": run.bundle.main.file, "status": run.status, "error": run.error,
-            "state": state}
 
 
 def _instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus:

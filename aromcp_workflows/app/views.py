@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from aromcp_workflows.app.results import (
+from aromcp_workflows.app.page_results import (
     FailureView,
     GraphBlock,
     GraphEdge,
