@@ -77,7 +77,8 @@ async def measure(workflow: str, inputs: dict[str, Any], answers: dict[str, Any]
     from aromcp_workflows.runner.agent import HeadlessAgent
     from aromcp_workflows.runner.answers import AnswerBook
     from aromcp_workflows.runner.report import Printer
-    from aromcp_workflows.server.mcp import build_server, default_service_factory
+    from aromcp_workflows.server.holder import default_service_factory
+    from aromcp_workflows.server.mcp import build_server
 
     with tempfile.TemporaryDirectory() as tmp:
         project = demo_project(Path(tmp) / "project")

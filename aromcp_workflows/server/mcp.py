@@ -12,7 +12,6 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -22,8 +21,8 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from aromcp_workflows import __version__
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.observe import start as start_tracing
-from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.server.guard import GuardedServer, install_log_masking
+from aromcp_workflows.server.holder import ServiceHolder, default_service_factory
 from aromcp_workflows.server.schemas import compact_tool_schemas
 from aromcp_workflows.server.tools import WorkflowTools
 
@@ -43,44 +42,6 @@ INSTRUCTIONS = (
     "If this client shows forms, the server asks user_input questions itself; `user_answers` in a "
     "result lists what the user answered there."
 )
-
-
-class ServiceHolder:
-    """Builds the service on first use (heavy imports stay off the start-up path)."""
-
-    def __init__(self, factory: Callable[[], WorkflowService], allowed_files: tuple[str, ...] = ()):
-        self._factory = factory
-        self._allowed_files = allowed_files
-        self._service: WorkflowService | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> WorkflowService:
-        if self._service is None:
-            with self._lock:
-                if self._service is None:
-                    service = self._factory()
-                    service.loader.names_only = True  # clients name workflows; paths are for the CLI
-                    service.loader.allowed_files = frozenset(Path(f).resolve() for f in self._allowed_files)
-                    self._service = service
-        return self._service
-
-    def masker(self, workflow_id: str | None) -> Masker | None:
-        """The masker of an instance, or None (before the service exists nothing is secret yet)."""
-        if self._service is None or workflow_id is None:
-            return None
-        return self._service.masker(workflow_id, latest=False)  # the copy the reply was made from
-
-
-def default_service_factory(project_dir: str | None = None, store: str | None = None,
-                            observer: Observer | None = None, all_projects: bool = False
-                            ) -> Callable[[], WorkflowService]:
-    def build() -> WorkflowService:
-        from aromcp_workflows.app.service import WorkflowService
-
-        return WorkflowService(project_dir=project_dir, store_path=store, observer=observer,
-                               all_projects=all_projects)
-
-    return build
 
 
 def build_server(service_factory: Callable[[], WorkflowService] | None = None, log_level: str = "WARNING",

@@ -46,7 +46,7 @@ from aromcp_workflows.server.elicit import UserInputGate
 
 if TYPE_CHECKING:
     from aromcp_workflows.app.service import WorkflowService
-    from aromcp_workflows.server.mcp import ServiceHolder
+    from aromcp_workflows.server.holder import ServiceHolder
 
 log = logging.getLogger("aromcp_workflows")
 
