@@ -42,9 +42,9 @@ run: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 
-## test-fast: the edit-loop tier — everything not marked slow (no server subprocesses), under a minute
+## test-fast: the edit-loop tier — everything not marked slow (no server subprocesses), on two processes (pytest-xdist), under a minute on 2 idle cores
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" -x -q
+	$(BIN)/python -m pytest -m "not slow" -x -q -n 2
 
 ## lint: ruff and mypy over the package and the tests
 lint: $(STAMP)
@@ -58,6 +58,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_step.py
 	$(BIN)/python benchmarks/bench_shell.py
+	$(BIN)/python benchmarks/bench_testing.py
+	$(BIN)/python benchmarks/bench_otel.py
 
 ## bench-scale: many instances and server replicas (minutes; the replicas need PostgreSQL)
 bench-scale: $(STAMP)

@@ -68,7 +68,7 @@ from machine_info import machine  # noqa: E402
 from pg_cluster import PgCluster, find_bin_dir  # noqa: E402
 from proc_cpu import CpuMeter, Usage  # noqa: E402
 from raw_mcp import RawClient  # noqa: E402
-from test_replicas import Replica, replicas  # noqa: E402
+from test_replicas import TOKEN, Replica, replicas  # noqa: E402
 
 PROTOCOL = "2026-07-28"
 CALL_TIMEOUT_S = 120.0
@@ -244,13 +244,18 @@ def cluster() -> Iterator[StatCluster]:
 async def open_clients(stack: AsyncExitStack, group: list[Replica], kind: str) -> list[Any]:
     """One long-lived client per replica, shared by every loop: the SDK's, or `raw_mcp`'s."""
     if kind == "raw":
-        clients = [RawClient(r.url) for r in group]
+        clients = [RawClient(r.url, TOKEN) for r in group]
         for client in clients:
             stack.push_async_callback(client.close)
         return clients
+    import httpx2
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
-    return [await stack.enter_async_context(Client(r.url, mode=PROTOCOL, read_timeout_seconds=CALL_TIMEOUT_S))
+    http = await stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
+                                                              timeout=httpx2.Timeout(30, read=300)))
+    return [await stack.enter_async_context(Client(streamable_http_client(r.url, http_client=http), mode=PROTOCOL,
+                                                   read_timeout_seconds=CALL_TIMEOUT_S))
             for r in group]
 
 

@@ -177,7 +177,7 @@ def stdio_loop(server: SyncStdio) -> LoopCall:
 def in_process_loop(service: Any) -> LoopCall:
     return LoopCall(lambda workflow, n: service.start(workflow, {"n": n}).workflow_id,
                     lambda wid: service.next_step(wid).step,
-                    lambda wid, sid: service.step_complete(wid, sid, result="ok").model_dump(mode="json"))
+                    lambda wid, sid: service.step_complete(wid, sid, result="ok").model_dump())
 
 
 def run(workdir: Path, rounds: int, steps: int) -> dict[str, Any]:

@@ -42,12 +42,10 @@ class RawClient:
     """Tool calls to one ``http://host:port/path`` endpoint; one kept-alive connection per
     concurrent caller (idle ones are reused)."""
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
-        """`headers` go with every request (``authorization: Bearer …`` for a server that
-        wants a token)."""
+    def __init__(self, url: str, token: str | None = None) -> None:
+        self.auth = f"authorization: Bearer {token}\r\n" if token else ""
         parts = urlsplit(url)
         self.host, self.port, self.path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/"
-        self.extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self._ids = itertools.count(1)
 
@@ -57,7 +55,7 @@ class RawClient:
         head = (f"POST {self.path} HTTP/1.1\r\nhost: {self.host}:{self.port}\r\n"
                 "content-type: application/json\r\naccept: application/json, text/event-stream\r\n"
                 f"mcp-protocol-version: {PROTOCOL}\r\nmcp-method: tools/call\r\nmcp-name: {name}\r\n"
-                f"{self.extra}content-length: {len(body)}\r\n\r\n").encode()
+                f"{self.auth}content-length: {len(body)}\r\n\r\n").encode()
         while True:
             reused = bool(self._idle)
             reader, writer = self._idle.pop() if reused else await asyncio.open_connection(self.host, self.port)

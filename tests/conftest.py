@@ -16,6 +16,7 @@ SLOW_PREFIXES = (
     "e2e/",
     "importer/test_shipped.py",
     "importer/test_corpus.py",
+    "importer/test_aromcp_corpus.py",
     "integrations/test_plugin_claude_cli.py",
     "integrations/test_plugin_launcher.py",
     "integrations/test_plugin_proxy.py",
@@ -39,6 +40,8 @@ SLOW_PREFIXES = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if not item.path.is_relative_to(TESTS):
+            continue  # a case of a shipped workflow's test file (workflows/*.test.yaml): in process, fast
         relative = item.path.relative_to(TESTS).as_posix()
         if relative.startswith(SLOW_PREFIXES) or "postgres" in item.nodeid:
             item.add_marker(pytest.mark.slow)

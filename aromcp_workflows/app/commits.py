@@ -34,7 +34,7 @@ from aromcp_workflows.store import STATUSES, InstanceRecord, InstanceStatus
 MAX_DELTAS = 100  # deltas between two full snapshots of a small instance
 DELTAS_PER_SNAPSHOT_BYTE = 1 / 1024  # ... and of a big one: one per KB of snapshot
 MIN_DELTA_BYTES = 256 * 1024  # deltas may always add up to this much before a snapshot
-FIXED_SECTIONS = ("workflow_id", "project_dir", "inputs")  # set at start, never changed by a run
+FIXED_SECTIONS = ("workflow_id", "project_dir", "inputs", "forked_from")  # set at start, never changed by a run
 LOOP_ITEMS = "loop_items"  # the section holding every running foreach's items, out of its thread
 
 
@@ -72,12 +72,14 @@ class Commit:
     changed: bool
     delta: str | None = None
     encoded: dict[str, str] | None = None  # set: write a full snapshot too
+    definition_changed: bool = False  # the run moved onto another definition (a migration): write it
 
 
 def record_of(run: WorkflowRun, base: InstanceRecord,
               entries: dict[str, ThreadEntry] | None = None) -> InstanceRecord:
-    """The store record for a run (definition snapshot and bookkeeping kept from `base`);
-    `entries` may carry the threads already in stored form."""
+    """The store record for a run (bookkeeping kept from `base`; the definition snapshot is
+    the run's, the same shared dict as `base`'s unless the run was migrated); `entries` may
+    carry the threads already in stored form."""
     entries = entries if entries is not None else {tid: entry_of(tid, t) for tid, t in run.threads.quiet_items()}
     data = run.to_json(threads=False)
     threads = {tid: entry.data for tid, entry in entries.items()}
@@ -87,7 +89,7 @@ def record_of(run: WorkflowRun, base: InstanceRecord,
     return InstanceRecord(
         workflow_id=run.workflow_id, workflow=base.workflow, project_dir=base.project_dir,
         status=status,
-        definition=base.definition, inputs=run.inputs, state=data, threads=threads,
+        definition=run.bundle.snapshot(), inputs=run.inputs, state=data, threads=threads,
         current_steps=current, error=run.error, version=base.version, created_at=base.created_at,
         updated_at=base.updated_at, snapshot_version=base.snapshot_version, deltas=base.deltas,
         delta_bytes=base.delta_bytes, body_bytes=base.body_bytes,
@@ -119,7 +121,12 @@ def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, jour
     items = _items_ops(record, baseline, ops)
     meta = (record.status, record.error, record.current_steps)
     after = Baseline(states=dict(run.states), sections=sections, threads=entries, items=items, meta=meta)
-    commit = Commit(record, after, changed=bool(ops) or journalled or meta != baseline.meta)
+    moved = record.definition is not live_record.definition  # snapshots are shared per content
+    commit = Commit(record, after, changed=bool(ops) or journalled or meta != baseline.meta or moved,
+                    definition_changed=moved)
+    if moved:  # the deltas before it read the old definition: the body is written whole
+        commit.encoded = {"state": encode(record.state), "threads": encode(record.threads)}
+        return commit
     if not commit.changed:
         return commit
     delta = "[" + ",".join(op if isinstance(op, str) else encode(op) for op in ops) + "]"

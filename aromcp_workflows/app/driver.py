@@ -133,9 +133,9 @@ class Driver:
 
     def complete(self, workflow_id: str, thread_id: str | None, step_id: str, status: str = "success",
                  result: Any = None, error: str | None = None,
-                 progress: ProgressCallback | None = None) -> Completed:
+                 progress: ProgressCallback | None = None, may_answer_user: bool = True) -> Completed:
         def change(run: WorkflowRun) -> tuple[Completion, Claimed | None, str]:
-            completion = run.complete(thread_id, step_id, status, result, error)
+            completion = run.complete(thread_id, step_id, status, result, error, may_answer_user)
             claimed = self._claim(run, run.advance(thread_id)) if completion.advance else None
             return completion, claimed, run.status_for(run.thread(thread_id))
 

@@ -8,12 +8,18 @@ copy is dropped, so memory never holds what disk does not.  A conflict (another 
 process wrote the instance first) is not the caller's problem: the instance is reloaded
 and `change` applied again, a bounded number of times with jitter.
 
+A registry serves the instances of one project (`scope`, its directory as the store
+records it): every road that loads an instance by id passes `_load`, which answers an
+instance of another project exactly as it answers an unknown id.  `scope=None` serves
+every project (`serve --all-projects`, the local CLI).
+
 The first use opens the store and the V8 engine, not the import: server start-up stays as
 fast as a bare MCP server.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -26,17 +32,25 @@ from aromcp_workflows.app import confirm
 from aromcp_workflows.app.catch_up import apply_to_run
 from aromcp_workflows.app.commits import Baseline, baseline_of, plan, record_of, threads_for_run
 from aromcp_workflows.app.errors import ServiceError, refusals
+from aromcp_workflows.app.rebuild import OPENING_KINDS
 from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.explain.inspect import step_type
 from aromcp_workflows.interpreter import Journal, WorkflowRun
+from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.store import (
+    Body,
     Checkpoint,
     CommitsSince,
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
     InstanceRecord,
     InstanceSummary,
     KeyTakenError,
+    NotFoundError,
     OutcomeUnknownError,
     StartKey,
     Store,
@@ -46,6 +60,7 @@ from aromcp_workflows.store import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger("aromcp_workflows")
 EngineFactory = Callable[[], Any]
 CONFLICT_PATIENCE_S = 10.0  # how long a call keeps re-applying itself after losing races
 CONFLICT_BACKOFF_S = (0.002, 0.025)  # jittered backoff between rounds: first, and at most
@@ -76,8 +91,11 @@ def kept(run: WorkflowRun, record: InstanceRecord) -> tuple[InstanceRecord, Base
     return without_body(record), baseline_of(run, record)
 
 
-def history_events(journal: Journal) -> list[HistoryEvent]:
-    return [HistoryEvent(kind=e.kind, step_id=e.step_id, task_id=e.task_id, data=e.data, timestamp=e.timestamp)
+def history_events(journal: Journal, version: int) -> list[HistoryEvent]:
+    """The journalled events as the store keeps them; a step handed out or started carries
+    the version of the commit that did it (the state just before the step: `app.rebuild`)."""
+    return [HistoryEvent(kind=e.kind, step_id=e.step_id, task_id=e.task_id, timestamp=e.timestamp,
+                         data={**e.data, "version": version} if e.kind in OPENING_KINDS else e.data)
             for e in journal.events]
 
 
@@ -93,14 +111,18 @@ def _sub_agent_prompt() -> str | None:
 class InstanceRegistry:
     """Loads, caches, locks and commits instances for one server process."""
 
-    def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory):
+    def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory,
+                 observer: Observer | None = None, scope: str | None = None):
         self._store_factory = store_factory
+        self.observer = observer  # tracing (observe/): told each commit's events; None when off
+        self.scope = scope
         self._engine_factory = engine_factory
         self._store: Store | None = None
         self._engine: Any = None
         self._prompt: str | None = None
         self._live: dict[str, LiveInstance] = {}
         self._maskers: dict[str, tuple[tuple[int, int], Masker]] = {}  # workflow id -> ((run, version), masker)
+        self._in_project: set[str] = set()  # ids found to be of `scope`
         self._guard = threading.Lock()
 
     @property
@@ -110,6 +132,11 @@ class InstanceRegistry:
                 if self._store is None:
                     self._store = self._store_factory()
         return self._store
+
+    @property
+    def opened(self) -> bool:
+        """Whether the store was opened (asking `store` opens it)."""
+        return self._store is not None
 
     @property
     def engine(self) -> Any:
@@ -133,15 +160,19 @@ class InstanceRegistry:
         `KeyTakenError` when that key started another instance first)."""
         bundle = WorkflowBundle.from_snapshot(bundle.snapshot())  # one bundle per content, shared by instances
         run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self.prompt)
-        base = InstanceRecord(workflow_id=run.workflow_id, workflow=bundle.main.name,
-                              project_dir=str(run.project_dir), definition=bundle.snapshot(),
-                              created_at=utc_now(), updated_at=utc_now())
+        self.create(run, bundle.main.name, bundle.snapshot(), start_key)
+        return run
+
+    def create(self, run: WorkflowRun, workflow: str, definition: dict[str, Any],
+               start_key: StartKey | None = None) -> None:
+        """Commit `run` as a new instance (a start, or a fork) and keep it live."""
+        base = InstanceRecord(workflow_id=run.workflow_id, workflow=workflow, project_dir=str(run.project_dir),
+                              definition=definition, created_at=utc_now(), updated_at=utc_now())
         record = record_of(run, base)
         self._perform(record, run.take_journal(), lambda events: self.store.create(record, events,
-                                                                                 start_key=start_key))
+                                                                                 start_key=start_key), run)
         with self._guard:
             self._live[run.workflow_id] = LiveInstance(run, *kept(run, record))
-        return run
 
     @contextmanager
     def _current(self, workflow_id: str, verify: bool = True) -> Iterator[LiveInstance]:
@@ -227,8 +258,24 @@ class InstanceRegistry:
         live.baseline = baseline_of(live.run, live.record)
         return True
 
+    def _load(self, workflow_id: str) -> InstanceRecord:
+        """The stored record, if the instance is this registry's project's: an instance of
+        another project is not found, in the very words an unknown id gets, so a client of
+        one project can neither use nor detect another project's instances."""
+        record = self.store.load(workflow_id)
+        if self.scope is not None and record.project_dir != self.scope:
+            raise NotFoundError(workflow_id, self.store.path)
+        self._in_project.add(workflow_id)
+        return record
+
+    def _in_scope(self, workflow_id: str) -> None:
+        """Refuse an instance of another project before reading anything of it from the
+        store.  An id once found in scope stays so (an instance never changes project)."""
+        if self.scope is not None and workflow_id not in self._in_project:
+            self._translate(lambda: self._load(workflow_id))
+
     def _reload(self, workflow_id: str) -> LiveInstance:
-        record = self._translate(lambda: self.store.load(workflow_id))
+        record = self._translate(lambda: self._load(workflow_id))
         bundle = WorkflowBundle.from_snapshot(record.definition)
         record.definition = bundle.snapshot()  # the shared dict; the copy just decoded is dropped
         run = WorkflowRun.from_json({**record.state, "threads": threads_for_run(record), "status": record.status,
@@ -328,23 +375,27 @@ class InstanceRegistry:
         if not commit.changed:
             return False
         record, expected = commit.record, live.record.version
+        definition = record.definition if commit.definition_changed else None
         begin = getattr(self.store, "begin_save", None)
-        if deferred and begin is not None and not journal.checkpoints:
-            pending = begin(record, expected, history_events(journal), encoded=commit.encoded, delta=commit.delta,
-                            snapshot=commit.encoded is not None)
+        if deferred and begin is not None and not journal.checkpoints and self.observer is None:
+            pending = begin(record, expected, history_events(journal, record.version + 1), encoded=commit.encoded,
+                            delta=commit.delta, snapshot=commit.encoded is not None, definition=definition)
             confirm.add(pending)
             live.unconfirmed, live.baseline = (pending, record), commit.baseline
             return True
         self._perform(record, journal, lambda events: self.store.save(
             record, expected, events, encoded=commit.encoded, delta=commit.delta,
-            snapshot=commit.encoded is not None))
+            snapshot=commit.encoded is not None, definition=definition), live.run)
         live.record, live.baseline = without_body(record), commit.baseline
         return True
 
-    def _perform(self, record: InstanceRecord, journal: Journal, write: Callable[[list[HistoryEvent]], int]) -> None:
-        """The one place effects reach the store: the record with its events, then checkpoints."""
+    def _perform(self, record: InstanceRecord, journal: Journal, write: Callable[[list[HistoryEvent]], int],
+                 run: WorkflowRun) -> None:
+        """The one place effects reach the store: the record with its events, then checkpoints;
+        then tracing, when on, hears of the events."""
         try:
-            record.version = write(history_events(journal))
+            events = history_events(journal, record.version + 1)
+            record.version = write(events)
             for point in journal.checkpoints:
                 self.store.add_checkpoint(record.workflow_id, None, point.reason, record.snapshot())
         except (ConflictError, KeyTakenError):
@@ -355,9 +406,22 @@ class InstanceRegistry:
             raise ServiceError(f"workflow {record.workflow_id}: the store could not save this change ({exc}); "
                                "nothing of this call was kept — fix the store (disk space, permissions) and "
                                "retry the call") from None
+        if self.observer is not None:
+            self._observe(record, events, run)
+
+    def _observe(self, record: InstanceRecord, events: list[HistoryEvent], run: WorkflowRun) -> None:
+        """Tell tracing what was committed; a failure of tracing never fails the change."""
+        assert self.observer is not None
+        bundle = run.bundle
+        try:
+            self.observer.committed(record.workflow_id, record.workflow, events,
+                                    lambda step_id: step_type(bundle, step_id))
+        except Exception:
+            log.exception("tracing failed on a commit of workflow %s (the commit stands)", record.workflow_id)
 
     # -- the store, for the service ------------------------------------------------------------
     def history(self, workflow_id: str, kinds: list[str] | None = None) -> list[HistoryEvent]:
+        self._in_scope(workflow_id)
         return self._translate(lambda: self.store.history(workflow_id, kinds=kinds))
 
     def add_checkpoint(self, workflow_id: str, step_id: str | None, reason: str) -> tuple[Checkpoint, str]:
@@ -368,6 +432,7 @@ class InstanceRegistry:
         return point, f"{self.store.path}#{workflow_id}/{point.checkpoint_id}"
 
     def last_checkpoint(self, workflow_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        self._in_scope(workflow_id)
         return self._translate(lambda: self.store.get_checkpoint(workflow_id, checkpoint_id))
 
     def roll_back(self, workflow_id: str, checkpoint_id: str) -> None:
@@ -388,8 +453,55 @@ class InstanceRegistry:
     def started_by(self, project_dir: str, key: str) -> tuple[str, str] | None:
         return self._translate(lambda: self.store.started_by(project_dir, key))
 
+    def version(self, workflow_id: str) -> int:
+        """The committed version of an instance, from the store (whichever process wrote it)."""
+        self._in_scope(workflow_id)
+        return self._translate(lambda: self.store.version(workflow_id))
+
+    def page(self, where: InstanceFilter, limit: int, offset: int) -> tuple[InstancePage, list[InstanceGroup]]:
+        """One page of instances and the counts by workflow, project and status: of the
+        registry's project only when it has one (another project's listing is empty)."""
+        if self.scope is not None:
+            if where.project_dir not in (None, self.scope):
+                return InstancePage(rows=[], total=0), []
+            where = replace(where, project_dir=self.scope)
+        found, groups = self._translate(lambda: (self.store.page_instances(where, limit, offset),
+                                                 self.store.instance_groups()))
+        return found, [g for g in groups if self.scope is None or g.project_dir == self.scope]
+
+    # -- repairing: a run rebuilt from a stored body, and committed whole ------------------------
+    def load(self, workflow_id: str) -> InstanceRecord:
+        """The instance as stored now (definition and bookkeeping included)."""
+        return self._translate(lambda: self._load(workflow_id))
+
+    def run_from(self, record: InstanceRecord, body: Body) -> WorkflowRun:
+        """A new run object (not the live one) for `record` with the state and threads of `body`."""
+        bundle = WorkflowBundle.from_snapshot(record.definition)
+        stored = replace(record, state=body.state, threads=body.threads)
+        return WorkflowRun.from_json({**body.state, "threads": threads_for_run(stored)}, bundle, self.engine,
+                                     self.prompt)
+
+    def replace(self, workflow_id: str, run: WorkflowRun, expected_version: int) -> int:
+        """Commit `run` (built by `run_from`) as the next version of the instance, if it is still
+        at `expected_version`: a commit like any other (a delta against what is stored, now
+        and then a full snapshot), so older versions stay as rebuildable as they were.  The
+        new version."""
+        with self._current(workflow_id) as live:
+            if live.record.version != expected_version:
+                raise ServiceError(f"workflow {workflow_id} changed while this call worked on it (version "
+                                   f"{expected_version}, now {live.record.version}); nothing was written — "
+                                   "look at it again and retry")
+            try:
+                commit = plan(run, live.record, live.baseline, True)
+                self._perform(commit.record, run.take_journal(), lambda events: self.store.save(
+                    commit.record, expected_version, events, encoded=commit.encoded, delta=commit.delta,
+                    snapshot=commit.encoded is not None), run)
+            finally:
+                self._drop(live)  # the next call loads what was written
+        return commit.record.version
+
     def exists(self, workflow_id: str) -> None:
-        self._translate(lambda: self.store.load(workflow_id))
+        self._translate(lambda: self._load(workflow_id))
 
     def list_instances(self, project_dir: str) -> list[InstanceSummary]:
         return self._translate(lambda: self.store.list_instances(project_dir=project_dir))

@@ -173,12 +173,18 @@ class TaskCounts(Result):
 
 
 class InstanceStatus(Result):
+    """One instance.  `definition_changed`: its workflow's file no longer holds the copy the
+    instance runs (it keeps running that copy; `aromcp-workflows migrate` moves it)."""
+
     workflow_id: str
     workflow: str
     status: str
     current_steps: list[str]
     progress: TaskCounts
     error: str | None = None
+    version: int | None = None  # the commit the instance is at (a `fork --version` point)
+    forked_from: ForkOrigin | None = None
+    definition_changed: bool | None = None
 
 
 class InstanceRow(Result):
@@ -200,12 +206,49 @@ class StatusChanged(Result):
     status: str
 
 
+# -- repairing ----------------------------------------------------------------------------
+class Retried(Result):
+    """A failed instance going on from the step that failed (`retry`).  `restored_version`:
+    the commit whose state it has again (the one that handed the step out); None when the
+    step failed inside the server in the call that ran it, and the state is the one it
+    failed with, before error handling wrote to it."""
+
+    workflow_id: str
+    status: str
+    step_id: str
+    restored_version: int | None = None
+
+
+class ForkOrigin(Result):
+    """Where a fork was made from: the instance, the version its state and threads are
+    from, and the step or checkpoint named (if one was); the paths edited."""
+
+    workflow_id: str
+    version: int
+    step_id: str | None = None
+    checkpoint_id: str | None = None
+    edits: list[str]
+
+
+class Forked(Result):
+    """A new instance made from a point of another (`fork`); the original is untouched."""
+
+    workflow_id: str
+    status: str
+    forked_from: ForkOrigin
+    current_steps: list[str]
+    state: Json
+
+
 # -- seeing inside ------------------------------------------------------------------------
 class Traces(Result):
     traces: list[Json]
 
 
 class DebugInfo(Result):
+    """`definition_changed` as for `InstanceStatus`; `migrations`: each move onto an edited
+    file, with the definition the instance ran before it."""
+
     current_step: str | None
     current_steps: dict[str, str | None]
     status: str
@@ -213,6 +256,70 @@ class DebugInfo(Result):
     step_history: list[Json]
     state_size: Json
     performance: Json
+    definition_changed: bool | None = None
+    migrations: list[Json] | None = None
+
+
+# -- testing and evolving a workflow --------------------------------------------------------
+class BranchCoverage(Result):
+    """One branch (`key` as test files name it, `label` for people) and whether it was taken.
+    `line`: where the file writes it (None when the file no longer holds this copy)."""
+
+    key: str
+    label: str
+    covered: bool
+    line: int | None = None
+
+
+class WorkflowCoverage(Result):
+    workflow: str
+    file: str
+    branches: list[BranchCoverage]
+
+
+class Coverage(Result):
+    """The branches of an instance's workflow, and of each workflow it includes, it took."""
+
+    workflow_id: str
+    workflows: list[WorkflowCoverage]
+
+
+class RecordedAnswer(Result):
+    """An answer the agent gave for a delivered step (`status` failed: reported failed)."""
+
+    step_id: str
+    task_id: str | None = None
+    status: str
+    result: Any = None
+    error: str | None = None
+
+
+class RecordedCommand(Result):
+    """A server-side command and what it gave back (`complete` False: output cut in the history)."""
+
+    step_id: str
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    complete: bool
+
+
+class Recording(Result):
+    """A finished instance as a test case needs it: inputs, answers and command results to
+    replay, and the outcome to expect.  `masked`: secret values were replaced by ***."""
+
+    workflow_id: str
+    workflow: str
+    file: str
+    inputs: Json
+    answers: list[RecordedAnswer]
+    commands: list[RecordedCommand]
+    status: str
+    error: str | None = None
+    state: Json
+    messages: list[str]
+    masked: bool = False
 
 
 class TransformTest(Result):
@@ -220,3 +327,24 @@ class TransformTest(Result):
     output: Any = None
     error: str | None = None
     execution_time_ms: float
+
+
+class Blocker(Result):
+    """One reason an instance cannot move onto the edited file, at the new file's `file:line`."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+
+class Migration(Result):
+    """`migrate`: `outcome` is `moved`, `would_move` (a dry run that found it safe), `refused`
+    (`blockers` say why; nothing was written) or `unchanged` (the file holds the copy the
+    instance runs).  `plan`: what moving does (or did), one line each."""
+
+    workflow_id: str
+    workflow: str
+    file: str
+    outcome: str
+    plan: list[str]
+    blockers: list[Blocker]

@@ -19,7 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app.driver import Driver
+from aromcp_workflows.app import repair
+from aromcp_workflows.app.authoring import AuthoringApi
+from aromcp_workflows.app.definitions import (
+    changed_since_start,
+)
+from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
 from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import (
@@ -29,6 +34,8 @@ from aromcp_workflows.app.results import (
     DebugInfo,
     DefinitionView,
     Dependencies,
+    Forked,
+    ForkOrigin,
     InstanceList,
     InstanceRow,
     InstanceStatus,
@@ -36,6 +43,7 @@ from aromcp_workflows.app.results import (
     Plan,
     Problem,
     Resumed,
+    Retried,
     Started,
     StateUpdated,
     StateView,
@@ -49,9 +57,11 @@ from aromcp_workflows.app.results import (
     WorkflowList,
     WorkflowSummary,
 )
+from aromcp_workflows.app.watching import WatchingApi
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver, check, load_valid_bundle
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.rundir import RunDir
 from aromcp_workflows.shell.runner import ProgressCallback
@@ -71,13 +81,30 @@ def _default_engine() -> Any:
     return ExpressionEngine()
 
 
-class WorkflowService:
+class WorkflowService(AuthoringApi, WatchingApi):
+    """The application API of one project.  Calls that name an instance by id serve that
+    project's instances only (another project's answer as an unknown id would), unless
+    `all_projects` (a server for several projects, or the local user's own CLI)."""
+
     def __init__(self, project_dir: str | Path | None = None, store_path: str | Path | None = None,
-                 home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine):
-        self.resolver = WorkflowResolver(project_dir=project_dir, home=home)
-        self.loader = WorkflowLoader(self.resolver, syntax_engine=self._engine)  # compiles JS in the V8 children
-        self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory)
-        self.driver = Driver(transact=self.instances.transact, store_path=lambda: self.instances.store.path)
+                 home: str | Path | None = None, engine_factory: Callable[[], Any] = _default_engine,
+                 observer: Observer | None = None, shell_runner: ShellRunner = default_shell_runner,
+                 work_dir: str | Path | None = None, loader: WorkflowLoader | None = None,
+                 all_projects: bool = False):
+        """`shell_runner` runs server-side commands and `work_dir` is where an instance's
+        commands run (default: the project): `aromcp-workflows test` gives a case's stubs
+        and a throwaway folder, while workflows still resolve as in the project.  `loader`
+        (with its resolver and file cache) may be shared by services of one project: a test
+        session reads each workflow file once for all its cases.  The instances served by id
+        are those started in that folder (`all_projects`: every instance of the store)."""
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.resolver = loader.resolver if loader is not None else WorkflowResolver(project_dir=project_dir, home=home)
+        # compiles JS in the V8 children
+        self.loader = loader if loader is not None else WorkflowLoader(self.resolver, syntax_engine=self._engine)
+        scope = None if all_projects else str(self.work_dir or self.project_dir)  # as `start` records it
+        self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory, observer, scope)
+        self.driver = Driver(transact=self.instances.transact, shell_runner=shell_runner,
+                             store_path=lambda: self.instances.store.path)
 
     @property
     def project_dir(self) -> Path:
@@ -166,14 +193,14 @@ class WorkflowService:
         key = None if idempotency_key is None else start_key(idempotency_key, workflow, inputs)
         if key is not None:
             with refusals():
-                found = self.instances.started_by(str(self.project_dir), key.key)
+                found = self.instances.started_by(str(self.work_dir or self.project_dir), key.key)
             if found is not None:
                 return self._started_before(key, *found)
         bundle = self.bundle(workflow)
         workflow_id = f"wf_{uuid.uuid4().hex[:12]}"
         with refusals():
             try:
-                run = self.instances.start(workflow_id, bundle, self.project_dir, inputs, key)
+                run = self.instances.start(workflow_id, bundle, self.work_dir or self.project_dir, inputs, key)
             except KeyTakenError as exc:  # the same start, sent twice at once: one instance, one answer
                 assert key is not None
                 return self._started_before(key, exc.workflow_id, exc.request)
@@ -202,11 +229,15 @@ class WorkflowService:
 
     def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
                       error: str | None = None, task_id: str | None = None,
-                      progress: ProgressCallback | None = None) -> StepCompleted:
+                      progress: ProgressCallback | None = None, may_answer_user: bool = True) -> StepCompleted:
+        """Report a step's result.  `may_answer_user=False` when the caller is an agent whose
+        client the server asks `user_input` questions directly: its result for one is refused
+        (only the user's answer, which comes back through the client's form, completes it)."""
         if status not in STEP_STATUSES:
             raise ServiceError(f"status must be 'success' or 'failed', not {status!r}")
         with refusals():
-            done = self.driver.complete(workflow_id, task_id, step_id, status, result, error, progress)
+            done = self.driver.complete(workflow_id, task_id, step_id, status, result, error, progress,
+                                        may_answer_user)
         answer = done.answer
         return StepCompleted(success=done.success, status=answer.status, messages=answer.messages,
                              next_step=answer.step, error=answer.error)
@@ -276,9 +307,28 @@ class WorkflowService:
         with refusals():
             return self.instances.transact(workflow_id, mark)
 
+    # -- repairing ----------------------------------------------------------------------
+    def retry(self, workflow_id: str) -> Retried:
+        """A failed instance goes on from the step that failed, with the state as it was
+        before that step (app/repair.py); then drive it like any other (`run --resume`)."""
+        with refusals():
+            return repair.retry(self.instances, workflow_id)
+
+    def fork(self, workflow_id: str, at: str | None = None, version: int | None = None,
+             checkpoint_id: str | None = None, edits: dict[str, Any] | None = None) -> Forked:
+        """A new instance from a point of `workflow_id` — the step `at` (as `debug` lists it),
+        a `version`, or a checkpoint; none: as it stands — with `edits` ({raw.x|state.x: value})
+        applied.  The original is not written to."""
+        point = repair.ForkPoint(step_id=at, version=version, checkpoint_id=checkpoint_id)
+        with refusals():
+            return repair.fork(self.instances, workflow_id, point, edits or {})
+
     def status(self, workflow_id: str) -> InstanceStatus:
         with refusals():
-            return self.instances.read(workflow_id, _instance_status)
+            status, bundle = self.instances.read(workflow_id, lambda run, record: (_instance_status(run, record),
+                                                                                 run.bundle))
+        status.definition_changed = changed_since_start(self.loader, bundle) or None
+        return status
 
     def list_instances(self) -> InstanceList:
         """This project's instances, most recently updated first."""
@@ -308,7 +358,12 @@ class WorkflowService:
         masker = self.masker(workflow_id)
         with refusals():
             events = self.instances.history(workflow_id)
-            return DebugInfo(**self.instances.read(workflow_id, lambda run, _: debug_info(run, events, masker)))
+            info, bundle = self.instances.read(workflow_id, lambda run, _: (debug_info(run, events, masker),
+                                                                            run.bundle))
+        moves = [masker({"timestamp": e.timestamp, "file": e.data.get("file"), "plan": e.data.get("plan"),
+                         "old_definition": e.data.get("old_definition")}) for e in events if e.kind == "migrated"]
+        return DebugInfo(**info, definition_changed=changed_since_start(self.loader, bundle) or None,
+                         migrations=moves or None)
 
     def test_transformation(self, transform: str, input: Any = None,
                             context: dict[str, Any] | None = None) -> TransformTest:
@@ -352,6 +407,10 @@ class WorkflowService:
             return
         if not named:
             run_dir.remove()
+    def close(self) -> None:
+        """Release the store's connections (a later call opens them again)."""
+        if self.instances.opened:
+            self.instances.store.close()
 
     def masker(self, workflow_id: str, latest: bool = True) -> Masker:
         """The instance's masker (see `InstanceRegistry.masker`)."""
@@ -408,4 +467,5 @@ def _instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus
                         tasks_running=sum(t.status == "running" for t in tasks))
     return InstanceStatus(workflow_id=run.workflow_id, workflow=record.workflow, status=run.status,
                           current_steps=list(record.current_steps), progress=counts,
-                          error=run.masker().mask_text(run.error) if run.error else None)
+                          error=run.masker().mask_text(run.error) if run.error else None, version=record.version,
+                          forked_from=None if run.forked_from is None else ForkOrigin(**run.forked_from))

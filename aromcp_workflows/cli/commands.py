@@ -1,4 +1,5 @@
-"""CLI commands that serve, run and inspect instances: `serve`, `run`, `status`, `install`.
+"""CLI commands that serve and run instances: `serve`, `ui`, `run`, `status`, `cancel`,
+`migrate`, `install`.
 
 Argument parsing and output formatting only; the work is done by `server.serve`, the
 headless `runner`, `WorkflowService` and `integrations.claude`.
@@ -8,40 +9,44 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.results import Result
-    from aromcp_workflows.app.service import WorkflowService
+    pass
 
-T = TypeVar("T")
+from aromcp_workflows.cli.common import print_json, service_for
 
 
 def register_commands(commands: Any) -> None:
     """Every subcommand of this module: running instances, then looking at workflows and instances."""
+    from aromcp_workflows.cli.inspect_cmd import register_inspecting
+
     _register_running(commands)
-    _register_inspecting(commands)
+    _register_ui(commands)
+    register_inspecting(commands)
+    _register_install(commands)
+
+
+def _register_ui(commands: Any) -> None:
+    ui = commands.add_parser("ui", help="a live web view of the instances in the store",
+                             description="Serve a local web page over the instance store (the one `serve` uses, "
+                                         "SQLite or PostgreSQL): every instance, its graph, tasks, messages, "
+                                         "history and state, following each change. Read-only unless --actions.")
+    ui.add_argument("--port", type=int, default=8780, help="port (default 8780; 0 picks a free one)")
+    ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    ui.add_argument("--store", metavar="PATH|URL", help="SQLite store file or postgresql:// URL "
+                                                      "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
+    ui.add_argument("--open", action="store_true", help="open the page in the default browser")
+    ui.add_argument("--actions", action="store_true",
+                    help="allow cancel, retry and fork from the page (each needs the token the printed URL carries)")
+    ui.set_defaults(handler=cmd_ui)
+
 
 
 def _register_running(commands: Any) -> None:
-    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)",
-                                description="Run the MCP server. stdio is what Claude Code and most clients "
-                                            "start; --http serves streamable HTTP on 127.0.0.1.")
-    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
-    serve.add_argument("--store", metavar="PATH|URL",
-                       help="SQLite store file, or postgresql://USER@HOST:PORT/DB shared by replicas "
-                            "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
-    serve.add_argument("--allow-file", action="append", default=[], metavar="FILE",
-                       help="also run this workflow file by path (clients otherwise name workflows only)")
-    serve.set_defaults(handler=cmd_serve)
-
+    _register_serve(commands)
     run = commands.add_parser(
         "run", help="run a workflow headless, acting as the agent (no LLM needed)",
         description="Start the server as a subprocess and drive a workflow over real MCP stdio: prints "
@@ -74,34 +79,63 @@ def _register_running(commands: Any) -> None:
     cancel.add_argument("workflow_id")
     cancel.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
     cancel.set_defaults(handler=cmd_cancel)
+    _register_migrate(commands)
 
 
-def _register_inspecting(commands: Any) -> None:
-    explain = commands.add_parser("explain", help="show what a workflow will do, without running it")
-    explain.add_argument("workflow", help="workflow name or path to a .yaml file")
-    explain.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE",
-                         help="a workflow input (repeatable); VALUE is text, converted to the "
-                          "input's declared type (JSON for arrays and objects)")
-    explain.add_argument("--json", action="store_true", help="print JSON")
-    explain.set_defaults(handler=cmd_explain)
+def _register_migrate(commands: Any) -> None:
+    migrate = commands.add_parser(
+        "migrate", help="move waiting instances onto their edited workflow file, when that is safe",
+        description="An instance runs the definition it started with. migrate moves it onto its workflow "
+                    "file as the file is now, when every thread's place exists there, new inputs have "
+                    "defaults and the state the remaining steps read exists; otherwise it says which step "
+                    "stands in the way (file:line) and changes nothing (docs/evolving.md).",
+        epilog="exit status: 0 moved (or would move, or nothing to move); 1 refused, or the instance or "
+               "file cannot be used; 2 usage error.")
+    migrate.add_argument("workflow_id", nargs="?", help="the instance to move")
+    migrate.add_argument("--workflow", metavar="NAME", help="every waiting or running instance of this workflow "
+                                                            "in this project")
+    migrate.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    migrate.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
+    migrate.set_defaults(handler=cmd_migrate)
 
-    graph = commands.add_parser("graph", help="print a Mermaid flowchart of a workflow")
-    graph.add_argument("workflow", help="workflow name or path to a .yaml file")
-    graph.set_defaults(handler=cmd_graph)
 
-    trace = commands.add_parser("trace", help="show an instance's computed-field recomputes")
-    trace.add_argument("workflow_id")
-    trace.add_argument("--field", help="only this computed field")
-    trace.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
-    trace.add_argument("--json", action="store_true", help="print JSON")
-    trace.set_defaults(handler=cmd_trace)
+def _register_serve(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve", help="run the MCP server (stdio by default)",
+        description="Run the MCP server. stdio is what Claude Code and most clients start; --http serves "
+                    "streamable HTTP on 127.0.0.1, where every client must send a bearer token (docs/security.md).")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    serve.add_argument("--store", metavar="PATH|URL",
+                       help="SQLite store file, or postgresql://USER@HOST:PORT/DB shared by replicas "
+                            "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
+    serve.add_argument("--allow-file", action="append", default=[], metavar="FILE",
+                       help="also run this workflow file by path (clients otherwise name workflows only)")
+    serve.add_argument("--all-projects", action="store_true",
+                       help="serve instances of every project in the store by id (default: this project's only)")
+    serve.add_argument("--ui", action="store_true", help="with --http: also serve the web view at /ui")
+    serve.add_argument("--ui-actions", action="store_true",
+                       help="with --ui: the web view can cancel, retry and fork (its URL carries a token)")
+    auth = serve.add_argument_group("HTTP clients", "who may call an --http server (default: a bearer token; on "
+                                                    "loopback the server makes one and prints where it is)")
+    auth.add_argument("--auth-token-file", metavar="FILE", help="the bearer token clients must send (also: "
+                                                                 "$AROMCP_HTTP_TOKEN)")
+    auth.add_argument("--no-auth", action="store_true", help="no token at all (loopback only)")
+    auth.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]",
+                      help="a name clients reach the server by (Host/Origin checks; the bind address and loopback "
+                           "are always allowed)")
+    auth.add_argument("--token-verifier", metavar="MODULE:NAME",
+                      help="an identity provider's token verifier instead of a token (docs/security.md)")
+    auth.add_argument("--auth-issuer-url", metavar="URL", help="with --token-verifier: where clients get tokens")
+    auth.add_argument("--auth-resource-url", metavar="URL",
+                      help="with --token-verifier: this server's URL as tokens name it (default http://HOST:PORT/mcp)")
+    auth.add_argument("--auth-scope", action="append", default=[], metavar="SCOPE",
+                      help="with --token-verifier: a scope every token must carry (repeatable)")
+    serve.set_defaults(handler=cmd_serve)
 
-    debug = commands.add_parser("debug", help="show an instance's steps, state size and transform timing")
-    debug.add_argument("workflow_id")
-    debug.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
-    debug.add_argument("--json", action="store_true", help="print JSON")
-    debug.set_defaults(handler=cmd_debug)
 
+def _register_install(commands: Any) -> None:
     install = commands.add_parser("install", help="set up a client (Claude Code) to use this server")
     install.add_argument("client", choices=["claude"], help="the client to configure")
     install.add_argument("--global", dest="global_scope", action="store_true",
@@ -109,22 +143,50 @@ def _register_inspecting(commands: Any) -> None:
     install.set_defaults(handler=cmd_install)
 
 
-def _service(args: argparse.Namespace) -> WorkflowService:
-    from aromcp_workflows.app.service import WorkflowService
-
-    return WorkflowService(project_dir=args.project_dir, store_path=getattr(args, "store", None))
+HTTP_ONLY = ("auth_token_file", "no_auth", "allowed_host", "token_verifier", "auth_issuer_url", "auth_resource_url",
+             "auth_scope", "ui", "ui_actions")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from aromcp_workflows.cli.store_cmd import check_shared_store
     from aromcp_workflows.server.mcp import serve
 
+    stray = [f"--{name.replace('_', '-')}" for name in HTTP_ONLY if getattr(args, name)]
+    if stray and not args.http:
+        print(f"error: {', '.join(stray)} needs --http (these are about serving over HTTP; the web view is "
+              "served beside MCP)", file=sys.stderr)
+        return 2
     failed = check_shared_store(args.store)
     if failed is not None:
         return failed
-    serve("http" if args.http else "stdio", args.host, args.port, args.project_dir, args.store,
-          tuple(args.allow_file))
+    if not args.http:
+        serve(args.project_dir, args.store, tuple(args.allow_file), args.all_projects)
+        return 0
+    from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError  # HTTP only: stdio starts lean
+
+    http = HttpOptions(host=args.host, port=args.port, token_file=args.auth_token_file, no_auth=args.no_auth,
+                       allowed_hosts=tuple(args.allowed_host), token_verifier=args.token_verifier,
+                       issuer_url=args.auth_issuer_url, resource_url=args.auth_resource_url,
+                       scopes=tuple(args.auth_scope), ui=args.ui or args.ui_actions, ui_actions=args.ui_actions)
+    try:
+        serve(args.project_dir, args.store, tuple(args.allow_file), args.all_projects, http)
+    except HttpSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`aromcp-workflows ui`: the web view over the store, until Ctrl-C."""
+
+    from aromcp_workflows.cli.store_cmd import check_shared_store
+    from aromcp_workflows.web.run import run_ui
+
+    failed = check_shared_store(args.store)
+    if failed is not None:
+        return failed
+    service = functools.cache(lambda: service_for(args))
+    return run_ui(service, args.host, args.port, args.actions, args.open)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -137,14 +199,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     from aromcp_workflows.app.errors import ServiceError
     from aromcp_workflows.app.results import InstanceStatus
 
-    service = _service(args)
+    service = service_for(args)
     try:
         found = service.list_instances() if args.workflow_id is None else service.status(args.workflow_id)
     except ServiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        _print_json(found)
+        print_json(found)
         return 0
     if not isinstance(found, InstanceStatus):
         if not found.instances:
@@ -161,18 +223,60 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{tasks.tasks_failed} failed, {tasks.tasks_running} running")
     if found.error:
         print(f"  error: {found.error}")
+    if found.definition_changed:
+        print(f"  definition changed since start (aromcp-workflows migrate {found.workflow_id} moves it onto "
+              "the file as it is now)")
     return 0
 
 
-def _print_json(result: Result) -> None:
-    print(json.dumps(result.model_dump(mode="json"), indent=2))
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from aromcp_workflows.app.errors import ServiceError
+
+    if (args.workflow_id is None) == (args.workflow is None):
+        print("error: name one instance (migrate ID) or a workflow (migrate --workflow NAME)", file=sys.stderr)
+        return 2
+    service = service_for(args)
+    try:
+        ids = [args.workflow_id] if args.workflow_id else [
+            row.workflow_id for row in service.list_instances().instances
+            if row.workflow == args.workflow and row.status in ("running", "waiting")]
+        if not ids:
+            print(f"no waiting or running instance of {args.workflow} in {service.project_dir}")
+            return 0
+        results = [service.migrate(workflow_id, dry_run=args.dry_run) for workflow_id in ids]
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for result in results:
+        _print_migration(result)
+    return 1 if any(r.outcome == "refused" for r in results) else 0
+
+
+def _print_migration(result: Any) -> None:
+    file = _shown(result.file)
+    said = {"moved": f"moved onto {file}", "would_move": f"can move onto {file} (dry run: nothing was changed)",
+            "refused": "refused: nothing was changed", "unchanged": "nothing to move"}
+    print(f"{result.workflow_id} ({result.workflow}): {said[result.outcome]}")
+    for blocker in result.blockers:
+        where = f"{_shown(blocker.file)}:{blocker.line}: " if blocker.file and blocker.line else \
+            f"{_shown(blocker.file)}: " if blocker.file else ""
+        print(f"  {where}{blocker.message}")
+    for line in result.plan if result.outcome != "refused" else []:
+        print(f"  {line}")
+
+
+def _shown(path: str | None) -> str:
+    try:
+        return str(Path(path or "").resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path or ""
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """`workflow_complete(status="cancelled")` on this machine: for an instance no agent will finish."""
     from aromcp_workflows.app.errors import ServiceError
 
-    service = _service(args)
+    service = service_for(args)
     try:
         before = service.status(args.workflow_id).status
         service.complete(args.workflow_id, "cancelled")
@@ -207,144 +311,3 @@ def cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_inputs(pairs: list[str]) -> dict[str, Any]:
-    """`k=v` pairs as text (the runner's rule: the server converts to the declared type)."""
-    from aromcp_workflows.runner.run import UsageError
-    from aromcp_workflows.runner.run import parse_inputs as parse
-
-    try:
-        return parse(pairs)
-    except UsageError as exc:
-        raise SystemExit(f"error: {exc}") from None
-
-
-def _pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """`aromcp-workflows explain X | head` is normal use: a reader that stops early is not
-    an error worth a traceback."""
-    @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-            return 0
-    return run
-
-
-def _call(action: Callable[[], T]) -> T:
-    """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
-    from aromcp_workflows.app.errors import ServiceError
-    from aromcp_workflows.interpreter import InputError
-
-    try:
-        return action()
-    except (ServiceError, InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
-
-
-@_pipe_safe
-def cmd_explain(args: argparse.Namespace) -> int:
-    plan = _call(lambda: _service(args).explain_plan(args.workflow, parse_inputs(args.input)))
-    if args.json:
-        _print_json(plan)
-        return 0
-    estimate = plan.estimated_sub_agents
-    print(f"Plan for {plan.workflow}: {len(plan.steps)} steps; sub-agents: "
-          f"{estimate['total'] if estimate['total'] is not None else 'see the parallel steps'}")
-    print()
-    for step in plan.steps:
-        print(f"  {step['step_id']}  {step['type']} ({step['side']})")
-        for condition in step.get("conditions", []):
-            print(f"      {condition}")
-        for loop in step.get("loops", []):
-            print(f"      in {loop}")
-        if step.get("mcp_method"):
-            print(f"      calls MCP tool {step['mcp_method']}")
-        if step.get("includes"):
-            print(f"      runs workflow {step['includes']}")
-        if "sub_agent_task" in step:
-            note = f" ({step['estimate_note']})" if step.get("estimate_note") else ""
-            print(f"      one sub-agent per item running task {step['sub_agent_task']}, at most "
-                  f"{step['max_parallel']} at once; sub-agents: {step['estimated_sub_agents']}{note}")
-        for path in step.get("writes", []):
-            print(f"      writes {path}")
-    print()
-    print("MCP tools called: " + (", ".join(plan.required_tools) or "none"))
-    print("State written: " + (", ".join(plan.state_paths_written) or "nothing"))
-    print()
-    print("Program:")
-    for workflow, programs in plan.program.items():
-        for key, lines in programs.items():
-            print(f"  {workflow} / {key}")
-            for line in lines:
-                print(f"    {line}")
-    return 0
-
-
-@_pipe_safe
-def cmd_graph(args: argparse.Namespace) -> int:
-    from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver
-    from aromcp_workflows.explain.mermaid import mermaid_flowchart
-
-    loader = WorkflowLoader(WorkflowResolver(project_dir=args.project_dir))
-    try:  # with what it includes, when the whole bundle loads; else the workflow alone
-        bundle = loader.load_bundle(args.workflow)
-        definition = bundle.main.definition
-        included = {name: w.definition for name, w in bundle.workflows.items() if name != bundle.main.name}
-    except DefinitionError:
-        definition, included = loader.load(args.workflow).definition, {}
-    sys.stdout.write(mermaid_flowchart(definition, included))
-    return 0
-
-
-@_pipe_safe
-def cmd_trace(args: argparse.Namespace) -> int:
-    found = _call(lambda: _service(args).trace_transformations(args.workflow_id, args.field, True))
-    if args.json:
-        _print_json(found)
-        return 0
-    for trace in found.traces:
-        error = trace.get("error")
-        if error:
-            message = error.get("message", error) if isinstance(error, dict) else error
-            status = f"ERROR {message}"
-        else:
-            status = f"{_short(trace['input'])} → {_short(trace['output'])}"
-        print(f"{trace['timestamp']}  {trace['field']:<20} {trace.get('duration_ms') or 0:>8.2f} ms  "
-              f"[{trace['trigger']}]  {status}")
-    if not found.traces:
-        print("No transform traces recorded" + (f" for field {args.field!r}." if args.field else "."))
-    return 0
-
-
-@_pipe_safe
-def cmd_debug(args: argparse.Namespace) -> int:
-    info = _call(lambda: _service(args).debug_info(args.workflow_id))
-    if args.json:
-        _print_json(info)
-        return 0
-    print(f"{args.workflow_id}  {info.status}")
-    print("Current steps: " + (", ".join(f"{t}: {s or '-'}" for t, s in info.current_steps.items()) or "none"))
-    if info.error:
-        print(f"Error: {info.error}")
-    print("Step history:")
-    for entry in info.step_history:
-        task = f" [{entry['task_id']}]" if entry.get("task_id") else ""
-        took = f" {entry['duration_ms']:.0f} ms" if entry.get("duration_ms") is not None else ""
-        error = f"  {entry['error']}" if entry.get("error") else ""
-        print(f"  {entry['status']:<8} {entry['step_id']}{task} ({entry.get('type') or '?'}) "
-              f"{entry['started_at']} → {entry.get('completed_at') or '…'}{took}{error}")
-    size = info.state_size
-    print(f"State size: raw {size['raw_bytes']} B, state {size.get('state_bytes', 0)} B, computed "
-          f"{size['computed_bytes']} B; {size['total_transformations']} transformations")
-    perf = info.performance
-    print(f"Transform time: average {perf['avg_transformation_time']} ms")
-    for row in perf["slowest_transformations"]:
-        print(f"  {row['field']:<24} avg {row['avg_ms']} ms over {row.get('count', '?')} runs")
-    return 0
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

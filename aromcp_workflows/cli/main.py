@@ -26,7 +26,14 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; its exit status. Output cut short by the reader (`| head`) is no error."""
+    """Run one command; its exit status. Output cut short by the reader (`| head`) is no error.
+
+    Run as a program (no `argv`), a command given a store password first starts itself again
+    without it in its arguments, which every local user can read (`argv_secrets`)."""
+    if argv is None:
+        from aromcp_workflows.cli.argv_secrets import restart_without_store_password
+
+        restart_without_store_password()
     try:
         code = _dispatch(argv)
         sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe prints a traceback
@@ -96,12 +103,18 @@ def build_parser() -> argparse.ArgumentParser:
     from aromcp_workflows.cli.commands import register_commands
 
     register_commands(commands)
+    from aromcp_workflows.cli.repair_cmd import register_repair_commands
+
+    register_repair_commands(commands)
     from aromcp_workflows.cli.store_cmd import register_store_commands
 
     register_store_commands(commands)
     from aromcp_workflows.importer.command import register as register_import
 
     register_import(commands)
+    from aromcp_workflows.testing.command import register as register_test
+
+    register_test(commands)
     return parser
 
 
@@ -165,15 +178,17 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from aromcp_workflows.definition import check
+    from aromcp_workflows.definition.resolver import TEST_FILE_SUFFIX
 
     loader = _loader(args)
     targets: list[str] = []
-    for target in args.targets:  # a folder means every workflow file in it
+    for target in args.targets:  # a folder means every workflow file in it (test files are not workflows)
         folder = Path(target)
         if not folder.is_dir():
             targets.append(target)
             continue
-        files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+        files = sorted(f for f in [*folder.glob("*.yaml"), *folder.glob("*.yml")]
+                       if not f.name.endswith(TEST_FILE_SUFFIX))
         if not files:
             print(f"validate: no .yaml files in {target}", file=sys.stderr)
             return 1

@@ -1,11 +1,11 @@
 """`while` loops that cannot end, where that is decidable from the file alone.
 
 A loop whose condition is a truthy literal (`true`, `"{{ 1 }}"`) or reads nothing but
-`inputs` (which never change) keeps running until `max_iterations` unless its body can
-leave it: a `break` of this loop or an `exit`.  Hitting `max_iterations` fails the
-workflow (unless `on_max_iterations: continue`), so such a loop is always a mistake —
-except a deliberate "repeat N times": an explicit `max_iterations` with
-`on_max_iterations: continue`.
+`inputs` (which never change) keeps running until its limit unless its body can leave
+it: a `break` of this loop or an `exit`.  When reaching that limit fails the workflow
+(the implicit limit, or `on_max_iterations: fail`), such a loop is always a mistake.  A
+`max_iterations` the author wrote is a normal end, so `while: true` with
+`max_iterations: 4` is the "repeat 4 times" idiom, and valid.
 """
 
 from __future__ import annotations
@@ -23,16 +23,23 @@ def endless_loops(steps: list[Any], prefix: Path) -> Iterator[tuple[Path, str]]:
         path = (*prefix, index)
         if isinstance(step, WhileStep):
             why = _never_changes(step.condition)
-            deliberate = step.on_max_iterations == "continue" and "max_iterations" in step.model_fields_set
-            if why and not deliberate and not _can_leave(step.body, depth=0):
-                yield ((*path, "condition"),
-                       f"while loop never ends: its condition {why} and its body has no break "
-                       f"or exit, so it stops only at max_iterations ({step.max_iterations}), "
-                       "which fails the workflow; add a conditional break, or a condition on "
-                       "state the body changes (to repeat the body a fixed number of times, "
-                       "set max_iterations and on_max_iterations: continue)")
+            if why and step.at_limit == "fail" and not _can_leave(step.body, depth=0):
+                yield ((*path, "condition"), _endless(step, why))
         for key, children in child_step_lists(step):
             yield from endless_loops(children, (*path, key))
+
+
+def _endless(step: WhileStep, why: str) -> str:
+    if step.max_iterations is None:
+        stops = (f"so it stops only at the default limit of {step.limit} iterations, which fails the "
+                 "workflow; add a conditional break, or a condition on state the body changes (to "
+                 "repeat the body a fixed number of times, write max_iterations: N: reaching it ends "
+                 "the loop and the workflow goes on)")
+    else:
+        stops = (f"so it stops only at max_iterations ({step.limit}), which with on_max_iterations: fail "
+                 "fails the workflow; add a conditional break, a condition on state the body changes, "
+                 "or drop on_max_iterations: fail to repeat the body max_iterations times")
+    return f"while loop never ends: its condition {why} and its body has no break or exit, {stops}"
 
 
 def _never_changes(condition: Any) -> str | None:

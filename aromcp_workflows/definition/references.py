@@ -79,6 +79,17 @@ def reference_problems(sites: Iterable[Site], known: set[str]) -> list[Finding]:
     return findings
 
 
+def names_read(site: Site) -> set[str]:
+    """The free names a site's expressions read, less those its own evaluation defines
+    (`input` in a transform) and those every place has (`inputs`, `raw`, `this`, ...)."""
+    return {name for _label, source, extra in _reads(site) for name in _free_names(source) - extra} - ALWAYS
+
+
+def written_paths(node: Any) -> list[str]:
+    """The state paths a step (or any part of a workflow, as dumped) writes."""
+    return list(_written_paths(node))
+
+
 def _reads(site: Site) -> list[tuple[str, str, frozenset[str]]]:
     """(label, JS source, names the evaluation itself adds) of each expression of a site."""
     if site.kind in ("transform", "validate"):

@@ -19,6 +19,7 @@ from aromcp_workflows.definition.errors import DefinitionError, Problem, Workflo
 Source = Literal["project", "global", "builtin", "file"]
 VALID_NAME = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_:\-]*$")
 PROJECT_SUBDIR = Path(".aromcp") / "workflows"
+TEST_FILE_SUFFIX = ".test.yaml"  # a workflow's test file, beside it: never a workflow itself
 MAX_NAME = 200  # longer names cannot be file names on common file systems (255 bytes)
 
 
@@ -122,12 +123,18 @@ class WorkflowResolver:
         return [d.resolve() for _, d in self.search_dirs()]
 
 
+def is_workflow_file_name(name: str) -> bool:
+    """`x.yaml` is a workflow file; `x.test.yaml` is the test file of workflow `x`."""
+    return name.endswith(".yaml") and not name.endswith(TEST_FILE_SUFFIX)
+
+
 def _yaml_files(directory: Path) -> builtins.list[str]:
-    """The names of the `*.yaml` files in `directory` (none when it is missing), sorted.
-    One `scandir`: an entry's type comes with the listing, where a glob and an `is_file`
-    per file cost a `stat` each (`workflow_list` runs this on every call)."""
+    """The names of the workflow files (`*.yaml`, test files left out) in `directory` (none
+    when it is missing), sorted.  One `scandir`: an entry's type comes with the listing,
+    where a glob and an `is_file` per file cost a `stat` each (`workflow_list` runs this
+    on every call)."""
     try:
         with os.scandir(directory) as entries:
-            return sorted(e.name for e in entries if e.name.endswith(".yaml") and e.is_file())
+            return sorted(e.name for e in entries if is_workflow_file_name(e.name) and e.is_file())
     except (FileNotFoundError, NotADirectoryError):
         return []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from aromcp_workflows.definition.workflow import NAME_PATTERN, WorkflowDefinition
+from aromcp_workflows.definition.workflow import NAME_PATTERN, SECRET_HELP, WorkflowDefinition
 
 SCHEMA_ID = "https://aromcp.dev/schemas/workflow.schema.json"
 
@@ -67,6 +67,14 @@ def _add_aliases(defs: dict[str, Any]) -> None:
 def _add_checks(body: dict[str, Any], defs: dict[str, Any]) -> None:
     """Rules the models enforce in validators, which pydantic cannot export by itself."""
     body["properties"]["name"]["pattern"] = NAME_PATTERN.pattern
+    schema = defs.get("StateSchema")
+    if schema is not None:  # `name: type`, or a mapping that may say `secret: true`
+        declared = {"description": "a declared field: its type (`files: array`) or a mapping such as "
+                                   "`{type: string, secret: true}`",
+                    "properties": {"type": {"type": "string"}, "description": {"type": "string"},
+                                   "secret": {"type": "boolean", "description": SECRET_HELP}}}
+        for tier in ("raw", "state"):
+            schema["properties"][tier]["additionalProperties"] = declared
     update = defs.get("StateUpdateStep")
     if update is not None:  # `path` or `updates`, exactly one
         update["oneOf"] = [{"required": ["path"]}, {"required": ["updates"]}]

@@ -8,6 +8,7 @@ here, once, so nothing downstream has to know about them.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -18,6 +19,7 @@ UpdateOperation = Literal["set", "append", "increment", "merge", "delete"]
 Template = str | bool
 
 MAX_ITERATIONS_LIMIT = 10_000
+DEFAULT_MAX_ITERATIONS = 100
 MAX_PARALLEL_LIMIT = 100
 
 
@@ -180,19 +182,68 @@ class ConditionalStep(StepBase):
 
 
 class WhileStep(StepBase):
+    """A loop that runs while `condition` holds, at most `limit` times.
+
+    A bound the author wrote (`max_iterations: N`) is a normal end, as in the seed design
+    and AroMCP: the loop exits and the workflow goes on.  Without one, the implicit limit
+    is a safety net, and reaching it fails the workflow.  `on_max_iterations` overrides
+    either; both keys stay None when not written, so a stored definition keeps the
+    difference."""
+
     type: Literal["while"]
     condition: Template
-    max_iterations: int = Field(default=100, ge=1, le=MAX_ITERATIONS_LIMIT)
-    on_max_iterations: Literal["fail", "continue"] = Field(
-        default="fail", description="what reaching max_iterations does: fail the workflow "
-        "(default) or end the loop and continue after it")
+    max_iterations: int | None = Field(
+        default=None, ge=1, le=MAX_ITERATIONS_LIMIT,
+        description=f"the most iterations; reaching it ends the loop and the workflow goes on "
+        f"(without it: {DEFAULT_MAX_ITERATIONS}, and reaching that fails the workflow)")
+    on_max_iterations: Literal["fail", "continue"] | None = Field(
+        default=None, description="what reaching the limit does: continue after the loop (the "
+        "default with max_iterations) or fail the workflow (the default without it)")
     body: list[Step]
+
+    @property
+    def limit(self) -> int:
+        return DEFAULT_MAX_ITERATIONS if self.max_iterations is None else self.max_iterations
+
+    @property
+    def at_limit(self) -> Literal["fail", "continue"]:
+        """What reaching `limit` does."""
+        if self.on_max_iterations is not None:
+            return self.on_max_iterations
+        return "fail" if self.max_iterations is None else "continue"
+
+
+# Names a foreach may not give its element or index: they mean something else already.
+LOOP_NAME_RESERVED = frozenset({"inputs", "raw", "state", "computed", "this", "loop", "task", "context",
+                                "result", "error", "workflow_id", "input", "output", "undefined", "null",
+                                "true", "false", "now", "uuid", "path_to_key"})
+_LOOP_NAME = re.compile(r"[A-Za-z_$][\w$]*")
 
 
 class ForeachStep(StepBase):
+    """Runs `steps` once per element of `items`, as `item`/`index`.  `variable_name` and
+    `index_name` also give them names of the author's; an inner loop's `item` hides an
+    outer one, but a named element stays visible in every loop nested inside."""
+
     type: Literal["foreach"]
     items: Any
     steps: list[Step]
+    variable_name: str | None = Field(default=None, description="another name for the current element "
+                                      "(visible in loops nested inside, unlike `item`)")
+    index_name: str | None = Field(default=None, description="another name for the current index")
+
+    @field_validator("variable_name", "index_name")
+    @classmethod
+    def _a_free_name(cls, value: str | None) -> str | None:
+        if value is None or value in ("item", "index"):
+            return value
+        if not _LOOP_NAME.fullmatch(value):
+            raise PydanticCustomError("loop_name", "'{value}' is not a JavaScript name (letters, digits, _ "
+                                      "and $, not starting with a digit)", {"value": value})
+        if value in LOOP_NAME_RESERVED:
+            raise PydanticCustomError("loop_name", "'{value}' already means something in templates; "
+                                      "choose another name", {"value": value})
+        return value
 
 
 class SubAgentErrorPolicy(Strict):

@@ -58,10 +58,13 @@ def template_problems(text: str, inputs: Collection[str],
             continue
         unknown = _unknown_keys(reads.keys_of("inputs") if "inputs" in reads.names else None,
                                 inputs, "inputs", "the workflow declares no input")
+        # an include_workflow may pass any input to a workflow that declares none (the seed's
+        # shared/check-standards.yaml reads inputs.files so), and only declared ones otherwise
+        unless = " unless an include_workflow passes it" if not inputs else ""
         for message in unknown:
             if warnings is not None and "(did you mean" not in message:
-                warnings.append(message + ": it is always undefined (workflow_start accepts "
-                                "only declared inputs); declare it under 'inputs'")
+                warnings.append(message + ": workflow_start accepts only declared inputs, so it is "
+                                f"undefined{unless}; declare it under 'inputs'")
             else:
                 problems.append(message)
         if task_inputs is not None and "task" in reads.names:

@@ -26,6 +26,7 @@ from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle, _
 from aromcp_workflows.definition.loops import endless_loops
 from aromcp_workflows.definition.references import declared_names, reference_problems
 from aromcp_workflows.definition.scopes import sites
+from aromcp_workflows.definition.secrets import secret_problems
 from aromcp_workflows.definition.steps import (
     BreakStep,
     ContinueStep,
@@ -118,6 +119,8 @@ class _Checker:
         for path, message in syntax_problems(found, self.engine):
             self.report(path, message, "error")
         for path, message, severity in reference_problems(found, declared_names(data)):
+            self.report(path, message, severity)
+        for path, message, severity in secret_problems(self.definition, data, found):
             self.report(path, message, severity)
         definition = self.definition
         roots: list[tuple[Path, list[Any]]] = [(("steps",), definition.steps),
@@ -357,12 +360,13 @@ class _Checker:
     def loaded_data(self) -> Any:
         return self.definition.model_dump(by_alias=True, exclude_defaults=True)
 
-    def check_templates(self, path: Path, node: Any) -> None:
+    def check_templates(self, path: Path, node: Any, task: Any = None) -> None:
+        """`task`: the sub-agent task whose names a template sees (inside its steps, or in
+        a `sub_agent_prompt_override`, which is rendered for each of its tasks)."""
         if path and path[-1] in NOT_TEMPLATES:
             return
         if isinstance(node, str):
-            task = None
-            if len(path) > 1 and path[0] == "sub_agent_tasks":
+            if task is None and len(path) > 1 and path[0] == "sub_agent_tasks":
                 task = self.definition.sub_agent_tasks.get(str(path[1]))
             warnings: list[str] = []
             for problem in template_problems(node, self.definition.inputs,
@@ -372,10 +376,12 @@ class _Checker:
                 self.warn(_data_path(path), warning)
         elif isinstance(node, dict):
             for key, value in node.items():
-                self.check_templates((*path, key), value)
+                override = key == "sub_agent_prompt_override" and node.get("type") == "parallel_foreach"
+                self.check_templates((*path, key), value, self.definition.sub_agent_tasks.get(
+                    str(node.get("sub_agent_task"))) if override else task)
         elif isinstance(node, list):
             for index, value in enumerate(node):
-                self.check_templates((*path, index), value)
+                self.check_templates((*path, index), value, task)
 
 
 def _all_steps(definition: WorkflowDefinition) -> Iterator[tuple[tuple[Any, ...], Any]]:

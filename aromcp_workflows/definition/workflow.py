@@ -15,6 +15,8 @@ from aromcp_workflows.definition.resolver import name_problem
 from aromcp_workflows.definition.steps import StateUpdateSpec, Step, Strict
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_:\-]*$")
+SECRET_HELP = ("the value is a secret: masked (***) in every reply, error, trace and log line, and so is "
+               "every computed field fed by it")
 InputType = Literal["string", "number", "integer", "boolean", "array", "object"]
 
 
@@ -25,6 +27,7 @@ class InputSpec(Strict):
     required: bool = False
     default: Any = None
     description: str | None = None
+    secret: bool | None = Field(default=None, description=SECRET_HELP)  # None: not declared (left out of dumps)
 
 
 class ComputedFieldSpecModel(Strict):
@@ -36,6 +39,7 @@ class ComputedFieldSpecModel(Strict):
     fallback: Any = None
     validate_: str | None = Field(default=None, alias="validate")
     description: str | None = None
+    secret: bool | None = Field(default=None, description=SECRET_HELP)  # None: not declared (left out of dumps)
 
     @property
     def sources(self) -> list[str]:
@@ -46,11 +50,22 @@ class ComputedFieldSpecModel(Strict):
 
 
 class StateSchema(Strict):
-    """Declared raw/state fields (documentation and validation) and computed fields."""
+    """Declared raw/state fields (documentation and validation) and computed fields.
+
+    A raw/state field is declared by its type (`files: array`) or by a mapping
+    (`session: {type: string, secret: true}`); `secret: true` makes it a secret."""
 
     raw: dict[str, Any] = Field(default_factory=dict)
     state: dict[str, Any] = Field(default_factory=dict)
     computed: dict[str, ComputedFieldSpecModel] = Field(default_factory=dict)
+
+    @field_validator("raw", "state")
+    @classmethod
+    def _secret_is_a_flag(cls, fields: dict[str, Any]) -> dict[str, Any]:
+        for name, spec in fields.items():
+            if isinstance(spec, dict) and "secret" in spec and not isinstance(spec["secret"], bool):
+                raise ValueError(f"field {name!r}: secret must be true or false, not {spec['secret']!r}")
+        return fields
 
 
 class DefaultState(Strict):
@@ -81,7 +96,7 @@ class SubAgentTask(Strict):
         if not isinstance(value, dict):
             return value
         return {
-            key: spec if _looks_like_input_spec(spec) else {"type": _json_type(spec), "default": spec}
+            key: spec if _looks_like_input_spec(spec) else {"type": json_type(spec), "default": spec}
             for key, spec in value.items()
         }
 
@@ -125,6 +140,9 @@ class WorkflowDefinition(Strict):
     version: str = "1.0.0"
     imports: list[str] = Field(default_factory=list)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    secrets: list[str] = Field(
+        default_factory=list, description="fields whose values are secrets, as `inputs.x`, `raw.x`, `state.x`, "
+        "`computed.x` (or a bare name: that field in every tier); the same as `secret: true` on each")
     default_state: DefaultState = Field(default_factory=DefaultState)
     state_schema: StateSchema = Field(default_factory=StateSchema)
     steps: list[Step]
@@ -163,7 +181,8 @@ def _looks_like_input_spec(spec: Any) -> bool:
     return isinstance(spec, dict) and bool(spec) and set(spec) <= set(InputSpec.model_fields)
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The input type a plain value has (`3` is an integer, `[]` an array)."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -188,4 +207,5 @@ __all__ = [
     "SubAgentTask",
     "WorkflowDefinition",
     "WorkflowErrorHandling",
+    "json_type",
 ]

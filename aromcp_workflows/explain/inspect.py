@@ -13,38 +13,43 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from aromcp_workflows.safety.masking import Masker, is_sensitive, secret_values
+from aromcp_workflows.safety.masking import Masker, secret_values
 
 
 def transform_traces(events: Iterable[Any], field: str | None, include_timing: bool,
                      masker: Masker) -> list[dict[str, Any]]:
     """The MCP tool `workflow_trace_transformations` (README, "MCP interface"), oldest first.
 
-    A computed field whose own name is sensitive (`auth_token`) has its input and output
-    masked whole, and every value it ever had is masked wherever else it appears: the
-    current state only knows its latest value, the history knows them all."""
+    A computed field that is secret whole (named like one, `auth_token`; declared; or fed by
+    a secret) has its input and output masked whole, and every value it ever had is masked
+    wherever else it appears: the current state only knows its latest value, the history
+    knows them all."""
     events = [e for e in events if e.kind == "transform_trace"]
     past = set()
     for event in events:
-        if is_sensitive(str(event.data.get("field", ""))):
+        if masker.masks_whole(_field_name(event.data)):
             past |= secret_values({"secret": [event.data.get("input"), event.data.get("output")]})
     masker = masker.with_secrets(past)
     traces = []
     for event in events:
         data = event.data
-        name = str(data.get("field", "")).removeprefix("computed.")
+        name = _field_name(data)
         if field is not None and name != field.removeprefix("computed."):
             continue
         trace = {"field": name, "timestamp": data.get("timestamp") or event.timestamp,
                  "trigger": data.get("trigger"), "input": data.get("input"), "output": data.get("output")}
-        if is_sensitive(name):
+        if masker.masks_whole(name):
             trace["input"], trace["output"] = masker.mask_all(trace["input"]), masker.mask_all(trace["output"])
         if include_timing:
             trace["duration_ms"] = data.get("duration_ms")
         if data.get("error"):
             trace["error"] = data["error"]
-        traces.append(masker(trace))
-    return traces
+        traces.append(trace)
+    return list(masker(traces))  # one scan of every trace's text, not one per trace
+
+
+def _field_name(data: dict[str, Any]) -> str:
+    return str(data.get("field", "")).removeprefix("computed.")
 
 
 def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
@@ -56,7 +61,7 @@ def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
         "current_steps": current,
         "status": run.status,
         "error": masker(run.error) if run.error else None,
-        "step_history": [masker(entry) for entry in _step_history(events, _step_types(run))],
+        "step_history": masker(_step_history(events, _step_types(run))),  # one scan for the whole history
         "state_size": _state_size(run, events),
         "performance": _performance(events),
     }
@@ -65,18 +70,49 @@ def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
 def _step_types(run: Any) -> dict[str, str]:
     """Step id -> step type, from the compiled programs (history events of skipped and
     server-side steps do not carry the type)."""
+    return bundle_step_types(run.bundle)
+
+
+def bundle_step_types(bundle: Any) -> dict[str, str]:
+    """Qualified step id -> step type for every workflow of a bundle (kept per bundle: a
+    bundle is shared by the instances of one definition and never changes)."""
+    hit = _TYPES.get(id(bundle))
+    if hit is not None and hit[0] is bundle:
+        return hit[1]
     from aromcp_workflows.interpreter.compiler import programs_for
-    from aromcp_workflows.interpreter.program import LoopEnter, Run
+    from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
 
     types: dict[str, str] = {}
-    for loaded in run.bundle.workflows.values():
+    for loaded in bundle.workflows.values():
         for program in programs_for(loaded.definition).programs.values():
             for ins in program.instructions:
                 if isinstance(ins, Run):
                     types.setdefault(ins.step_id, str(ins.step.type))
                 elif isinstance(ins, LoopEnter):
                     types.setdefault(ins.step_id, ins.kind)
+                elif isinstance(ins, JumpUnless) and ins.reason == "condition":
+                    types[ins.step_id] = "conditional"  # its own test, after any `when` guard
+                elif isinstance(ins, Exit):
+                    types.setdefault(ins.step_id, "exit")
+    if len(_TYPES) >= 256:
+        _TYPES.clear()
+    _TYPES[id(bundle)] = (bundle, types)
     return types
+
+
+_TYPES: dict[int, tuple[Any, dict[str, str]]] = {}
+
+
+def step_type(bundle: Any, step_id: str) -> str | None:
+    """The type of a delivered step (`fix_1.retry1.files.apply#2` → `agent_prompt`): its
+    loop iterations dropped, then its task, include and attempt prefixes one by one."""
+    types = bundle_step_types(bundle)
+    parts = step_id.split("#", 1)[0].split(".")
+    for start in range(len(parts)):
+        found = types.get(".".join(parts[start:]))
+        if found is not None:
+            return found
+    return None
 
 
 def _step_history(events: list[Any], types: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -85,7 +121,9 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
     Agent steps open at `step_delivered` and close at `step_completed`; shell commands at
     `step_started`; a `user_message` gives one entry with its text; every `conditional`
     and `while` check gives one entry with the condition's value and the branch taken
-    (`then`/`else`, `iterate`/`exit`); a `when` guard that was false gives a `skipped` entry; a server-side
+    (`then`/`else`, `iterate`/`exit`); every loop's end gives one entry with what ended it
+    (`ended_by`: condition, items, break, max_iterations) and its `iterations`;
+    a `when` guard that was false gives a `skipped` entry; a server-side
     step that only changed state (`state_update`) gives one entry at its `state_changed`;
     `step_error` and `error` mark the step `failed` with the message."""
     types = types or {}
@@ -105,7 +143,10 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
     for event in events:
         key = (event.task_id, event.step_id or "")
         base = {"step_id": event.step_id, "task_id": event.task_id, "type": kind_of(event.step_id, event.data)}
-        if event.kind in ("step_delivered", "step_started"):
+        instant = _instant_entry(event, base)
+        if instant is not None:
+            add(key, instant)
+        elif event.kind in ("step_delivered", "step_started"):
             if key in open_steps:
                 continue  # a retry of a shell command or a re-delivery keeps its first start
             open_steps[key] = add(key, {**base, "started_at": event.timestamp, "completed_at": None,
@@ -115,16 +156,6 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
             entry.update(completed_at=event.timestamp, status=event.data.get("status", "success"))
             if "duration_ms" in event.data:
                 entry["duration_ms"] = event.data["duration_ms"]
-        elif event.kind == "message_shown":
-            add(key, {**base, "type": "user_message", "started_at": event.timestamp,
-                      "completed_at": event.timestamp, "status": "success", "message": event.data.get("message")})
-        elif event.kind == "condition_checked":
-            add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success",
-                      "value": event.data.get("value"),
-                      "branch": event.data.get("branch")})
-        elif event.kind == "step_skipped":
-            add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp,
-                      "status": "skipped", "reason": f"when {event.data.get('when')} was false"})
         elif event.kind == "state_changed" and event.step_id and key not in open_steps and key not in last:
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success"})
         elif event.kind in ("step_error", "error") and event.step_id:
@@ -134,6 +165,23 @@ def _step_history(events: list[Any], types: dict[str, str] | None = None) -> lis
             if event.data.get("handled"):
                 entry["handled"] = event.data["handled"]
     return history
+
+
+def _instant_entry(event: Any, base: dict[str, Any]) -> dict[str, Any] | None:
+    """The entry of an event that is a whole step run by itself (it starts and ends at
+    once: a message shown, a condition checked, a loop's end, a skipped step), or None."""
+    data = event.data
+    at = {"started_at": event.timestamp, "completed_at": event.timestamp, "status": "success"}
+    if event.kind == "message_shown":
+        return {**base, **at, "type": "user_message", "message": data.get("message")}
+    if event.kind == "condition_checked":
+        return {**base, **at, "value": data.get("value"), "branch": data.get("branch")}
+    if event.kind == "loop_ended":
+        return {**base, **at, "type": data.get("loop"), "ended_by": data.get("ended_by"),
+                "iterations": data.get("iterations")}
+    if event.kind == "step_skipped":
+        return {**base, **at, "status": "skipped", "reason": f"when {data.get('when')} was false"}
+    return None
 
 
 def _state_size(run: Any, events: list[Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from aromcp_workflows.definition.computed import computed_specs
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.definition.steps import (
     ConditionalStep,
@@ -25,7 +26,6 @@ from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.explain.estimate import Write, estimate
 from aromcp_workflows.interpreter.compiler import listing, programs_for
 from aromcp_workflows.interpreter.inputs import check_inputs
-from aromcp_workflows.interpreter.machine import computed_specs
 from aromcp_workflows.state import StateTiers
 
 _SERVER = frozenset({"shell_command", "state_update", "conditional", "while", "foreach", "break", "continue",
@@ -86,7 +86,7 @@ class _Walk:
                            loops=loops, loop_ids=loop_ids)
             elif isinstance(step, WhileStep):
                 self.steps(step.body, **inner, conditions=guards, loop_ids=(*loop_ids, qid),
-                           loops=(*loops, f"while {step.condition} (max {step.max_iterations})"))
+                           loops=(*loops, f"while {step.condition} (max {step.limit})"))
             elif isinstance(step, ForeachStep):
                 self.steps(step.steps, **inner, conditions=guards, loop_ids=(*loop_ids, qid),
                            loops=(*loops, f"foreach {step.items}"))

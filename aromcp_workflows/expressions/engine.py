@@ -21,6 +21,8 @@ from aromcp_workflows.expressions.isolation import ProcessV8Runtime
 from aromcp_workflows.expressions.lexer import LexError
 from aromcp_workflows.expressions.runtime import EngineStats, FunctionDef, Runtime, V8Runtime
 from aromcp_workflows.expressions.shell_context import ShellContextError, ShellPlan, assemble, shell_plan
+from aromcp_workflows.expressions.simple_eval import evaluate as evaluate_simple
+from aromcp_workflows.expressions.simple_parse import Node, parse_simple
 from aromcp_workflows.expressions.template import (
     ExprPart,
     NeedsV8,
@@ -61,11 +63,15 @@ class ExpressionEngine:
     heap, `pool_size` the number of V8 child processes; `max_result_chars` bounds the
     JSON text of any single result.  Unset limits come from AROMCP_V8_TIMEOUT_MS,
     AROMCP_V8_MEMORY_MB and AROMCP_V8_POOL_SIZE (defaults 1000, 256, 3).
+
+    Simple expressions (`simple_parse`: comparisons, arithmetic, logic over JSON values)
+    are answered in Python with exactly V8's result, or handed to V8 when Python cannot be
+    sure; `python_simple=False` (or AROMCP_JS_FAST=off) sends them all to V8.
     """
 
     def __init__(self, timeout_ms: int | None = None, max_memory_mb: int | None = None,
                  max_result_chars: int = 16_000_000, isolation: str | None = None,
-                 pool_size: int | None = None) -> None:
+                 pool_size: int | None = None, python_simple: bool | None = None) -> None:
         default = "thread" if os.name == "nt" else "process"  # the child's pipe watchdog uses select()
         mode = isolation or os.environ.get("AROMCP_V8_ISOLATION", default)
         if mode not in ("process", "thread"):
@@ -83,6 +89,13 @@ class ExpressionEngine:
             self._rt = V8Runtime(timeout_ms=timeout, max_memory_mb=memory)
         self.max_result_chars = max_result_chars
         self._fn_ids: dict[tuple[str, tuple[str, ...], str], FunctionDef] = {}
+        self.python_simple = (os.environ.get("AROMCP_JS_FAST", "on").strip().lower() != "off"
+                              if python_simple is None else python_simple)
+        self.python_evaluations = 0  # simple expressions answered in Python (tests, benchmarks)
+
+    def simple(self, source: str) -> Node | None:
+        """The tree of `source` when Python may try to evaluate it (see simple_eval)."""
+        return parse_simple(source) if self.python_simple else None
 
     # -- public API ----------------------------------------------------------------------
     @property
@@ -264,6 +277,13 @@ class _RenderContext:
             if kind == "path":
                 try:
                     return resolve_path(what, self.scope)
+                except NeedsV8:
+                    pass
+            elif (node := self.engine.simple(source)) is not None:
+                try:
+                    value = evaluate_simple(node, self.scope)
+                    self.engine.python_evaluations += 1
+                    return value
                 except NeedsV8:
                     pass
             reads_of(source)

@@ -3,64 +3,7 @@
 Split by job: `reading` (round-trip YAML with lines), `js` (renaming inside JavaScript),
 `scope` (names in scope, paths, magic result names), `rules_workflow` / `rules_steps` /
 `results` (the rewrite rules), `writing` (validate, then write), `report` (what is printed),
-`command` (the CLI).  `translate_text` is the whole translation of one file's text.
+`translate` (the whole translation of one file: `translate_text`, `translate_file`),
+`command` (the CLI).  This module imports nothing: the CLI registers `import` on every
+start (`serve` included), and the rules pull in the whole definition layer.
 """
-
-from __future__ import annotations
-
-from pathlib import Path
-
-from ruamel.yaml.error import YAMLError
-
-from aromcp_workflows.importer.reading import dump_text, load_text, mark_trailing, tidy_comments, valid_here
-from aromcp_workflows.importer.report import FileResult, Notes, Refusal, Rewrite
-from aromcp_workflows.importer.rules_workflow import translate_workflow
-from aromcp_workflows.importer.writing import validation_errors
-
-_HEADER = ("# Translated from AroMCP's workflow dialect by `aromcp-workflows import` (source: {name}).\n"
-           "# Review the notes it printed: where AroMCP's meaning differs, they say what was chosen.\n")
-
-
-def translate_text(text: str, source: str) -> FileResult:
-    """Translate one file's text; `source` names it in the report and gives the file name."""
-    notes = Notes()
-    try:
-        document = load_text(text)
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        notes.refuse((mark.line + 1) if mark else 1, f"not valid YAML: {getattr(exc, 'problem', exc)}")
-        return FileResult(source, notes, None)
-    if isinstance(document, dict) and isinstance(document.get("workflow"), dict):
-        document = document["workflow"]
-    mark_trailing(document)
-    translate_workflow(document, notes)
-    if notes.refusals:
-        return FileResult(source, notes, None)
-    translated = text
-    if notes.rewrites:
-        tidy_comments(document)
-        translated = _HEADER.format(name=Path(source).name) + dump_text(document)
-    for error in validation_errors(translated, Path(source).name):
-        notes.refuse(1, f"the translation does not validate here ({error}); please report it with the file")
-    return FileResult(source, notes, None if notes.refusals else translated)
-
-
-def translate_file(path: Path, *, assume_aromcp: bool = False) -> FileResult:
-    """Translate a file; a file already valid in this project's language is kept as it is.
-
-    A file can be valid in both languages and still mean different things (`value: stdout`
-    is the text "stdout" here, the command's output in AroMCP): such a file is still copied,
-    with a hint naming those places, unless `assume_aromcp` asks to translate it anyway."""
-    text = path.read_text(encoding="utf-8")
-    if assume_aromcp or not valid_here(path):
-        return translate_text(text, str(path))
-    kept = FileResult(str(path), Notes(), text, already_ours=True)
-    as_aromcp = translate_text(text, str(path))
-    kept.aromcp_hints = [r for r in as_aromcp.notes.rewrites if r.note.startswith(MAGIC_NOTES)]
-    return kept
-
-
-MAGIC_NOTES = ("AroMCP reads this name", "AroMCP's returncode", "the whole command result")
-
-
-__all__ = ["FileResult", "Notes", "Refusal", "Rewrite", "translate_file", "translate_text"]

@@ -1,8 +1,9 @@
 """The `import` subcommand: arguments, one translation per file, the printed report.
 
 Exit codes: 0 every file translated (or already valid here), 1 some part of some file
-could not be translated (that file gets no output), 2 usage errors (no such file,
-no `--out` without `--check`).
+could not be translated (that file gets no output; a file beyond the loader's YAML bounds
+is refused unread or unbuilt), or an output path is a symbolic link (never written
+through), 2 usage errors (no such file, no `--out` without `--check`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ DESCRIPTION = (
     "...) and write each one, under the same file name, into --out DIR in this project's language. "
     "Every rewrite is printed as file:line: old → new (with a note where AroMCP's meaning differs "
     "from this project's); a part that cannot be translated is printed as file:line: reason and "
-    "that file is not written. Files already valid here are copied unchanged. "
-    "Exit 0: all translated; 1: some part could not be translated; 2: usage error.")
+    "that file is not written. Files already valid here are copied unchanged. A file beyond the "
+    "loader's bounds (size, nesting, alias expansion) is refused with the loader's message, and an "
+    "output path that is a symbolic link is never written through. "
+    "Exit 0: all translated; 1: some part could not be translated (or an output is a link); 2: usage error.")
 
 
 def register(commands: Any) -> None:
@@ -58,8 +61,8 @@ def _files(paths: list[str]) -> list[Path] | str:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from aromcp_workflows.importer import translate_file
-    from aromcp_workflows.importer.writing import write_result
+    from aromcp_workflows.importer.translate import translate_file
+    from aromcp_workflows.importer.writing import UnsafeTarget, write_result
 
     if not args.check and not args.out:
         print("import: say where to write with --out DIR (or use --check to only print the changes)", file=sys.stderr)
@@ -85,7 +88,12 @@ def cmd_import(args: argparse.Namespace) -> int:
             failed += 1
             print(f"{path}: not translated ({len(result.notes.refusals)} part(s) could not be)", file=sys.stderr)
         elif out_dir is not None and not args.check:
-            write_result(result, out_dir)
+            try:
+                write_result(result, out_dir)
+            except UnsafeTarget as exc:
+                failed += 1
+                print(exc, file=sys.stderr)
+                continue
             print(f"{path}: wrote {result.written_to} ({len(result.notes.rewrites)} rewrite(s))", file=sys.stderr)
         else:
             print(f"{path}: {len(result.notes.rewrites)} rewrite(s) (not written: --check)", file=sys.stderr)

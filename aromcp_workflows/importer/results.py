@@ -43,7 +43,10 @@ def collect_writes(step: CommentedMap, scope: Scope, kind: str) -> list[Write]:
         if spec.get("_key"):
             scope.notes.rewrite(line, f"{spec['_key']}: {spec['path']}", f"state_update: {{path: {path}}}")
         value_line = line_of(spec, "value", line) if "value" in spec else line
-        value = magic_value(value, kind, value_line, scope.notes)
+        magic = magic_value(value, kind, value_line, scope.notes)
+        if kind == "shell" and isinstance(value, str) and magic == value:
+            magic = scope.evaluated_value(value, value_line)  # AroMCP runs a server step's values
+        value = magic
         if isinstance(value, str):
             value = _result_scope(scope, kind).text(value, value_line, "result value",
                                                     "AroMCP's names for the result inside templates")

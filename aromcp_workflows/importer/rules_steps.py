@@ -25,6 +25,7 @@ from aromcp_workflows.importer.results import (
 from aromcp_workflows.importer.scope import Scope
 from aromcp_workflows.importer.steps_keys import OUR_STEP_TYPES, allowed_keys
 
+AROMCP_MAX_ITERATIONS = 100  # AroMCP's while_loop default (its loop leaves normally there)
 ERROR_STRATEGY = {"fail": "fail", "continue": "continue", "retry": "retry", "fallback": "continue"}
 
 
@@ -162,7 +163,7 @@ def _condition(step: CommentedMap, scope: Scope) -> None:
 
 def _while(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
     _rename_type(step, scope, "while")
-    inner = scope.inner(loop="while", loop_var=None)
+    inner = scope.inner(loop="while")
     condition = step.get("condition")
     after: list[CommentedMap] = []
     if isinstance(condition, str) and "loop.iteration" in condition:
@@ -175,11 +176,11 @@ def _while(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Comme
         body.insert(0, new_map(id=f"{_safe_id(step)}_count", type="state_update", path=after[0]["path"],
                                operation="increment", value=1))
     step["body"] = body
-    if "on_max_iterations" not in step:
-        step["on_max_iterations"] = "continue"
-        scope.notes.rewrite(line_of(step, "max_iterations", line_of(step)), "(max_iterations reached)",
-                            "on_max_iterations: continue",
-                            "AroMCP ends the loop there and goes on; here reaching it would fail the workflow")
+    if "max_iterations" not in step:
+        step["max_iterations"] = AROMCP_MAX_ITERATIONS
+        scope.notes.rewrite(line_of(step), "(no max_iterations)", f"max_iterations: {AROMCP_MAX_ITERATIONS}",
+                            "AroMCP's default limit, where its loop ends and the workflow goes on; here a "
+                            "loop without max_iterations fails at its limit")
     return after
 
 
@@ -206,16 +207,32 @@ def _count_iterations(step: CommentedMap, scope: Scope) -> tuple[str, list[Comme
 
 
 def _foreach(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
-    name = pop_key(step, "variable_name", None)
-    if name is not None:
-        scope.notes.rewrite(line_of(step), f"variable_name: {name}", "item",
-                            f"the current element is always `item` here; `{name}` is renamed in the body")
-    inner = scope.inner(loop="foreach", loop_var=str(name) if name else None)
+    kept, renamed = set(scope.loop_names), dict(scope.loop_renames)
+    for key, ours in (("variable_name", "item"), ("index_name", "index")):
+        name = step.get(key)
+        if name is None or name == ours:
+            continue
+        if _loop_name_here(name):
+            kept.add(str(name))
+            renamed.pop(str(name), None)
+            continue
+        pop_key(step, key)
+        renamed[str(name)] = ours
+        scope.notes.rewrite(line_of(step), f"{key}: {name}", ours,
+                            f"'{name}' means something else here; it is renamed to `{ours}` in the body")
+    inner = scope.inner(loop="foreach", loop_names=frozenset(kept - set(renamed)), loop_renames=renamed)
     if isinstance(step.get("items"), str):
         step["items"] = scope.expression(step["items"], line_of(step, "items"), "foreach items")
     _rename(step, scope, "body", "steps")
     step["steps"] = translate_steps(step.get("steps", []), inner, line_of(step, "steps"))
     return []
+
+
+def _loop_name_here(name: Any) -> bool:
+    """Whether this project's foreach takes `name` as its variable_name/index_name."""
+    from aromcp_workflows.definition.steps import LOOP_NAME_RESERVED
+
+    return isinstance(name, str) and name.isidentifier() and name not in LOOP_NAME_RESERVED
 
 
 def _parallel(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
@@ -230,12 +247,33 @@ def _parallel(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Co
 
 
 def _mcp_call(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+    if _own_state_update(step):
+        return _as_state_update(step, scope)
     _rename(step, scope, "tool", "method")
     _rename(step, scope, "parameters", "params")
     _templates(step, scope, ("params", "method"))
     _seconds_to_ms(step, scope)
     _error_handling(step, scope, ("fail", "continue"))
     return apply_result_writes(step, collect_writes(step, scope, "mcp"), scope)
+
+
+def _own_state_update(step: CommentedMap) -> bool:
+    """An mcp_call of the workflow server's own `workflow_state_update` with an updates list."""
+    params = step.get("parameters", step.get("params"))
+    return (step.get("tool", step.get("method")) == "workflow_state_update" and isinstance(params, dict)
+            and isinstance(params.get("updates"), list) and set(params) <= {"updates", "workflow_id"}
+            and not {"state_update", "state_updates", "store_result"} & set(step))
+
+
+def _as_state_update(step: CommentedMap, scope: Scope) -> list[CommentedMap]:
+    """The agent would call this server's own tool to write state: the server writes it here."""
+    params = pop_key(step, "parameters", None) or pop_key(step, "params")
+    pop_key(step, "tool", None)
+    pop_key(step, "method", None)
+    step["updates"] = params["updates"]
+    _rename_type(step, scope, "state_update", "a call of the workflow server's own workflow_state_update: "
+                                              "the server applies the updates itself, no agent step")
+    return translate_update_step(step, scope)
 
 
 def _shell(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from aromcp_workflows.definition.workflow import json_type
 from aromcp_workflows.importer.reading import delete_key, line_of, new_map
 from aromcp_workflows.importer.report import Notes
 from aromcp_workflows.importer.rules_steps import translate_steps
@@ -27,7 +28,9 @@ def translate_workflow(doc: Any, notes: Notes) -> None:
         return
     _drop_top_level(doc, notes)
     fields = _state_fields(doc)
-    scope = Scope(notes, inputs=frozenset(_inputs(doc, notes, "inputs", task=False)), fields=fields)
+    names = _inputs(doc, notes, "inputs", task=False)
+    names += _initial_inputs(doc, notes)
+    scope = Scope(notes, inputs=frozenset(names), fields=fields)
     _state(doc, scope)
     doc["steps"] = translate_steps(doc["steps"], scope, line_of(doc, "steps"))
     tasks = doc.get("sub_agent_tasks")
@@ -55,15 +58,47 @@ def _drop_top_level(doc: CommentedMap, notes: Notes) -> None:
         notes.rewrite(line_of(doc, "config"), f"config: {dict(doc['config'] or {})}", "(removed)",
                       "AroMCP's workflow-wide retries/timeout have no counterpart; set on_error/timeout per step")
         delete_key(doc, "config")
-    initial = doc.get("default_state")
-    if isinstance(initial, dict) and "inputs" in initial:
-        notes.refuse(line_of(initial, "inputs"), "default_state.inputs cannot be translated: inputs are set at "
-                                                 "start here; give each input a `default` instead")
     schema = doc.get("state_schema")
     if isinstance(schema, CommentedMap) and "inputs" in schema:
         notes.rewrite(line_of(schema, "inputs"), "state_schema.inputs", "(removed)",
                       "inputs are declared under `inputs:`")
         delete_key(schema, "inputs")
+
+
+def _initial_inputs(doc: CommentedMap, notes: Notes) -> list[str]:
+    """`default_state.inputs` becomes each input's `default`: AroMCP's code starts the
+    inputs tier from it (a declared input's own `default` is not applied there), and
+    inputs are set at start here.  Returns the names of inputs it had to declare."""
+    initial = doc.get("default_state")
+    values = initial.get("inputs") if isinstance(initial, CommentedMap) else None
+    if not isinstance(values, dict):
+        if isinstance(initial, CommentedMap) and "inputs" in initial:
+            notes.refuse(line_of(initial, "inputs"), "default_state.inputs must be a mapping of input names to "
+                                                     "values; give each input a `default` instead")
+        return []
+    if not isinstance(doc.get("inputs"), CommentedMap):
+        doc.insert(list(doc.keys()).index("default_state"), "inputs", new_map())
+    declared, added = doc["inputs"], []
+    for name, value in values.items():
+        line = line_of(values, name, line_of(initial, "inputs"))
+        spec = declared.get(name)
+        if not isinstance(spec, CommentedMap):
+            declared[name] = new_map(type=json_type(value), required=False, default=value)
+            added.append(str(name))
+            notes.rewrite(line, f"default_state.inputs.{name}", f"inputs.{name}: {{default: {value!r}}}",
+                          "an input AroMCP starts from default_state; declared here, with that default")
+            continue
+        why = "AroMCP's code starts the input from default_state.inputs"
+        if "default" in spec and spec["default"] != value:
+            why += f" and does not apply its declared default ({spec['default']!r}); that one is replaced"
+        spec["default"] = value
+        if spec.get("required"):
+            spec["required"] = False
+        notes.rewrite(line, f"default_state.inputs.{name}", f"inputs.{name}.default: {value!r}", why)
+    delete_key(initial, "inputs")
+    if not initial:
+        delete_key(doc, "default_state")
+    return added
 
 
 def _state_fields(doc: CommentedMap) -> dict[str, str]:

@@ -9,6 +9,7 @@ turns AroMCP's paths, expressions and magic result names into this project's.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +29,7 @@ SHELL_RESULT = "({stdout: result.stdout, stderr: result.stderr, returncode: resu
 SHELL_MAGIC = {"stdout": "result.stdout", "stderr": "result.stderr", "returncode": "result.exit_code",
                "exit_code": "result.exit_code", "result": SHELL_RESULT, "output": "result.output"}
 LOOP_ITEM = {"loop_item": "item", "loop_index": "index"}
+_LOOP_BRACKET = re.compile(r"\[([^\[\]'\"{}]*\bloop\.[^\[\]'\"{}]*)\]")
 
 
 @dataclass
@@ -39,7 +41,8 @@ class Scope:
     fields: dict[str, str] = field(default_factory=dict)  # state field -> tier
     task_inputs: frozenset[str] | None = None
     loop: str | None = None  # innermost loop kind: "foreach" | "while" | None
-    loop_var: str | None = None
+    loop_names: frozenset[str] = frozenset()  # enclosing foreach loops' variable_name/index_name, kept
+    loop_renames: dict[str, str] = field(default_factory=dict)  # a loop name this project refuses -> item/index
     extra: Renames | None = None  # renames for one value only (a while condition)
     new_fields: dict[str, Any] = field(default_factory=dict)  # state fields rules add (shared)
 
@@ -56,8 +59,10 @@ class Scope:
             member.update({("state", k): v for k, v in LOOP_ITEM.items()})
             member.update({("this", k): v for k, v in LOOP_ITEM.items()})
             member.update({("loop", "item"): "item", ("loop", "index"): "index"})
-        if self.loop_var and self.loop_var != "item":
-            bare[self.loop_var] = "item"
+        # AroMCP's `loop` holds every enclosing loop's names (innermost wins)
+        member.update({("loop", name): name for name in self.loop_names})
+        bare.update(self.loop_renames)
+        member.update({("loop", old): new for old, new in self.loop_renames.items()})
         if self.loop is None:
             member[("loop", "*")] = "undefined"
         if self.task_inputs is not None:
@@ -77,14 +82,33 @@ class Scope:
         return new
 
     def expression(self, value: str, line: int, what: str) -> str:
-        """A value AroMCP evaluates as JavaScript even without braces (conditions, items)."""
+        """A value AroMCP evaluates as JavaScript even without braces (conditions, items).
+        Templates inside it (`state.m[{{ computed.key }}].n < 3`) are filled in first
+        there: here the expression reads their values directly."""
         stripped = value.strip()
-        if has_template(stripped):
+        if _whole_template(stripped):
             return self.text(value, line, what)
+        note = f"AroMCP evaluates {what} as JavaScript without braces"
+        if has_template(stripped):
+            stripped = map_templates(stripped, lambda expr: f"({expr.strip()})").replace("{{(", "(").replace(")}}", ")")
+            note += "; the templates inside it are read as values"
         new = rewrite_expression(stripped, self.renames)
         wrapped = "{{ " + new + " }}"
-        self.notes.rewrite(line, value, wrapped, f"AroMCP evaluates {what} as JavaScript without braces")
+        self.notes.rewrite(line, value, wrapped, note)
         return wrapped
+
+    def evaluated_value(self, value: str, line: int) -> str:
+        """A plain state_update value of a shell command that AroMCP evaluates as JavaScript
+        (`"{}"`, `"[]"`, `"10"`, `"state.n + 1"`, `"[...state.log, {x: loop.i}]"`): it runs
+        a value that looks like an expression (operators, `state.`/`inputs.`/`computed.`/
+        `loop.`, a leading `[` or `{`, a number) with only those four names in scope, and
+        keeps the text when that fails.  Such a value becomes a template here."""
+        text = value.strip()
+        if has_template(text) or not _looks_evaluated(text) or not _evaluates(text):
+            return value
+        new = "{{ " + rewrite_expression(text, self.renames) + " }}"
+        self.notes.rewrite(line, value, new, "AroMCP evaluates this value as JavaScript")
+        return new
 
     def transform(self, value: str, line: int, what: str) -> str:
         """A computed transform: AroMCP allows `{{ x }}` inside; ours reads the name itself."""
@@ -99,8 +123,11 @@ class Scope:
         return self.fields.get(name, "state")
 
     def path(self, path: str, line: int, what: str) -> str | None:
-        """AroMCP state path → ours (`this.x` → `state.x`/`raw.x`); None when it cannot be."""
+        """AroMCP state path → ours (`this.x` → `state.x`/`raw.x`); None when it cannot be.
+        A bracket holding a loop expression (`items[loop.idx]`) is evaluated there, as
+        AroMCP does: it becomes a bracket template (`items[{{ idx }}]`)."""
         new = rewrite_templates(path, self.renames) if has_template(path) else path
+        new = _LOOP_BRACKET.sub(lambda m: "[{{ " + rewrite_expression(m.group(1).strip(), self.renames) + " }}]", new)
         head, _, rest = new.partition(".")
         if head in WRITABLE:
             pass
@@ -135,6 +162,40 @@ class Scope:
         self.notes.refuse(line, f"computed field reads '{path}', which exists only while a step runs "
                                 "(loop variables); compute it in the step's own template instead")
         return None
+
+
+_EVALUATED_OPS = ("+", "-", "*", "/", "===", "!==", ">", "<", "&&", "||", "state.", "inputs.", "computed.",
+                  "loop.", "`", "...")
+
+
+def _looks_evaluated(text: str) -> bool:
+    """AroMCP's test for a state_update value it runs as JavaScript."""
+    number = text.lstrip("-").replace(".", "", 1)
+    return any(op in text for op in _EVALUATED_OPS) or text.startswith(("[", "{")) or number.isdigit()
+
+
+def _evaluates(text: str) -> bool:
+    """Whether AroMCP's evaluation of `text` succeeds: it parses as one expression and reads
+    no name but `state`, `inputs`, `computed`, `loop` and JavaScript's own."""
+    from aromcp_workflows.expressions import ExpressionError, reads_of
+
+    try:
+        free = reads_of(f"({text})").likely_free
+    except ExpressionError:
+        return False
+    return set(free) <= {"state", "inputs", "computed", "loop"}
+
+
+def _whole_template(text: str) -> bool:
+    """`{{ expr }}` and nothing else."""
+    from aromcp_workflows.expressions.lexer import LexError, find_template_end
+
+    if not (text.startswith("{{") and text.endswith("}}")):
+        return False
+    try:
+        return find_template_end(text, 2) == len(text) - 2
+    except LexError:
+        return False
 
 
 def magic_value(value: Any, kind: str, line: int, notes: Notes) -> Any:

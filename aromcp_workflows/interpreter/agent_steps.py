@@ -23,7 +23,7 @@ AGENT_TYPES = frozenset({"agent_shell_command", "mcp_call", "user_input", "agent
 def templated_fields(step: Any) -> dict[str, Any]:
     """The fields of an agent step whose templates are rendered at delivery."""
     if step.type == "agent_shell_command":
-        return {"reason": step.reason, "timeout": step.timeout}
+        return {"reason": step.reason, "timeout": step.timeout, "working_dir": step.working_dir}
     if step.type == "mcp_call":
         return {"method": step.mcp.method, "params": step.mcp.params}
     if step.type == "user_input":
@@ -44,16 +44,15 @@ def atomic_step(step: Any, step_id: str, rendered: dict[str, Any], command: str 
     """The atomic step handed to the agent: id, type, instructions, concrete definition."""
     kind = step.type
     if kind == "agent_shell_command":
-        definition = {"command": command, "reason": rendered.get("reason"),
-                      "output_format": step.output_format, "timeout": rendered.get("timeout")}
-        text = ("Run this shell command in the project root exactly as given and report its "
-                "standard output as `result`. If it exits non-zero, complete the step with "
+        definition = {"command": command, "reason": rendered.get("reason"), "output_format": step.output_format,
+                      "timeout": rendered.get("timeout"), "working_dir": rendered["working_dir"]}
+        text = ("Run this shell command exactly as given, in the directory `working_dir` (an absolute path), "
+                "and report its standard output as `result`. If it exits non-zero, complete the step with "
                 "status \"failed\" and its error output as `error`.")
         return _atomic(step_id, "agent_shell_command", text, definition)
     if kind == "mcp_call":
         definition = {"method": rendered["method"], "params": rendered["params"]}
-        text = (f"Call the MCP tool `{rendered['method']}` with exactly these params and report "
-                "its whole result as `result`.")
+        text = f"Call the MCP tool `{rendered['method']}` with `params` as given; report its result as `result`."
         return _atomic(step_id, "mcp_call", text, definition)
     if kind == "user_input":
         definition = {"prompt": rendered["prompt"]}
@@ -63,9 +62,8 @@ def atomic_step(step: Any, step_id: str, rendered: dict[str, Any], command: str 
             definition["default"] = rendered["default"]
         if step.validation is not None:
             definition["validation"] = step.validation.model_dump(exclude_none=True)
-        text = "Ask the user the question in `prompt`"
-        text += " (offer the `choices`)" if "choices" in rendered else ""
-        text += " and report their answer, unchanged, as `result`."
+        text = "Ask the user `prompt`" + (" (offer the `choices`)" if "choices" in rendered else "")
+        text += "; report their answer, unchanged, as `result`."
         return _atomic(step_id, "user_input", text, definition)
     prompt, context = _prompt_parts(step, rendered)
     definition = {"prompt": prompt}
@@ -74,9 +72,9 @@ def atomic_step(step: Any, step_id: str, rendered: dict[str, Any], command: str 
     schema = step.response_schema
     if schema is not None:
         definition["response_schema"] = schema
-    text = "Do the task in `prompt`" + (" using `context`" if context is not None else "")
-    text += (", then report the outcome as `result`: JSON matching `response_schema`."
-             if schema is not None else ", then report the outcome as `result`.")
+    text = "Do `prompt`" + (" using `context`" if context is not None else "")
+    text += ("; report the outcome as `result`, JSON matching `response_schema`."
+             if schema is not None else "; report the outcome as `result`.")
     return _atomic(step_id, "agent_prompt", text, definition)
 
 

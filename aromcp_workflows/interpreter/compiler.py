@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from aromcp_workflows.definition.steps import ConditionalStep, ForeachStep, WhileStep
+from aromcp_workflows.definition.steps import ConditionalStep, ForeachStep, WhileStep, child_step_lists
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.interpreter.program import (
     Break,
@@ -29,6 +29,13 @@ from aromcp_workflows.interpreter.program import (
     Program,
     Run,
 )
+
+
+def local_step_id(step: Any, index: int, branch: str = "") -> str:
+    """A step's own id: the author's, or one made from its position (`shell_command_2`,
+    `then_state_update_1` in a conditional's branch).  A qualified id is the container's
+    id, a dot, and this."""
+    return step.id or f"{branch}{step.type}_{index + 1}"
 
 
 @dataclass
@@ -53,8 +60,7 @@ class _Compiler:
 
     def steps(self, steps: list[Any], prefix: str, loops: list[_Loop], branch: str = "") -> None:
         for index, step in enumerate(steps):
-            local = step.id or f"{branch}{step.type}_{index + 1}"
-            self.step(step, f"{prefix}{local}", loops)
+            self.step(step, f"{prefix}{local_step_id(step, index, branch)}", loops)
 
     def step(self, step: Any, qid: str, loops: list[_Loop]) -> None:
         guard = None
@@ -65,7 +71,7 @@ class _Compiler:
         elif isinstance(step, (WhileStep, ForeachStep)):
             self.loop(step, qid, loops)
         elif step.type == "break":
-            loops[-1].breaks.append(self.emit(Break(qid, loops[-1].loop_id, -1)))
+            loops[-1].breaks.append(self.emit(Break(qid, loops[-1].loop_id, -1, loops[-1].top)))
         elif step.type == "continue":
             self.emit(Continue(qid, loops[-1].loop_id, loops[-1].top))
         elif step.type == "exit":
@@ -89,12 +95,13 @@ class _Compiler:
     def loop(self, step: WhileStep | ForeachStep, qid: str, loops: list[_Loop]) -> None:
         self.loops[qid] = qid
         if isinstance(step, WhileStep):
-            self.emit(LoopEnter(qid, qid, "while", None, step.max_iterations))
-            top = self.emit(LoopNext(qid, qid, "while", step.condition, max_iterations=step.max_iterations,
-                                     on_max_iterations=step.on_max_iterations))
+            self.emit(LoopEnter(qid, qid, "while", None, step.limit))
+            top = self.emit(LoopNext(qid, qid, "while", step.condition, max_iterations=step.limit,
+                                     on_max_iterations=step.at_limit,
+                                     implicit_limit=step.max_iterations is None))
             body = step.body
         else:
-            self.emit(LoopEnter(qid, qid, "foreach", step.items, 0))
+            self.emit(LoopEnter(qid, qid, "foreach", step.items, 0, step.variable_name, step.index_name))
             top = self.emit(LoopNext(qid, qid, "foreach", None))
             body = step.steps
         frame = _Loop(qid, top)
@@ -104,6 +111,49 @@ class _Compiler:
         self.patch(top, exit_target=end)
         for index in frame.breaks:
             self.patch(index, target=end)
+
+
+@dataclass(frozen=True)
+class StepPlace:
+    """Where one step of a definition is: its program, qualified id, data path in the file
+    (for `Positions.locate`), its model, and the qualified id of the step that holds it."""
+
+    program: str
+    qid: str
+    path: tuple[Any, ...]
+    step: Any
+    parent: str | None
+
+
+def program_roots(definition: WorkflowDefinition) -> list[tuple[str, tuple[Any, ...], list[Any], str]]:
+    """Each program's key, data path, step list and id prefix, as `ProgramSet` compiles them."""
+    roots: list[tuple[str, tuple[Any, ...], list[Any], str]] = [
+        ("main", ("steps",), definition.steps, ""),
+        ("on_failure", ("error_handling", "on_failure"), definition.error_handling.on_failure, "on_failure.")]
+    for name, task in definition.sub_agent_tasks.items():
+        roots.append((f"task:{name}", ("sub_agent_tasks", name, "steps"), task.steps, ""))
+        roots.append((f"cleanup:{name}", ("sub_agent_tasks", name, "error_handling", "cleanup_on_error"),
+                      task.error_handling.cleanup_on_error, "cleanup_on_error."))
+    return roots
+
+
+def step_places(definition: WorkflowDefinition) -> dict[tuple[str, str], StepPlace]:
+    """Every step of a definition by (program key, qualified id), named exactly as the
+    compiler names them: what coverage and migration point at with `file:line`."""
+    places: dict[tuple[str, str], StepPlace] = {}
+
+    def walk(program: str, steps: list[Any], path: tuple[Any, ...], prefix: str, parent: str | None,
+             branch: str = "") -> None:
+        for index, step in enumerate(steps):
+            qid = f"{prefix}{local_step_id(step, index, branch)}"
+            places[(program, qid)] = StepPlace(program, qid, (*path, index), step, parent)
+            for key, children in child_step_lists(step):
+                walk(program, children, (*path, index, key), f"{qid}.", qid,
+                     f"{key}_" if isinstance(step, ConditionalStep) else "")
+
+    for program, path, steps, prefix in program_roots(definition):
+        walk(program, steps, path, prefix, None)
+    return places
 
 
 def compile_steps(steps: list[Any], key: str, prefix: str = "") -> Program:
@@ -121,13 +171,7 @@ class ProgramSet:
     def __init__(self, definition: WorkflowDefinition):
         self.definition = definition
         self.programs: dict[str, Program] = {
-            "main": compile_steps(definition.steps, "main"),
-            "on_failure": compile_steps(definition.error_handling.on_failure, "on_failure", "on_failure."),
-        }
-        for name, task in definition.sub_agent_tasks.items():
-            self.programs[f"task:{name}"] = compile_steps(task.steps, f"task:{name}")
-            self.programs[f"cleanup:{name}"] = compile_steps(
-                task.error_handling.cleanup_on_error, f"cleanup:{name}", "cleanup_on_error.")
+            key: compile_steps(steps, key, prefix) for key, _path, steps, prefix in program_roots(definition)}
 
     def __getitem__(self, key: str) -> Program:
         return self.programs[key]

@@ -19,8 +19,14 @@ Effect = Outcome | Fail | None
 
 
 def jump_unless(ctx: Ctx, ins: JumpUnless) -> Effect:
-    branches = ("then", "else") if ins.reason == "condition" else None  # a false `when` is a skip
-    if ctx.truthy(ins.condition, ins.step_id, branches):
+    """A conditional's test (history: its value and the branch taken) or a step's `when`
+    guard (history: `run` when it holds, a `step_skipped` when not): branch coverage
+    (`aromcp-workflows test --coverage`) reads both."""
+    if ins.reason == "condition":
+        taken = ctx.truthy(ins.condition, ins.step_id, ("then", "else"))
+    else:
+        taken = ctx.truthy(ins.condition, ins.step_id, ("run", "skip"), record_false=False)
+    if taken:
         ctx.frame.pc += 1
         return None
     ctx.frame.pc = ins.target
@@ -45,7 +51,8 @@ def enter_loop(ctx: Ctx, ins: LoopEnter) -> Effect:
             items = []
         if not isinstance(items, list):
             raise StepFailed(f"foreach {ins.step_id}: items must be a list, got {type(items).__name__}")
-    ctx.frame.loops.append(LoopFrame(ins.loop_id, ins.kind, items))
+    ctx.frame.loops.append(LoopFrame(ins.loop_id, ins.kind, items, item_name=ins.item_name,
+                                     index_name=ins.index_name))
     ctx.frame.pc += 1
     return None
 
@@ -56,6 +63,7 @@ def next_iteration(ctx: Ctx, ins: LoopNext) -> Effect:
     if ins.kind == "foreach":
         assert loop.items is not None
         if loop.index + 1 >= len(loop.items):
+            loop_ended(ctx, "items")
             return leave_loop(frame, ins.exit_target)
         loop.index += 1
         loop.iteration += 1
@@ -65,6 +73,7 @@ def next_iteration(ctx: Ctx, ins: LoopNext) -> Effect:
     loop.index = loop.iteration - 1
     if not ctx.truthy(ins.condition, ins.step_id, ("iterate", "exit"), own_loop=True):
         loop.iteration -= 1
+        loop_ended(ctx, "condition", max_iterations=ins.max_iterations)
         return leave_loop(frame, ins.exit_target)
     if loop.iteration > ins.max_iterations:
         loop.iteration -= 1
@@ -74,17 +83,30 @@ def next_iteration(ctx: Ctx, ins: LoopNext) -> Effect:
 
 
 def loop_limit(ctx: Ctx, ins: LoopNext) -> Effect:
-    """The condition still holds after `max_iterations`: a failure, unless the author said
-    `on_max_iterations: continue`, which ends the loop and goes on (recorded either way)."""
-    limit = ins.max_iterations
-    step_id = ctx.delivered_id(ins.step_id)
-    policy = ins.on_max_iterations
-    reason = (f"while loop {ins.loop_id} reached max_iterations ({limit}) with its condition still true")
-    ctx.record("loop_limit", step_id, {"max_iterations": limit, "policy": policy, "reason": reason})
+    """The condition still holds after the limit.  A `max_iterations` the author wrote is a
+    normal end (the loop exits, the workflow goes on); the implicit limit — or
+    `on_max_iterations: fail` — fails the workflow.  Recorded either way."""
+    limit, policy = ins.max_iterations, ins.on_max_iterations
+    loop_ended(ctx, "max_iterations", max_iterations=limit, on_max_iterations=policy, implicit=ins.implicit_limit)
     if policy == "continue":
         return leave_loop(ctx.frame, ins.exit_target)
-    return Fail(step_id, f"{reason}; raise max_iterations, fix the condition, or set "
-                         "on_max_iterations: continue to go on after the loop")
+    step_id = ctx.delivered_id(ins.step_id, outer_only=True)
+    if ins.implicit_limit:
+        return Fail(step_id, f"while loop {ins.loop_id} reached max_iterations ({limit}, the default: it sets "
+                             "none) with its condition still true; fix the condition, or write "
+                             "max_iterations: N to make N iterations a normal end of the loop")
+    return Fail(step_id, f"while loop {ins.loop_id} reached max_iterations ({limit}) with its condition still "
+                         "true, and on_max_iterations is fail; raise max_iterations or fix the condition "
+                         "(without on_max_iterations: fail, reaching max_iterations ends the loop and the "
+                         "workflow goes on)")
+
+
+def loop_ended(ctx: Ctx, ended_by: str, **details: Any) -> None:
+    """History: the innermost loop ends, and why (`condition`, `items`, `break` or
+    `max_iterations`), named by the loop's own id (with its outer loops' iterations)."""
+    loop = ctx.frame.loops[-1]
+    ctx.record("loop_ended", ctx.delivered_id(loop.loop_id, outer_only=True),
+               {"loop": loop.kind, "ended_by": ended_by, "iterations": loop.iteration, **details})
 
 
 def leave_loop(frame: Frame, target: int) -> Effect:
@@ -94,9 +116,18 @@ def leave_loop(frame: Frame, target: int) -> Effect:
 
 
 def break_(ctx: Ctx, ins: Break) -> Effect:
-    _pop_loops(ctx.frame, ins.loop_id, inclusive=True)
+    _pop_loops(ctx.frame, ins.loop_id, inclusive=False)
+    if ctx.frame.loops:
+        loop_ended(ctx, "break", **_limit_of(ctx, ins))
+        ctx.frame.loops.pop()
     ctx.frame.pc = ins.target
     return None
+
+
+def _limit_of(ctx: Ctx, ins: Break) -> dict[str, Any]:
+    """`max_iterations` of the while loop a break leaves (for its end event)."""
+    top = ctx.m.programs(ctx.frame.workflow)[ctx.frame.program].instructions[ins.top]
+    return {"max_iterations": top.max_iterations} if isinstance(top, LoopNext) and top.kind == "while" else {}
 
 
 def continue_(ctx: Ctx, ins: Continue) -> Effect:

@@ -26,16 +26,23 @@ from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
 from aromcp_workflows.interpreter.path_templates import path_template, path_value
 from aromcp_workflows.interpreter.results import store_failure, store_result
+from aromcp_workflows.interpreter.shell_steps import store_failed, working_directory
 from aromcp_workflows.interpreter.thread import Pending
 
 
-def deliver(ctx: Ctx, step: Any, step_id: str) -> Answer:
-    """Render an agent step (one engine call) and park it as the thread's pending step."""
+def deliver(ctx: Ctx, step: Any, step_id: str) -> Answer | Fail | None:
+    """Render an agent step (one engine call) and park it as the thread's pending step.
+    An agent shell command whose `working_dir` is not a directory of the project fails
+    here, before the agent sees it (its `on_error` decides what follows)."""
     fields = templated_fields(step)
     fields["_path"] = path_template(step.state_update.path) if step.state_update else None
     command = None
     if step.type == "agent_shell_command":
         rendered, command = ctx.render_command(fields, step.command, f"step {step_id}")
+        try:
+            rendered["working_dir"] = str(working_directory(ctx.m.project_dir, rendered["working_dir"], step_id))
+        except StepFailed as exc:
+            return store_failed(ctx, step, step_id, str(exc))
     else:
         rendered = ctx.render(fields, f"step {step_id}")
     atomic = atomic_step(step, step_id, rendered, command)
@@ -49,13 +56,15 @@ def deliver(ctx: Ctx, step: Any, step_id: str) -> Answer:
 def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | None) -> Completion:
     """The agent's result for its pending step: accepted, re-issued, or the step failed."""
     step = ctx.m.step_at(ctx.frame)
-    if status != "success":
+    if status != "success":  # what the agent said goes to the history (`test --record` replays it)
+        ctx.record("step_reported", pending.step_id, {"status": status, "error": error, "result": result})
         return step_failed(ctx, step, pending, error or f"the agent reported status {status!r}")
     verdict = accept_result(step, result)
     if not isinstance(verdict, Accepted):
         pending.attempts += 1
         limit = getattr(step, "max_attempts", 1)
-        ctx.record("step_rejected", pending.step_id, {"problem": verdict.problem, "attempt": pending.attempts})
+        ctx.record("step_rejected", pending.step_id, {"problem": verdict.problem, "attempt": pending.attempts,
+                                                      "result": result})
         if pending.attempts >= limit:
             return step_failed(ctx, step, pending, f"no valid answer after {limit} attempts: {verdict.problem}",
                                rejected=True)
@@ -65,8 +74,22 @@ def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | 
         store_result(ctx, step, pending.state_path, verdict.value, verdict.value, pending.step_id)
     except (StepFailed, ExpressionError) as exc:  # e.g. a `value` template that throws: the step failed
         return step_failed(ctx, step, pending, f"could not store the result: {exc}")
-    finish(ctx, pending)
+    finish(ctx, pending, reported={"result": result})
     return Completion(True)
+
+
+def asks_user(pending: Pending) -> bool:
+    """The pending step is a question for the user (`user_input`)."""
+    return pending.kind == "agent" and (pending.step or {}).get("type") == "user_input"
+
+
+def user_is_asked(pending: Pending) -> Completion:
+    """The refusal an agent gets for answering a question the server puts to the user itself:
+    nothing recorded, the question stays out."""
+    return Completion(False, f"step {pending.step_id} is a question for the user, and the user is being asked it "
+                             "directly (a form in their client): only their answer completes it. Do not answer it "
+                             "yourself; the call that asked it returns the next step once they have answered.",
+                      public(pending.step), advance=False)
 
 
 def step_failed(ctx: Ctx, step: Any, pending: Pending, message: str, rejected: bool = False) -> Completion:
@@ -86,11 +109,12 @@ def step_failed(ctx: Ctx, step: Any, pending: Pending, message: str, rejected: b
     return outcome
 
 
-def finish(ctx: Ctx, pending: Pending, status: str = "success") -> None:
+def finish(ctx: Ctx, pending: Pending, status: str = "success", reported: dict[str, Any] | None = None) -> None:
+    """The step is done; its event keeps what the agent reported (`reported`: the result as given)."""
     if status == "success":
         tracking.step_succeeded(ctx.m, ctx.thread, pending.step_id)
     ctx.thread.pending = None
     ctx.thread.remember_completed(pending.step_id)
     ctx.frame.pc += 1
     ctx.record("step_completed", pending.step_id, {"type": (pending.step or {}).get("type"), "status": status,
-                                                    "attempts": pending.attempts + 1})
+                                                    "attempts": pending.attempts + 1, **(reported or {})})

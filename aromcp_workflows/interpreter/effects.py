@@ -71,11 +71,14 @@ class Completion:
 EVENT_KINDS: frozenset[str] = frozenset({
     "started", "finished", "status_changed", "workflow_retry", "error",  # the instance
     "task_started", "task_finished", "tasks_created", "tasks_retried", "tasks_finished", "tasks_stopped",
-    "step_delivered", "step_started", "step_completed", "step_rejected", "step_error", "step_skipped",
-    "message_shown", "condition_checked", "loop_limit", "shell_released", "shell_adopted",  # steps, control flow
+    "step_delivered", "step_started", "step_completed", "step_rejected", "step_reported", "step_error",
+    "step_skipped",
+    "message_shown", "condition_checked", "loop_ended", "shell_released", "shell_adopted",  # steps, control flow
     "include_started", "include_finished",  # composition
     "state_changed", "transform_trace",  # state
     "rolled_back",  # written by the instance layer
+    "forked",  # the first event of a fork (`aromcp-workflows fork`, `workflow_fork`)
+    "migrated",  # moved onto an edited definition (the one it ran before is kept in the event)
 })
 
 

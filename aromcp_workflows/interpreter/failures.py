@@ -33,8 +33,11 @@ class Fail:
 
 def fail(m: Machine, thread: Thread, failure: Fail) -> None:
     error = {"message": failure.message, "step_id": failure.step_id, "timestamp": now_iso()}
+    before = None
     if thread.failing is None and thread.frames:  # where it failed, for on_resume: retry_failed_steps
         thread.failed_at = copy.deepcopy([frame_json(f) for f in thread.frames])
+        if thread.thread_id == "main":  # the state before error handling writes to it (retry)
+            before = {key: store.snapshot() for key, store in m.states.items()}
     tracking.step_failed(m, thread, error)
     thread.pending = None
     m.record("error", failure.step_id, None if thread.thread_id == "main" else thread.thread_id,
@@ -59,6 +62,7 @@ def fail(m: Machine, thread: Thread, failure: Fail) -> None:
         m.begin()
         return None
     m.request_checkpoint(f"checkpoint_and_fail: {failure.message}")
+    thread.failed_state = before if before is not None else thread.failed_state
     thread.failing = error
     thread.error = failure.message
     if handling.on_failure:
@@ -109,7 +113,9 @@ def collect_error(m: Machine, thread: Thread, error: dict[str, Any]) -> None:
                                     + (f" (loop iteration {f.loops[-1].iteration})" if f.loops else "")
                                     for f in reversed(thread.frames)]}
     try:
-        m.states["main"].apply([Update(path=collection.state_path, operation="append", value=error)],
-                               trigger="error_collection")
+        result = m.states["main"].apply([Update(path=collection.state_path, operation="append", value=error)],
+                                        trigger="error_collection")
+        m.state_changed(None, None if thread.thread_id == "main" else thread.thread_id, result, "main",
+                        by="error_collection")
     except StateError as exc:
         m.record("error", None, None, {"message": f"could not collect error: {exc}"})

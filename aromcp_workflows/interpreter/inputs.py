@@ -33,7 +33,7 @@ def check_inputs(workflow: str, declared: dict[str, InputSpec], given: dict[str,
             problems.append(f"unknown input {name!r}{did_you_mean(name, declared)} (declared: {known})")
     for name, spec in declared.items():
         if name in given and given[name] is not None:
-            value, problem = convert(given[name], spec.type, secret=is_sensitive(name))
+            value, problem = convert(given[name], spec.type, secret=spec.secret or is_sensitive(name))
             if problem:
                 problems.append(f"input {name!r} {problem}")
             values[name] = value

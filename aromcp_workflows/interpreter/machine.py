@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.definition.computed import computed_specs
 from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.definition.secrets import SecretFields, secret_fields
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.expressions import MISSING, ExpressionEngine, js_truthy
 from aromcp_workflows.interpreter.agent_steps import public
@@ -24,7 +26,7 @@ from aromcp_workflows.interpreter.effects import EVENT_KINDS, Answer, Checkpoint
 from aromcp_workflows.interpreter.program import Instruction, Run
 from aromcp_workflows.interpreter.thread import TERMINAL, Frame, LoopFrame, Thread, ThreadTable
 from aromcp_workflows.safety.masking import Masker, SecretIndex
-from aromcp_workflows.state import ComputedFieldSpec, StateError, StateTiers, Update
+from aromcp_workflows.state import StateError, StateTiers, Update, UpdateResult
 
 DEFAULT_SUB_AGENT_PROMPT = (
     "You are a workflow sub-agent for workflow {workflow_id}, task {task_id}. Call "
@@ -36,16 +38,6 @@ DEFAULT_SUB_AGENT_PROMPT = (
 
 class StepFailed(Exception):
     """A step could not be carried out; the message says why (for the failure answer)."""
-
-
-def computed_specs(definition: WorkflowDefinition) -> list[ComputedFieldSpec]:
-    """The state store's view of a definition's computed fields."""
-    return [
-        ComputedFieldSpec(name=name, sources=spec.sources, source_is_list=isinstance(spec.from_, list),
-                          transform=spec.transform, on_error=spec.on_error,
-                          fallback=spec.fallback, validate=spec.validate_)
-        for name, spec in definition.state_schema.computed.items()
-    ]
 
 
 class Machine:
@@ -67,10 +59,12 @@ class Machine:
         self.error: str | None = None
         self.counters: dict[str, int] = {}
         self.retries = 0
+        self.forked_from: dict[str, Any] | None = None  # a fork: the instance and point it was made from
         self.journal = Journal()
         self._programs: dict[str, ProgramSet] = {}
         self.tracked_fields: dict[str, frozenset[str]] = {}  # tracking.py: declared per definition
         self._secrets = SecretIndex()  # masker(): re-walks only the state values that changed
+        self._secret_fields: dict[str, SecretFields] = {}  # by definition name
 
     @property
     def sub_agent_prompt(self) -> str:
@@ -84,6 +78,11 @@ class Machine:
         if cached is None:
             cached = self._programs[workflow] = programs_for(self.bundle.get(workflow))
         return cached
+
+    def reset_definitions(self) -> None:
+        """Forget what was worked out from the bundle (it was replaced: a migration)."""
+        self._programs = {}
+        self.tracked_fields = {}
 
     def instruction(self, frame: Frame) -> Instruction:
         return self.programs(frame.workflow)[frame.program].instructions[frame.pc]
@@ -109,13 +108,28 @@ class Machine:
         self.threads = ThreadTable({"main": Thread("main", [Frame(main.name, "main", "main", prefix)])})
         self.groups = {}
         self.counters = {}
-        self.record("started", data={"inputs": self.inputs, "attempt": self.retries + 1})
+        main_state = self.states["main"]
+        self.record("started", data={"inputs": self.inputs, "attempt": self.retries + 1,
+                                     "state": {"raw": main_state.raw, "state": main_state.state,
+                                               "computed": main_state.computed}})
 
     # -- the journal: effects for the instance layer ---------------------------------------
     def record(self, kind: str, step_id: str | None = None, task_id: str | None = None,
                data: dict[str, Any] | None = None) -> None:
         assert kind in EVENT_KINDS, f"unknown history event kind {kind!r}: add it to effects.EVENT_KINDS"
         self.journal.events.append(Event(kind, step_id, task_id, now_iso(), data or {}))
+
+    def state_changed(self, step_id: str | None, task_id: str | None, result: UpdateResult, state_key: str,
+                      by: str | None = None) -> None:
+        """The `state_changed` event of one applied batch: the paths it changed and what it
+        wrote there (`UpdateResult.writes`), so the state after any step can be shown again."""
+        data: dict[str, Any] = {"paths": result.changed_paths, "computed_changed": sorted(result.computed_changed),
+                                "writes": result.writes}
+        if state_key != "main":
+            data["state"] = state_key
+        if by is not None:
+            data["by"] = by
+        self.record("state_changed", step_id, task_id, data)
 
     def collect_traces(self, store: StateTiers, trigger: str) -> None:
         for trace in store.drain_traces():
@@ -175,13 +189,33 @@ class Machine:
                     other.status = "cancelled"
 
     def masker(self) -> Masker:
-        """Masks every value under a sensitive key of the inputs and of every tier of every
-        state (each tier on its own, so a `state` value shadowed by `raw` is masked too).
+        """Masks the secrets of the inputs, of every tier of every state (each tier on its own,
+        so a `state` value shadowed by `raw` is masked too) and of sub-agent tasks' inputs:
+        declared ones and computed fields fed by them whole, strings under sensitive names.
         Incremental: only top-level values replaced since the last call are walked."""
+        main_name = self.bundle.main.definition.name
+        main = self.secret_fields(main_name)
         roots: list[Any] = [self.inputs]
-        for store in self.states.values():
+        declared: list[frozenset[str]] = [main.inputs]
+        keys, task_inputs = set(main.names), set(main.task_inputs)
+        for key, store in self.states.items():
+            fields = self.secret_fields(self.state_workflows.get(key, main_name))
             roots += [store.raw, store.state, store.computed, store.inputs]
-        return Masker(self._secrets.secrets(*roots))
+            declared += [fields.raw, fields.state, fields.computed, fields.inputs]
+            keys |= fields.names
+            task_inputs |= fields.task_inputs
+        for thread in self.threads.values():
+            if isinstance(thread.context.get("task"), dict):
+                roots.append(thread.context["task"])
+                declared.append(frozenset(task_inputs))
+        return Masker(self._secrets.secrets(*roots, declared=declared), keys)
+
+    def secret_fields(self, workflow: str) -> SecretFields:
+        """The fields of a workflow this instance runs that are secret whole (declared, or fed by a secret)."""
+        found = self._secret_fields.get(workflow)
+        if found is None:
+            found = self._secret_fields[workflow] = secret_fields(self.bundle.get(workflow))
+        return found
 
     @property
     def finished(self) -> bool:
@@ -235,16 +269,17 @@ class Ctx:
         return rendered, quoted
 
     def truthy(self, condition: Any, step_id: str, branches: tuple[str, str] | None = None,
-               own_loop: bool = False) -> bool:
+               own_loop: bool = False, record_false: bool = True) -> bool:
         """A condition's JavaScript truthiness; with `branches` (taken, not taken) the check,
-        its value and the branch taken go to the history for `workflow_debug_info`."""
+        its value and the branch taken go to the history for `workflow_debug_info` (a false
+        one only with `record_false`: a `when` guard records its skip itself)."""
         origin = f"condition of step {step_id}"
         if isinstance(condition, str) and "{{" not in condition:
             value = self.m.engine.evaluate(condition, self.scope(), origin=origin)
         else:
             value = self.render(condition, origin)
         truth = js_truthy(value)
-        if branches is not None:
+        if branches is not None and (truth or record_false):
             data = {"value": _shown(value), "branch": branches[0 if truth else 1]}  # the text is in the definition
             if own_loop:
                 data["iteration"] = self.frame.loops[-1].iteration
@@ -261,8 +296,7 @@ class Ctx:
             self.m.collect_traces(store, trigger)
             raise StepFailed(str(exc)) from None
         self.m.collect_traces(store, trigger)
-        self.record("state_changed", trigger.removeprefix("step "),
-                    {"paths": result.changed_paths, "computed_changed": sorted(result.computed_changed)})
+        self.m.state_changed(trigger.removeprefix("step "), self.task, result, self.frame.state_key)
 
 
 def _shown(value: Any, limit: int = 120) -> Any:
@@ -278,5 +312,10 @@ def loop_variables(loop: LoopFrame) -> dict[str, Any]:
     info = {"index": loop.index, "iteration": loop.iteration, "first": loop.iteration == 1,
             "last": loop.items is not None and loop.index == len(loop.items) - 1}
     if loop.kind == "foreach" and loop.items is not None and 0 <= loop.index < len(loop.items):
-        return {"item": loop.items[loop.index], "index": loop.index, "loop": info}
+        names = {"item": loop.items[loop.index], "index": loop.index, "loop": info}
+        if loop.item_name:
+            names[loop.item_name] = names["item"]
+        if loop.index_name:
+            names[loop.index_name] = loop.index
+        return names
     return {"loop": info}

@@ -11,6 +11,7 @@ others are cancelled, and the workflow fails.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aromcp_workflows.interpreter.effects import Answer, Completion
@@ -43,14 +44,17 @@ def create_group(ctx: Ctx, step: Any, step_id: str) -> dict[str, Any]:
         number = m.counters.get(step.sub_agent_task, 0)
         m.counters[step.sub_agent_task] = number + 1
         task_id = f"{step.sub_agent_task}_{number}"
+        context = task_context(ctx, task, task_id, item, index)
         m.threads[task_id] = Thread(
             task_id, [Frame(frame.workflow, f"task:{step.sub_agent_task}", frame.state_key, f"{task_id}.")],
-            status="pending", context=task_context(ctx, task, task_id, item, index), group=step_id)
+            status="pending", context=context, group=step_id, prompt=task_prompt(ctx, step, task_id, context))
         task_ids.append(task_id)
     group = {"step_id": step_id, "task_ids": task_ids, "queue": list(task_ids), "round": 0,
              "owner": ctx.thread.thread_id, "fail_all": step.on_sub_agent_error.strategy == "fail_all"}
     m.groups[step_id] = group
     ctx.record("tasks_created", step_id, {"task_ids": task_ids, "count": len(items)})
+    if ctx.thread.thread_id == "main":  # many commits follow: `retry` and `fork` start again from here
+        m.request_checkpoint(f"before parallel_foreach {step_id}")
     return group
 
 
@@ -67,6 +71,18 @@ def task_context(ctx: Ctx, task: Any, task_id: str, item: Any, index: int) -> di
     seen = {**inputs, "task_id": task_id, "workflow_id": ctx.m.workflow_id, "item": item, "index": index}
     context.update(item=item, index=index, task={**inputs, "task_id": task_id}, context=seen)
     return context
+
+
+def task_prompt(ctx: Ctx, step: Any, task_id: str, context: dict[str, Any]) -> str | None:
+    """`sub_agent_prompt_override` rendered for one task, once, when the task is created:
+    with its `item`, `index`, `task`, inputs and `context` over the state as it is then
+    (the same moment `items` is evaluated, so a task's prompt and its item agree)."""
+    if not step.sub_agent_prompt_override:
+        return None
+    rendered = ctx.render(step.sub_agent_prompt_override, f"sub_agent_prompt_override of task {task_id}", context)
+    if rendered is None or isinstance(rendered, str):
+        return rendered or ""
+    return json.dumps(rendered, ensure_ascii=False)  # one whole template that gave a value: its JSON text
 
 
 def deliver_batch(ctx: Ctx, group: dict[str, Any], step: Any) -> Answer:
@@ -87,19 +103,27 @@ def parallel_step(ctx: Ctx) -> dict[str, Any]:
     assert pending is not None
     step = m.step_at(ctx.frame)
     open_ids = [t for t in pending.data["task_ids"] if not m.threads[t].done]
-    tasks = [{"task_id": t, "status": m.threads[t].status, "context": public_context(m, m.threads[t])}
-             for t in open_ids]
-    prompt = m.sub_agent_prompt
-    if step.sub_agent_prompt_override:
-        prompt = str(ctx.render(step.sub_agent_prompt_override, f"sub_agent_prompt_override of {pending.step_id}"))
-    if tasks:
+    tasks = [task_entry(m, m.threads[t]) for t in open_ids]
+    if not tasks:
+        text = "Every task of this batch has finished; complete this step."
+    elif step.sub_agent_prompt_override:
+        text = (f"Start one sub-agent per task below, all at once, each with workflow_id {m.workflow_id}, its "
+                "task_id and the task's own `prompt`. When all of them have finished, complete this step.")
+    else:
         text = (f"Start one sub-agent per task below, all at once, each with `sub_agent_prompt` "
                 f"(its {{task_id}} replaced by the task's task_id) and workflow_id {m.workflow_id}. "
                 "When all of them have finished, complete this step.")
-    else:
-        text = "Every task of this batch has finished; complete this step."
     return {"id": pending.step_id, "type": "parallel_tasks", "instructions": text,
-            "definition": {"tasks": tasks, "sub_agent_prompt": prompt, "max_parallel": step.max_parallel}}
+            "definition": {"tasks": tasks, "sub_agent_prompt": m.sub_agent_prompt, "max_parallel": step.max_parallel}}
+
+
+def task_entry(m: Machine, task: Thread) -> dict[str, Any]:
+    """One task of a `parallel_tasks` step; `prompt` only when the workflow overrides the
+    sub-agent prompt (then it replaces `sub_agent_prompt` for this task)."""
+    entry = {"task_id": task.thread_id, "status": task.status, "context": public_context(m, task)}
+    if task.prompt is not None:
+        entry["prompt"] = task.prompt
+    return entry
 
 
 def public_context(m: Machine, task: Thread) -> dict[str, Any]:
@@ -161,7 +185,7 @@ def reset_task(m: Machine, task_id: str, frame: Frame, step: Any) -> None:
     retries = old.retries + 1  # new step ids: a late completion from the failed attempt is refused
     m.threads[task_id] = Thread(
         task_id, [Frame(frame.workflow, f"task:{step.sub_agent_task}", frame.state_key, f"{task_id}.retry{retries}.")],
-        status="pending", context=old.context, group=old.group, retries=retries)
+        status="pending", context=old.context, group=old.group, retries=retries, prompt=old.prompt)
 
 
 def task_failed(m: Machine, task: Thread) -> None:

@@ -46,6 +46,8 @@ class LoopEnter(Instruction):
     kind: Literal["while", "foreach"]
     items: Any = None
     max_iterations: int = 0
+    item_name: str | None = None  # a foreach's own names for `item` and `index`
+    index_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,14 +60,16 @@ class LoopNext(Instruction):
     exit_target: int = -1
     max_iterations: int = 0  # while loops: the limit tested at the top of every iteration
     on_max_iterations: Literal["fail", "continue"] = "fail"
+    implicit_limit: bool = False  # the limit is the default one: the author wrote no max_iterations
 
 
 @dataclass(frozen=True)
 class Break(Instruction):
-    """Pop loop frames up to and including `loop_id`, then go to `target`."""
+    """Pop loop frames up to and including `loop_id`, then go to `target` (`top`: its `LoopNext`)."""
 
     loop_id: str
     target: int
+    top: int = -1
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.definition.computed import computed_specs
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
-from aromcp_workflows.interpreter import control, delivery, parallel, shell_steps, steps, tracking
+from aromcp_workflows.interpreter import control, delivery, parallel, rewind, shell_steps, steps, tracking
 from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Outcome, RunError, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.inputs import check_inputs
-from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed, computed_specs
+from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed
 from aromcp_workflows.interpreter.output import ShellResult
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext, Run
+from aromcp_workflows.interpreter.rewind import FailedStep
 from aromcp_workflows.interpreter.thread import Thread, ThreadTable, frame_from_json
 from aromcp_workflows.state import StateTiers, Update, UpdateResult
 
@@ -160,8 +162,11 @@ class WorkflowRun(Machine):
         return True
 
     def complete(self, thread_id: str | None, step_id: str, status: str = "success",
-                 result: Any = None, error: str | None = None) -> Completion:
-        """Record the agent's result for the step it was given; say whether it was accepted."""
+                 result: Any = None, error: str | None = None, may_answer_user: bool = True) -> Completion:
+        """Record the agent's result for the step it was given; say whether it was accepted.
+
+        `may_answer_user=False`: the server asks the user this caller's `user_input`
+        questions itself, so a result for one is the agent answering for the user: refused."""
         thread = self.thread(thread_id)
         pending = thread.pending
         if pending is None or (pending.step_id != step_id and not parallel.is_wait_of(pending, step_id)):
@@ -178,6 +183,8 @@ class WorkflowRun(Machine):
         if pending.kind == "shell":
             return Completion(False, f"step {step_id} is a server-side command that is still running; "
                               "call workflow_get_next_step again in a moment", advance=False)
+        if not may_answer_user and delivery.asks_user(pending):
+            return delivery.user_is_asked(pending)
         return delivery.complete(ctx, pending, status, result, error)
 
     def unknown_step(self, thread: Thread, step_id: str) -> Completion:
@@ -189,22 +196,27 @@ class WorkflowRun(Machine):
         raise RunError(f"step_id {step_id!r} is not the current step of {where}; the current step is "
                        f"{current!r}: complete that one (workflow_get_next_step shows it)")
 
-    def agent_update(self, task_id: str | None, updates: list[Update]) -> UpdateResult:
-        """`workflow_state_update`: the agent writes state directly (same rules as steps)."""
-        store = self.state_for(task_id)
-        result = store.apply(updates, trigger="workflow_state_update")
-        self.collect_traces(store, "workflow_state_update")
-        self.record("state_changed", None, task_id, {"paths": result.changed_paths,
-                                                     "computed_changed": sorted(result.computed_changed),
-                                                     "by": "agent"})
+    def agent_update(self, task_id: str | None, updates: list[Update], by: str = "agent") -> UpdateResult:
+        """`workflow_state_update`: the agent writes state directly (same rules as steps);
+        `by` names another writer from outside (`fork`'s edits)."""
+        key = self.state_key(task_id)
+        store = self.states[key]
+        trigger = "workflow_state_update" if by == "agent" else by
+        result = store.apply(updates, trigger=trigger)
+        self.collect_traces(store, trigger)
+        self.state_changed(None, task_id, result, key, by=by)
         return result
 
     def state_for(self, task_id: str | None) -> StateTiers:
         """The state a thread reads and writes (a task shares its workflow's state)."""
+        return self.states[self.state_key(task_id)]
+
+    def state_key(self, task_id: str | None) -> str:
+        """Which state a thread reads and writes: its innermost frame's (an include has its own)."""
         if task_id is None:
-            return self.states["main"]
+            return "main"
         thread = self.thread(task_id)
-        return self.states[thread.frames[-1].state_key if thread.frames else "main"]
+        return thread.frames[-1].state_key if thread.frames else "main"
 
     def retry_failed(self) -> bool:
         """`on_resume: retry_failed_steps`: a failed instance goes back to the step that failed
@@ -229,6 +241,28 @@ class WorkflowRun(Machine):
         self.record("workflow_retry", None, None, {"reason": "on_resume: retry_failed_steps"})
         self.set_status("running")
         return True
+
+    # -- repairing: retry and fork (rewind.py) ---------------------------------------------
+    def rewind(self, step_id: str) -> str:
+        """The thread whose pending step is `step_id` put back before it (its id); RunError
+        when no thread has that step handed out."""
+        for thread in self.threads.values():
+            if thread.pending is not None and thread.pending.step_id == step_id:
+                rewind.rewind(self, thread)
+                return thread.thread_id
+        raise RunError(f"step {step_id!r} is not handed out in workflow {self.workflow_id}")
+
+    def rewind_agent_steps(self) -> list[str]:
+        return rewind.rewind_agent_steps(self)
+
+    def failed_step(self) -> FailedStep | None:
+        return rewind.failed_step(self)
+
+    def reopen_failed(self, states: dict[str, StateTiers] | None = None) -> None:
+        rewind.reopen_failed(self, states)
+
+    def rename(self, workflow_id: str) -> None:
+        rewind.renamed(self, workflow_id)
 
     def cancel(self, status: str = "cancelled") -> None:
         main = self.threads["main"]
@@ -255,6 +289,8 @@ class WorkflowRun(Machine):
             "counters": self.counters,
             "retries": self.retries,
         }
+        if self.forked_from is not None:
+            data["forked_from"] = self.forked_from
         if threads:
             data["threads"] = {tid: thread.to_json() for tid, thread in self.threads.quiet_items()}
         return data
@@ -271,6 +307,7 @@ class WorkflowRun(Machine):
         run.groups = data["groups"]
         run.status, run.error = data["status"], data["error"]
         run.counters, run.retries = data["counters"], data["retries"]
+        run.forked_from = data.get("forked_from")
         return run
 
 

@@ -9,7 +9,9 @@ comes back as a failed result like any other, so `on_error` applies to it too.
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.expressions import ExpressionError
@@ -24,6 +26,32 @@ from aromcp_workflows.interpreter.thread import Pending, Thread
 
 # Who runs a pending command and where its output goes (the app layer's data, never judged here).
 CLAIM_KEYS = ("owner", "lease_until", "owner_pid", "run_dir", "deadline")
+HISTORY_OUTPUT_CAP = 64 * 1024  # characters of a stream the history keeps beyond its 500-character tail
+
+
+def working_directory(project_dir: Path, given: Any, step_id: str) -> Path:
+    """Where a shell step runs (the server's or the agent's): the project root, or its
+    `working_dir` (rendered; relative to the root) — which must be an existing directory
+    inside the project, symbolic links resolved, or the step fails before anything runs.
+    The root is the resolved project directory the run was started with; a few system
+    calls per step, none without a `working_dir`."""
+    if given is None or str(given).strip() == "":
+        return Path(project_dir)
+    root = os.fspath(project_dir)
+    target = os.path.realpath(os.path.join(root, str(given)))
+    where = f"working_dir {str(given)!r} of step {step_id}"
+    if not _inside(target, root) and not _inside(target, os.path.realpath(root)):
+        raise StepFailed(f"{where} is outside the project ({target} is not in {root}); a shell step runs in the "
+                         "project root or a directory inside it")
+    if not os.path.isdir(target):
+        problem = "is not a directory" if os.path.exists(target) else "does not exist"
+        todo = "" if os.path.exists(target) else "; create it in an earlier step or fix the path"
+        raise StepFailed(f"{where} {problem} ({target}){todo}")
+    return Path(target)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def request_shell(ctx: Ctx, step: Any, step_id: str, attempt: int) -> ShellRequest:
@@ -31,8 +59,7 @@ def request_shell(ctx: Ctx, step: Any, step_id: str, attempt: int) -> ShellReque
         {"cwd": step.working_dir, "env": step.env,
          "path": path_template(step.state_update.path) if step.state_update else None},
         step.command, f"step {step_id}")
-    project_dir = ctx.m.project_dir
-    cwd = project_dir / other["cwd"] if other["cwd"] else project_dir
+    cwd = working_directory(ctx.m.project_dir, other["cwd"], step_id)
     ctx.thread.pending = Pending(step_id, "shell", data={"attempt": attempt, "path": path_value(other["path"]),
                                                          "command": command})
     ctx.record("step_started", step_id, {"type": "shell_command", "command": command, "attempt": attempt})
@@ -57,7 +84,8 @@ def shell_finished(ctx: Ctx, request: ShellRequest, result: ShellResult) -> Outc
     ctx.record("step_completed", request.step_id,
                {"type": "shell_command", "exit_code": result.exit_code, "duration_ms": round(result.duration_ms, 1),
                 "attempt": attempt, "status": "failed" if problem else "success",
-                "stdout_tail": result.stdout[-500:], "stderr_tail": result.stderr[-500:]})
+                "stdout_tail": result.stdout[-500:], "stderr_tail": result.stderr[-500:],
+                **_kept_output(result)})
     path = pending.data["path"] if pending is not None else None
     if problem is None:
         try:
@@ -77,6 +105,17 @@ def shell_finished(ctx: Ctx, request: ShellRequest, result: ShellResult) -> Outc
     thread.remember_completed(request.step_id)
     frame.pc += 1
     return None
+
+
+def _kept_output(result: ShellResult) -> dict[str, Any]:
+    """The whole output, when it is longer than the tails (up to `HISTORY_OUTPUT_CAP` a
+    stream): `test --record` turns it back into the command's stub."""
+    kept: dict[str, Any] = {}
+    for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+        if len(text) > 500:
+            kept[name] = text[:HISTORY_OUTPUT_CAP]
+            kept[f"{name}_cut"] = len(text) > HISTORY_OUTPUT_CAP or None
+    return {k: v for k, v in kept.items() if v is not None}
 
 
 def _bare_result(step: Any) -> bool:

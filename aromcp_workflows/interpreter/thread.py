@@ -23,6 +23,8 @@ class LoopFrame:
     items: list[Any] | None = None
     index: int = -1
     iteration: int = 0
+    item_name: str | None = None  # a foreach's `variable_name` and `index_name`
+    index_name: str | None = None
 
 
 @dataclass
@@ -65,6 +67,8 @@ class Thread:
     group: str | None = None  # parallel group of a task thread
     retries: int = 0
     failed_at: list[dict[str, Any]] | None = None  # frames when it failed (on_resume: retry_failed_steps)
+    prompt: str | None = None  # a task's sub_agent_prompt_override, rendered for it when it was created
+    failed_state: dict[str, Any] | None = None  # the main thread's state snapshots when it failed (retry)
 
     @property
     def done(self) -> bool:

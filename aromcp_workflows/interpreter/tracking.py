@@ -47,7 +47,8 @@ def reset_counts(m: Machine, thread: Thread) -> None:
     """`on_resume: reset_error_counts`: retries per step start again from zero."""
     frame = thread.frames[0] if thread.frames else None
     if frame is not None and "retry_counts" in tracked(m, frame.workflow):
-        m.states[frame.state_key].apply([Update(path="raw.retry_counts", value={})], trigger="on_resume")
+        result = m.states[frame.state_key].apply([Update(path="raw.retry_counts", value={})], trigger="on_resume")
+        m.state_changed(None, None, result, frame.state_key, by="on_resume")
 
 
 def _write(m: Machine, thread: Thread, changes: list[tuple[str, Operation, Any]]) -> None:
@@ -60,7 +61,9 @@ def _write(m: Machine, thread: Thread, changes: list[tuple[str, Operation, Any]]
         return
     store = m.states[frame.state_key]
     try:
-        store.apply(updates, trigger="error_tracking")
+        result = store.apply(updates, trigger="error_tracking")
+        m.state_changed(None, None if thread.thread_id == "main" else thread.thread_id, result, frame.state_key,
+                        by="error_tracking")
     except StateError as exc:
         m.record("error", None, None, {"message": f"error tracking could not update state: {exc}"})
     m.collect_traces(store, "error_tracking")

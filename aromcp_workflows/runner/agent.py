@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.runner.answers import AnswerBook, ScriptedAnswer
+from aromcp_workflows.runner.answers import AnswerBook, ScriptedAnswer, shell_answer
 from aromcp_workflows.runner.report import (
     Printer,
     RunOutcome,
@@ -211,10 +211,26 @@ class HeadlessAgent:
 
     # -- sub-agents -----------------------------------------------------------------
     async def run_parallel(self, step: dict[str, Any]) -> None:
-        task_ids = [str(t["task_id"]) for t in step["definition"].get("tasks", [])]
+        definition = step["definition"]
+        tasks = definition.get("tasks", [])
+        task_ids = [str(t["task_id"]) for t in tasks]
+        for task in tasks:
+            self.brief(str(task["task_id"]), task.get("prompt"), str(definition.get("sub_agent_prompt") or ""))
         self.start_sub_agents(task_ids, str(step["id"]))
         if not self.complete_parallel_early:
             await self.wait_for(task_ids)
+
+    def brief(self, task_id: str, own: str | None, shared: str) -> None:
+        """The prompt a sub-agent is started with, as an orchestrator builds it: the task's own
+        `prompt` (a workflow's `sub_agent_prompt_override`, rendered for this task), else
+        the shared `sub_agent_prompt` with the ids filled in.  Kept in the outcome; a
+        workflow's own prompt is printed, the standard one is not."""
+        assert self.outcome is not None
+        prompt = own if own is not None else \
+            shared.replace("{workflow_id}", self.workflow_id).replace("{task_id}", task_id)
+        self.outcome.sub_agent_prompts[task_id] = prompt
+        if own is not None:
+            self.printer.detail(f"  {task_id}: prompt: {short(own, 90)}")
 
     def start_sub_agents(self, task_ids: list[str], step_id: str) -> None:
         """One sub-agent per listed task that has none running: new tasks, tasks the server
@@ -271,10 +287,16 @@ class HeadlessAgent:
                     f"{task_id or 'the main thread'}: {self.answers.missing_hint(step, task_id)}")
 
     async def run_shell(self, step: dict[str, Any]) -> ScriptedAnswer:
+        """Run the command in the step's `working_dir` (the instance's project, or a directory
+        in it: never the runner's own directory), as the step asks."""
         definition = step["definition"]
         timeout_ms = definition.get("timeout") or DEFAULT_SHELL_TIMEOUT_MS
+        cwd = Path(definition.get("working_dir") or self.project_dir)  # a server before working_dir: the project
+        if not cwd.is_dir():
+            return ScriptedAnswer("shell", "failed", None, f"working_dir {cwd} is not a directory (any more); "
+                                                           "nothing was run")
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", str(definition.get("command") or ""), cwd=str(self.project_dir),
+            "bash", "-c", str(definition.get("command") or ""), cwd=str(cwd),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True)
         try:
@@ -286,11 +308,7 @@ class HeadlessAgent:
         except asyncio.CancelledError:
             _kill_group(proc.pid)
             raise
-        stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
-        if proc.returncode != 0:
-            tail = stderr.strip()[-2000:] or "(no error output)"
-            return ScriptedAnswer("shell", "failed", stdout, f"exit code {proc.returncode}: {tail}")
-        return ScriptedAnswer("shell", "success", stdout)
+        return shell_answer(int(proc.returncode or 0), out.decode(errors="replace"), err.decode(errors="replace"))
 
     async def ask(self, step: dict[str, Any], task_id: str | None) -> ScriptedAnswer:
         definition = step["definition"]

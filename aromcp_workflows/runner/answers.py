@@ -48,6 +48,15 @@ class ScriptedAnswer:
     error: str | None = None
 
 
+def shell_answer(exit_code: int, stdout: str, stderr: str) -> ScriptedAnswer:
+    """What an agent reports for an `agent_shell_command` it ran: its output, or, when the
+    command failed, the step failed with the exit code and the end of its error output."""
+    if exit_code != 0:
+        tail = stderr.strip()[-2000:] or "(no error output)"
+        return ScriptedAnswer("shell", "failed", stdout, f"exit code {exit_code}: {tail}")
+    return ScriptedAnswer("shell", "success", stdout)
+
+
 @dataclass
 class _Reply:
     result: Any = None

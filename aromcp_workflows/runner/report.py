@@ -43,6 +43,7 @@ class RunOutcome:
     agent_steps: int = 0  # N: steps the runner performed and reported
     tasks: int = 0  # T: sub-agent tasks the runner pulled
     transcript: list[TranscriptEntry] = field(default_factory=list)
+    sub_agent_prompts: dict[str, str] = field(default_factory=dict)  # task_id -> the prompt it was started with
 
     @property
     def budget(self) -> int:

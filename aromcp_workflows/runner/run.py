@@ -52,10 +52,14 @@ def parse_inputs(pairs: list[str]) -> dict[str, Any]:
     return inputs
 
 
-def server_command(project_dir: Path, store: str | Path | None, workflow_file: str | None = None) -> list[str]:
-    """The server for one run; a workflow given as a file is allowed by path (only that one)."""
+def server_command(project_dir: Path, store: str | Path | None, workflow_file: str | None = None,
+                   resume: bool = False) -> list[str]:
+    """The server for one run; a workflow given as a file is allowed by path (only that one).
+    Resuming, it serves the instance whatever its project (`--all-projects`: the server is
+    this run's own, over stdio); the steps say where their commands run."""
     args = ["-m", "aromcp_workflows", "--project-dir", str(project_dir), "serve"]
     args += ["--allow-file", workflow_file] if workflow_file else []
+    args += ["--all-projects"] if resume else []
     return args + (["--store", str(store)] if store else [])
 
 
@@ -76,18 +80,16 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     finish (the server must answer with a `wait` step); `seed_style` calls
     workflow_get_next_step after every step_complete instead of using its answer, and
     aborts if the two disagree.  Both exist to test the server's protocol."""
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
     from mcp.client.stdio import stdio_client
 
     book = answers if isinstance(answers, AnswerBook) else (
         AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
     # the same rule the server applies; the runner is a client and imports none of the server's layers
     project = Path(project_dir or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
-    if store and not str(store).startswith(("postgresql://", "postgres://")):  # a URL passes through
+    if store and not _is_url(store):
         store = Path(store).expanduser().resolve()  # the server runs in the project dir
-    as_file = workflow if workflow.endswith((".yaml", ".yml")) else None
-    params = StdioServerParameters(command=sys.executable, args=server_command(project, store, as_file),
-                                   env={**os.environ, **(env or {})}, cwd=str(project))
+    params = _server_params(workflow, project, store, env, bool(resume))
     printer = Printer(output, quiet)
     agent: HeadlessAgent | None = None
     finished: RunOutcome | None = None
@@ -116,6 +118,24 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
                                  + (f"\nserver stderr (last lines):\n{tail}" if tail else ""))
     printer.final(outcome)
     return outcome
+
+
+def _is_url(store: str | Path) -> bool:
+    return str(store).startswith(("postgresql://", "postgres://"))
+
+
+def _server_params(workflow: str, project: Path, store: str | Path | None, env: dict[str, str] | None,
+                   resume: bool = False) -> Any:
+    """How to start the run's server: in the project, allowing the workflow file if one was
+    given, with a store URL in its environment (arguments are visible to every local user
+    through `ps`), a store path as an argument; resuming, for the instance's own project."""
+    from mcp import StdioServerParameters
+
+    as_file = workflow if workflow.endswith((".yaml", ".yml")) else None
+    url = {"AROMCP_WORKFLOWS_STORE": str(store)} if store and _is_url(store) else {}
+    return StdioServerParameters(command=sys.executable,
+                                 args=server_command(project, None if url else store, as_file, resume),
+                                 env={**os.environ, **(env or {}), **url}, cwd=str(project))
 
 
 class Stop:
@@ -158,7 +178,7 @@ async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: 
     outcome.status = "interrupted"
     name = signal.Signals(signum).name
     store_path = store or (env or {}).get("AROMCP_WORKFLOWS_STORE") or None
-    service = WorkflowService(project_dir=project, store_path=store_path)
+    service = WorkflowService(project_dir=project, store_path=store_path, all_projects=True)
     try:
         where = service.status(agent.workflow_id).current_steps
         service.interrupt(agent.workflow_id, f"interrupted by {name}" + (f" during {', '.join(where)}" if where
@@ -167,9 +187,19 @@ async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: 
         outcome.error = f"interrupted by {name}; the instance could not be marked interrupted: {exc}"
         return outcome
     again = "aromcp-workflows" + (f" --project-dir {project}" if project != Path.cwd() else "")
-    again += f" run --resume {agent.workflow_id}" + (f" --store {store}" if store else "")
+    again += f" run --resume {agent.workflow_id}" + (f" --store {_shown(store)}" if store else "")
     outcome.error = f"interrupted by {name}; resume with: {again}"
     return outcome
+
+
+def _shown(store: str | Path) -> str:
+    """A store as it may be printed: a URL without its password."""
+    text = str(store)
+    if text.startswith(("postgresql://", "postgres://")):
+        from aromcp_workflows.store.pg_connect import redact
+
+        return redact(text)
+    return text
 
 
 def _describe(exc: BaseException) -> str:

@@ -6,7 +6,10 @@ handed to the agent: the tool call that reaches it (`workflow_get_next_step`, or
 step, hands the answer to `WorkflowService.step_complete` (the very code path an agent's
 answer takes: the step's own `choices`/`validation`, its `max_attempts`, its `on_error`),
 asks again with the problem in the message while the service re-issues the step, and
-goes on to the next step.  The agent cannot answer for the user.
+goes on to the next step.  The agent cannot answer for the user: its own
+`workflow_step_complete` for a `user_input` step is refused (`may_answer_user=False`) —
+before, while or after the question is out — and the user is asked instead; only the
+answer that comes back through elicitation completes the step.
 
 Two protocol eras, one flow.  Up to 2025-11-25 the question is a standalone
 `elicitation/create` request sent mid-call (`ServerSession.elicit_form`).  From
@@ -168,9 +171,10 @@ class UserInputGate:
 
     def completed(self, step_id: str, status: str, result: Any, error: str | None) -> NextStep:
         """The agent's own result (first round of `workflow_step_complete`), remembered so the
-        call's final answer says whether it was accepted, whatever the user answers later."""
+        call's final answer says whether it was accepted, whatever the user answers later.
+        It may not answer a `user_input` step: this client's user is asked those directly."""
         done = self.service.step_complete(self.state.workflow_id, step_id, status, result, error,
-                                          self.state.task_id, self.progress)
+                                          self.state.task_id, self.progress, may_answer_user=False)
         self.state.head_success, self.state.head_error = done.success, done.error
         return standing(self.state.workflow_id, done)
 

@@ -11,8 +11,9 @@ so masking and error shaping cannot be forgotten by a tool:
 - no error echoes more than MAX_ECHO characters of any one value, nor MAX_ERROR in all.
 
 Logs get the same treatment through a record factory installed by `serve()`: known secrets
-and `token=…`-style pairs are masked, and each record is capped, so a debug log of HTTP
-bodies shows their shape without their secrets.
+(every secret a reply was masked with, in a bounded list that always holds the newest) and
+secrets recognised by their shape (`GITHUB_TOKEN=…`, `ghp_…`) are masked, and each record
+is capped, so a debug log of HTTP bodies shows their shape without their secrets.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -39,57 +39,34 @@ from aromcp_workflows.app.confirm import (
     confirmed_quietly,
     settle,
 )
+from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker, secret_values
+from aromcp_workflows.safety.redact import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, redact
 
-MAX_ECHO = 200  # characters of one value an error may repeat
-MAX_ERROR = 4000  # characters of one error text
-MAX_LOG = 4000  # characters of one log record
 ANSWER_WAIT_S = 0.05  # how long the loop waits for a deferred save's answer before a thread does
 STEP_KEYS = ("step", "next_step")
-_LONG_RUN = re.compile(r"\S{" + str(MAX_ECHO + 1) + ",}")
-_SENSITIVE_PAIR = re.compile(
-    r"""(?i)([\w-]{0,40}(?:token|secret|passw(?:or)?d|api_?key)[\w-]{0,40}(?:\\{0,4}["'])?[ \t]{0,4}[:=]"""
-    r"""[ \t]{0,4}(?:\\{0,4}["'])?)([^"'\\,;}\]\s]{4,200})""")
-KNOWN_SECRETS: set[str] = set()  # every secret a masker has seen in this process (for log lines)
 MaskerFor = Callable[[str | None], Masker | None]
 
 
-def cap_text(text: str, limit: int = MAX_ERROR) -> str:
-    """`text` with every run of more than MAX_ECHO non-space characters cut, and `limit` in all."""
-    def shorten(match: re.Match[str]) -> str:
-        run = match.group(0)
-        return f"{run[:MAX_ECHO]}… ({len(run.encode('utf-8', 'surrogatepass')):,} bytes)"
-
-    text = _LONG_RUN.sub(shorten, text)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters in all)"
-
-
-def redact(text: str, masker: Masker | None = None, limit: int = MAX_ERROR) -> str:
-    """`text` with known secrets and sensitive `key: value` pairs masked, then capped.
-
-    Known secrets are replaced before capping (so a cut cannot split one); the pair pattern
-    runs on the capped text, and every repetition in it is bounded: linear time.
-    """
-    if masker is not None:
-        text = masker.mask_text(text)
-    for secret in sorted(KNOWN_SECRETS, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, "***")
-    return _SENSITIVE_PAIR.sub(r"\1***", cap_text(text, limit))
-
-
 class GuardedServer(MCPServer):
-    """MCPServer whose tool replies and errors are masked and shaped in one place."""
+    """MCPServer whose tool replies and errors are masked and shaped in one place.
+    `service`: what builds (once) and returns the service its tools call, for a web view
+    served beside them (`serve --http --ui`)."""
 
-    def __init__(self, *args: Any, masker_for: MaskerFor, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, masker_for: MaskerFor, service: Callable[[], Any] | None = None,
+                 observer: Observer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._masker_for = masker_for
+        self.service = service
+        self.observer = observer  # tracing (observe/), when on: the call's span gets the workflow's attributes
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """The tool's reply, let out only once what it acknowledges is committed: the saves the
         call sent without waiting (`app.confirm`) are confirmed here, while the reply is already
         built.  A save that lost to another writer kept nothing of the call: it runs again,
         this time waiting for each save (its conflicts retried inside, with back-off)."""
+        if self.observer is not None:
+            self.observer.tool_call(name, arguments)
         for defer in (True, False):
             with collecting(defer) as pending:
                 try:
@@ -127,8 +104,7 @@ class GuardedServer(MCPServer):
             except Exception:
                 masker = None
         masker = masker or Masker()
-        if len(KNOWN_SECRETS) < 10_000:
-            KNOWN_SECRETS.update(masker.secrets)
+        KNOWN_SECRETS.add(masker.secrets)
         return masker
 
     def error_text(self, name: str, arguments: dict[str, Any], exc: ToolError) -> str:
@@ -139,16 +115,16 @@ class GuardedServer(MCPServer):
         return redact(text, masker)
 
     def masked(self, arguments: dict[str, Any], result: CallToolResult) -> CallToolResult:
-        """The result with secrets masked; unchanged (same object) when nothing was secret."""
+        """The result with secrets masked, its text content the same JSON written compactly
+        (a client that shows the text instead of the structured content reads no more than
+        it must: the SDK's text is indented)."""
         data = result.structured_content
         if not isinstance(data, dict):
             return result
         masker = self._masker(arguments, data.get("workflow_id"))
         masked = {key: _mask_step(masker, value) if key in STEP_KEYS else masker.mask(value, key)
                   for key, value in data.items()}
-        if masked == data:
-            return result
-        text = json.dumps(masked, indent=2, ensure_ascii=False)
+        text = json.dumps(masked, separators=(",", ":"), ensure_ascii=False)
         return result.model_copy(update={"structured_content": masked,
                                          "content": [TextContent(type="text", text=text)]})
 

@@ -1,9 +1,8 @@
-"""The MCP server: tools, prompts and resources as thin adapters over `WorkflowService`.
+"""The MCP server: the tools (`server/tools.py`), prompts and resources around one
+`WorkflowService`, served over stdio or streamable HTTP.
 
-No workflow logic lives here.  Each tool calls one service method and returns its dict
-as a typed result (structured content); a `ServiceError` becomes a tool error whose text
-says what was wrong and what to do.  The service (and with it V8 and the store) is built
-on the first tool call, so a client sees `tools/list` as fast as from a bare server.
+The service (and with it V8 and the store) is built on the first tool call, so a client
+sees `tools/list` as fast as from a bare server.
 """
 
 from __future__ import annotations
@@ -12,52 +11,30 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.mcpserver.prompts.base import UserMessage
-from mcp.types import ToolAnnotations
-from mcp_types import InputRequiredResult
-from pydantic import ConfigDict
 
 from aromcp_workflows import __version__
-from aromcp_workflows.app.results import (
-    CheckpointTaken,
-    Completed,
-    DebugInfo,
-    DefinitionView,
-    Dependencies,
-    NextStep,
-    Plan,
-    Result,
-    Resumed,
-    Started,
-    StateUpdated,
-    StateView,
-    StepCompleted,
-    Traces,
-    TransformTest,
-    Validation,
-    WorkflowInfo,
-    WorkflowList,
-)
-from aromcp_workflows.safety.masking import Masker
-from aromcp_workflows.server.elicit import UserInputGate
+from aromcp_workflows.observe import Observer
+from aromcp_workflows.observe import start as start_tracing
 from aromcp_workflows.server.guard import GuardedServer, install_log_masking
+from aromcp_workflows.server.holder import ServiceHolder, default_service_factory
 from aromcp_workflows.server.schemas import compact_tool_schemas
+from aromcp_workflows.server.tools import WorkflowTools
 
 if TYPE_CHECKING:
     from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.server.http_auth import HttpAuth, HttpOptions
 
 log = logging.getLogger("aromcp_workflows")
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
-
+SHUTDOWN_FLUSH_S = 2.0  # how long a signalled server waits for its last spans to be exported
+# Only the hints that differ from the protocol's defaults (not read-only, destructive, not
+# idempotent, open world) are sent; destructive and idempotent mean nothing for a read-only
+# tool.  A tool that runs workflow steps (commands, other tools) has all the defaults.
 INSTRUCTIONS = (
     "Runs YAML workflows one atomic step at a time. Loop: workflow_start, then perform each "
     "step and report it with workflow_step_complete (its answer carries next_step and messages; "
@@ -67,249 +44,22 @@ INSTRUCTIONS = (
 )
 
 
-class ServiceHolder:
-    """Builds the service on first use (heavy imports stay off the start-up path)."""
-
-    def __init__(self, factory: Callable[[], WorkflowService], allowed_files: tuple[str, ...] = ()):
-        self._factory = factory
-        self._allowed_files = allowed_files
-        self._service: WorkflowService | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> WorkflowService:
-        if self._service is None:
-            with self._lock:
-                if self._service is None:
-                    service = self._factory()
-                    service.loader.names_only = True  # clients name workflows; paths are for the CLI
-                    service.loader.allowed_files = frozenset(Path(f).resolve() for f in self._allowed_files)
-                    self._service = service
-        return self._service
-
-    def masker(self, workflow_id: str | None) -> Masker | None:
-        """The masker of an instance, or None (before the service exists nothing is secret yet)."""
-        if self._service is None or workflow_id is None:
-            return None
-        return self._service.masker(workflow_id, latest=False)  # the copy the reply was made from
-
-
-def default_service_factory(project_dir: str | None = None, store: str | None = None
-                            ) -> Callable[[], WorkflowService]:
-    def build() -> WorkflowService:
-        from aromcp_workflows.app.service import WorkflowService
-
-        return WorkflowService(project_dir=project_dir, store_path=store)
-
-    return build
-
-
-@contextmanager
-def tool_errors(tool: str) -> Iterator[None]:
-    """What a tool's failure looks like to the client: the service's refusal as it is, a
-    shutdown said plainly, anything unexpected as an internal error (logged in full)."""
-    from aromcp_workflows.app.errors import ServiceError
-    from aromcp_workflows.shell.runner import ShellInterrupted
-
-    try:
-        yield
-    except ServiceError as exc:
-        raise ToolError(str(exc)) from None
-    except ShellInterrupted as exc:
-        raise ToolError(f"{exc}. Resume the instance (workflow_resume, then workflow_get_next_step) "
-                        "once a server is running again.") from None
-    except Exception as exc:
-        log.exception("internal error in %s", tool)
-        raise ToolError(f"internal error in {tool}: {type(exc).__name__}: {exc}. The instance was "
-                        "saved as it was before this call; report this as a bug.") from None
-
-
-class StatusReply(Result):
-    """`workflow_status` answers one instance or the list: both shapes, one output schema."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-def task_of(task_id: str | None, sub_agent_context: dict[str, Any] | None) -> str | None:
-    """The task a sub-agent names: `task_id`, or the seed's `sub_agent_context.task_id`."""
-    return task_id or (sub_agent_context or {}).get("task_id")
-
-
-class WorkflowTools:
-    """The MCP tools: each method is one tool (its docstring the description) and calls one
-    typed method of `WorkflowService`; `build_server` registers them one by one."""
-
-    def __init__(self, holder: ServiceHolder):
-        self.holder = holder
-
-    @property
-    def service(self) -> WorkflowService:
-        return self.holder.get()
-
-    def workflow_list(self, include_global: bool = True) -> WorkflowList:
-        """List workflows runnable here (project, then ~/.aromcp, then built-in)."""
-        with tool_errors("workflow_list"):
-            return self.service.list_workflows(include_global)
-
-    def workflow_get_info(self, workflow: str) -> WorkflowInfo:
-        """A workflow's description, version and declared inputs."""
-        with tool_errors("workflow_get_info"):
-            return self.service.get_info(workflow)
-
-    def workflow_validate(self, workflow: str | None = None, yaml: str | None = None) -> Validation:
-        """Validate a workflow by name/path, or YAML text; errors carry file, line, column."""
-        with tool_errors("workflow_validate"):
-            return self.service.validate(workflow, yaml)
-
-    def workflow_start(self, workflow: str, inputs: dict[str, Any] | None = None,
-                       idempotency_key: str | None = None) -> Started:
-        """Start a workflow instance; returns workflow_id and the state (same idempotency_key: same instance)."""
-        with tool_errors("workflow_start"):
-            return self.service.start(workflow, inputs or {}, idempotency_key)
-
-    def workflow_get_next_step(self, workflow_id: str, task_id: str | None = None,
-                               sub_agent_context: dict[str, Any] | None = None,
-                               ctx: Context | None = None) -> NextStep | InputRequiredResult:
-        """The next atomic step (null when done) and messages to show the user."""
-        task = task_of(task_id, sub_agent_context)
-        with tool_errors("workflow_get_next_step"):
-            gate = UserInputGate.for_call(ctx, self.service, workflow_id, task, _progress(ctx))
-            if gate is None:
-                return self.service.next_step(workflow_id, task, _progress(ctx))
-            settled = gate.settle(gate.resume() if gate.resuming else gate.next_step())
-        if isinstance(settled, InputRequiredResult):
-            return settled
-        return settled.model_copy(update={"user_answers": gate.answers()})
-
-    def workflow_step_complete(self, workflow_id: str, step_id: str,
-                               status: Literal["success", "failed"] = "success", result: Any = None,
-                               error: str | None = None, task_id: str | None = None,
-                               ctx: Context | None = None) -> StepCompleted | InputRequiredResult:
-        """Report a step's result; the answer carries next_step and messages."""
-        with tool_errors("workflow_step_complete"):
-            gate = UserInputGate.for_call(ctx, self.service, workflow_id, task_id, _progress(ctx))
-            if gate is None:
-                return self.service.step_complete(workflow_id, step_id, status, result, error, task_id,
-                                                  _progress(ctx))
-            # a later round (the question is out): the agent's own result was recorded in the first
-            first = gate.resume() if gate.resuming else gate.completed(step_id, status, result, error)
-            settled = gate.settle(first)
-        if isinstance(settled, InputRequiredResult):
-            return settled
-        head = gate.state
-        return StepCompleted(success=head.head_success, status=settled.status, messages=settled.messages,
-                             next_step=settled.step,
-                             error=settled.error if head.head_success else head.head_error,
-                             user_answers=gate.answers())
-
-    def workflow_state_read(self, workflow_id: str, paths: list[str] | None = None,
-                            task_id: str | None = None) -> StateView:
-        """The flattened state (with inputs), or {path: value} for the given paths."""
-        with tool_errors("workflow_state_read"):
-            return self.service.state_read(workflow_id, paths, task_id)
-
-    def workflow_state_update(self, workflow_id: str, updates: list[dict[str, Any]],
-                              task_id: str | None = None) -> StateUpdated:
-        """Apply [{path: raw.x|state.x, value, operation?: set|append|increment|merge|delete}] atomically."""
-        with tool_errors("workflow_state_update"):
-            return self.service.state_update(workflow_id, updates, task_id)
-
-    def workflow_state_dependencies(self, workflow_id: str, field: str) -> Dependencies:
-        """What a computed field reads and what reads it (tier-qualified paths)."""
-        with tool_errors("workflow_state_dependencies"):
-            return self.service.state_dependencies(workflow_id, field)
-
-    def workflow_checkpoint(self, workflow_id: str, reason: str = "", step_id: str | None = None) -> CheckpointTaken:
-        """Save a named snapshot that workflow_resume can roll back to."""
-        with tool_errors("workflow_checkpoint"):
-            return self.service.checkpoint(workflow_id, reason, step_id)
-
-    def workflow_resume(self, workflow_id: str, checkpoint_id: str | None = None) -> Resumed:
-        """Reload an instance (e.g. after a restart); with checkpoint_id, roll back to it."""
-        with tool_errors("workflow_resume"):
-            return self.service.resume(workflow_id, checkpoint_id)
-
-    def workflow_complete(self, workflow_id: str,
-                          status: Literal["success", "failed", "cancelled"] = "success") -> Completed:
-        """Finish an instance (cancels unfinished steps); returns the final state."""
-        with tool_errors("workflow_complete"):
-            return self.service.complete(workflow_id, status)
-
-    def workflow_status(self, workflow_id: str | None = None) -> StatusReply:
-        """One instance's status and progress, or all of this project's instances."""
-        with tool_errors("workflow_status"):
-            found = self.service.list_instances() if workflow_id is None else self.service.status(workflow_id)
-        return StatusReply(**found.model_dump(mode="json"))
-
-    def workflow_load_definition(self, workflow: str) -> DefinitionView:
-        """The resolved definition (imports included) and the file it came from."""
-        with tool_errors("workflow_load_definition"):
-            return self.service.load_definition(workflow)
-
-    def workflow_trace_transformations(self, workflow_id: str, field: str | None = None,
-                                       include_timing: bool = False) -> Traces:
-        """Recorded computed-field recomputes: trigger, input, output, error."""
-        with tool_errors("workflow_trace_transformations"):
-            return self.service.trace_transformations(workflow_id, field, include_timing)
-
-    def workflow_debug_info(self, workflow_id: str) -> DebugInfo:
-        """Current steps, step history, state size and transform performance."""
-        with tool_errors("workflow_debug_info"):
-            return self.service.debug_info(workflow_id)
-
-    def workflow_test_transformation(self, transform: str, input: Any = None,
-                                     context: dict[str, Any] | None = None) -> TransformTest:
-        """Run a JS transform on `input` in the real engine, without side effects."""
-        with tool_errors("workflow_test_transformation"):
-            return self.service.test_transformation(transform, input, context)
-
-    def workflow_explain_plan(self, workflow: str, inputs: dict[str, Any] | None = None) -> Plan:
-        """Steps, loops, sub-agent estimate, MCP tools used and the compiled program."""
-        with tool_errors("workflow_explain_plan"):
-            return self.service.explain_plan(workflow, inputs or {})
-
-    def register(self, mcp: MCPServer) -> None:
-        """Every tool, with what it may do to the world (read, write, or run commands)."""
-        for tool, hints in (
-                (self.workflow_list, READ), (self.workflow_get_info, READ), (self.workflow_validate, READ),
-                (self.workflow_start, RUNS), (self.workflow_get_next_step, RUNS),
-                (self.workflow_step_complete, RUNS), (self.workflow_state_read, READ),
-                (self.workflow_state_update, WRITE), (self.workflow_state_dependencies, READ),
-                (self.workflow_checkpoint, WRITE), (self.workflow_resume, WRITE), (self.workflow_complete, WRITE),
-                (self.workflow_status, READ), (self.workflow_load_definition, READ),
-                (self.workflow_trace_transformations, READ), (self.workflow_debug_info, READ),
-                (self.workflow_test_transformation, READ), (self.workflow_explain_plan, READ)):
-            mcp.add_tool(tool, annotations=hints)
-
-
 def build_server(service_factory: Callable[[], WorkflowService] | None = None, log_level: str = "WARNING",
-                 allowed_files: tuple[str, ...] = (), holder: ServiceHolder | None = None) -> MCPServer:
+                 allowed_files: tuple[str, ...] = (), observer: Observer | None = None,
+                 auth: HttpAuth | None = None) -> MCPServer:
     """The MCP server.  Clients name workflows; `allowed_files` are the only paths it runs
-    (`aromcp-workflows run FILE` starts its own server allowing that one file).  `holder`:
-    the service holder to use (`serve` shares it with the orphan take-over)."""
-    holder = holder or ServiceHolder(service_factory or default_service_factory(), allowed_files)
+    (`aromcp-workflows run FILE` starts its own server allowing that one file).  `observer`:
+    tracing, when on (the service it builds must have it too).  `auth` (HTTP only) is how
+    its clients are checked: the SDK's bearer middleware."""
+    holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
-                        masker_for=holder.masker)
+                        masker_for=holder.masker, service=holder.get, observer=observer,
+                        token_verifier=auth.verifier if auth else None, auth=auth.settings if auth else None)
     WorkflowTools(holder).register(mcp)
     _register_prompts(mcp, holder)
     compact_tool_schemas(mcp)
     return mcp
-
-
-def _progress(ctx: Context | None) -> Callable[[float, str], None] | None:
-    """Progress notifications for long shell commands, sent from the tool's worker thread."""
-    if ctx is None:
-        return None
-
-    def report(elapsed: float, message: str) -> None:
-        import anyio.from_thread
-
-        try:
-            anyio.from_thread.run(ctx.report_progress, elapsed, None, message)
-        except Exception:
-            log.debug("progress notification failed", exc_info=True)
-
-    return report
 
 
 def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
@@ -339,25 +89,70 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
             return handle.read()
 
 
-def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
-          project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = ()) -> None:
-    """Run the server; logs go to stderr so stdout stays the protocol channel."""
+def serve(project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = (),
+          all_projects: bool = False, http: HttpOptions | None = None) -> None:
+    """Run the server over stdio, or over streamable HTTP when `http` is given; logs go to
+    stderr so stdout stays the protocol channel.  `HttpSetupError` when the HTTP options
+    cannot be served (nothing listens then)."""
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    holder = ServiceHolder(default_service_factory(project_dir, store), allowed_files)
-    server = build_server(log_level=level, holder=holder)
-    _stop_commands_on_signals()
-    _take_over_orphans(holder)
-    if transport == "stdio":
-        server.run()
-    else:
-        print(f"aromcp-workflows: serving MCP (streamable HTTP) at http://{host}:{port}/mcp", file=sys.stderr,
-              flush=True)
-        server.run("streamable-http", host=host, port=port)
+    observer = start_tracing()  # None unless OTEL_* variables ask for traces (docs/observability.md)
+    factory = default_service_factory(project_dir, store, observer, all_projects)
+    try:
+        if http is None:
+            server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer)
+            _stop_commands_on_signals(observer)
+            _take_over_orphans(server)
+            server.run()
+        else:
+            _serve_http(factory, level, allowed_files, http, observer)
+    finally:
+        if observer is not None:
+            observer.shutdown()
 
 
-def _take_over_orphans(holder: ServiceHolder) -> None:
+def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_files: tuple[str, ...],
+                options: HttpOptions, observer: Observer | None = None) -> None:
+    """Bind first (a port in use changes nothing, not even a token file), then decide how
+    clients are checked, then serve."""
+    from dataclasses import replace
+
+    import anyio
+
+    from aromcp_workflows.server.http_auth import resolve_auth
+    from aromcp_workflows.server.http_guard import HttpLimits, bind, host_check, mcp_app, serve_http
+
+    limits, hosts = HttpLimits.from_env(), host_check(options)
+    sock = bind(options)
+    try:
+        options = replace(options, port=sock.getsockname()[1])  # port 0: the one picked
+        auth = resolve_auth(options)
+        server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer, auth=auth)
+        app = mcp_app(server, limits, hosts)
+        notices = [f"serving MCP (streamable HTTP) at {options.url}", auth.notice, *_mount_ui(server, app, options)]
+        _stop_commands_on_signals(observer)
+        _take_over_orphans(server)
+        print("\n".join(f"aromcp-workflows: {line}" for line in notices), file=sys.stderr, flush=True)
+        anyio.run(serve_http, app, options, limits, sock, level)
+    finally:
+        sock.close()
+
+
+def _mount_ui(server: MCPServer, app: Any, options: HttpOptions) -> list[str]:
+    """`--ui`: the web view at /ui of the same app, over the tools' own service (it keeps its
+    own rules: reads open on this address, actions behind its launch token); where it is."""
+    if not options.ui:
+        return []
+    from aromcp_workflows.web.run import UI_PATH, mount_ui, url_of
+
+    service = getattr(server, "service", None)
+    assert service is not None, "build_server gives the server its service"
+    view = mount_ui(app, service, options.host, options.ui_actions)
+    return [f"web view at {url_of(options.host, options.port, UI_PATH + '/', view)}"]
+
+
+def _take_over_orphans(server: MCPServer) -> None:
     """When a server of this machine died leaving commands running (or ended, unrecorded),
     adopt them now, in the background: the service (store, V8) is built only if there are
     any, so a normal start stays as fast as ever."""
@@ -365,12 +160,13 @@ def _take_over_orphans(holder: ServiceHolder) -> None:
 
     from aromcp_workflows.shell.rundir import orphans
 
-    if not orphans():
+    service = getattr(server, "service", None)
+    if service is None or not orphans():
         return
 
     def adopt() -> None:
         try:
-            found = holder.get().take_over_orphans()
+            found = service().take_over_orphans()
             log.info("taking over %d command(s) left by a server that died", found)
         except Exception:
             log.warning("could not take over the commands left by a server that died", exc_info=True)
@@ -378,11 +174,12 @@ def _take_over_orphans(holder: ServiceHolder) -> None:
     threading.Thread(target=adopt, name="aromcp-orphans", daemon=True).start()
 
 
-def _stop_commands_on_signals() -> None:
+def _stop_commands_on_signals(observer: Observer | None = None) -> None:
     """SIGTERM (a client closing us, `run` being stopped) or SIGINT: stop the shell commands
     this server started (each runs in its own process group, out of reach of a signal to
     ours) and leave at once.  No half-run command's result is stored; the instance keeps
-    its step as started, and resuming runs it again."""
+    its step as started, and resuming runs it again.  Spans not yet exported get
+    `SHUTDOWN_FLUSH_S` to leave."""
     import signal
 
     def stop(signum: int, _frame: Any) -> None:
@@ -390,6 +187,10 @@ def _stop_commands_on_signals() -> None:
 
         stopped = stop_all_commands()
         log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)
+        if observer is not None:
+            flush = threading.Thread(target=observer.shutdown, daemon=True)
+            flush.start()
+            flush.join(SHUTDOWN_FLUSH_S)
         logging.shutdown()
         os._exit(128 + signum)
 

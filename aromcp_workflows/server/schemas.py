@@ -2,11 +2,15 @@
 
 An orchestrator model reads `tools/list` in every request, so every byte of it is paid
 again and again.  pydantic's schemas repeat what a client does not need: titles that
-echo the property names, `default: null`, `anyOf` pairs for optional values, and, in the
-output schemas, the full shape of nested results.  Input schemas keep every property
-and constraint (the client builds calls from them); output schemas keep the top-level
-fields and their JSON types, which is what a client validates `structuredContent`
-against (nested objects are `{"type": "object"}`, which every reply still meets).
+echo the property names, `default: null`, `anyOf` pairs for optional values.  Input
+schemas keep every property and constraint: the client builds calls from them.
+
+Output schemas are not advertised.  Every tool still returns structured content (its
+typed result, validated by the SDK against the result model before it leaves), and the
+text content carries the same JSON; no client we serve reads an output schema (Claude
+Code hands the model a tool's name, description and input schema, and the result's
+JSON), while the schemas were a quarter of the list.  The result shapes are in
+docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -15,15 +19,13 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
-
 
 def compact_tool_schemas(mcp: MCPServer) -> None:
-    """Rewrite every registered tool's input and output schema in their compact forms."""
+    """Every registered tool's input schema in its compact form, and no output schema in
+    the listing (the tool's result model still shapes and checks its structured content)."""
     for tool in mcp._tool_manager.list_tools():
-        tool.parameters = strip(tool.parameters)
-        if tool.output_schema is not None:
-            tool.output_schema = shallow_output(tool.output_schema)
+        tool.parameters = optional_without_null(strip(tool.parameters))
+        tool.output_schema = None  # the listed schema only: `fn_metadata` keeps the result model
 
 
 def strip(node: Any) -> Any:
@@ -43,26 +45,15 @@ def strip(node: Any) -> Any:
     return node
 
 
-def shallow_output(schema: dict[str, Any]) -> dict[str, Any]:
-    """An object schema with each top-level property reduced to its JSON type(s)."""
-    properties = {name: _json_type(prop) for name, prop in schema.get("properties", {}).items()}
-    shallow: dict[str, Any] = {"type": "object", "properties": properties}
-    if schema.get("required"):
-        shallow["required"] = schema["required"]
-    return shallow
-
-
-def _json_type(prop: dict[str, Any]) -> dict[str, Any]:
-    """`{"type": T}` or `{"type": [T, "null"]}` for a property; `{}` when it may be anything."""
-    types: list[str] = []
-    for option in prop.get("anyOf", [prop]):
-        if "$ref" in option:
-            kind: Any = "object"
-        else:
-            kind = option.get("type")
-        for name in kind if isinstance(kind, list) else [kind]:
-            if name not in JSON_TYPES:
-                return {}  # a property that may hold any value says so by saying nothing
-            if name not in types:
-                types.append(name)
-    return {"type": types[0] if len(types) == 1 else types}
+def optional_without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """An argument that may be left out needs no `null` in its type: leaving it out is how a
+    client says "none" (the server still accepts an explicit null)."""
+    required = set(schema.get("required", []))
+    properties = {}
+    for name, prop in schema.get("properties", {}).items():
+        kind = prop.get("type")
+        if name not in required and isinstance(kind, list) and "null" in kind:
+            rest = [k for k in kind if k != "null"]
+            prop = {**prop, "type": rest[0] if len(rest) == 1 else rest}
+        properties[name] = prop
+    return {**schema, "properties": properties} if "properties" in schema else schema

@@ -8,7 +8,7 @@ from aromcp_workflows.state.computed import ComputedFieldSpec, ComputedGraph
 from aromcp_workflows.state.errors import StateError
 from aromcp_workflows.state.paths import format_path, parse_path, parse_write_path
 from aromcp_workflows.state.tiers import StateTiers
-from aromcp_workflows.state.updates import OPERATIONS, Update, UpdateResult
+from aromcp_workflows.state.updates import OPERATIONS, Update, UpdateResult, replay_writes
 
 __all__ = [
     "OPERATIONS",
@@ -21,4 +21,5 @@ __all__ = [
     "format_path",
     "parse_path",
     "parse_write_path",
+    "replay_writes",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -226,6 +226,20 @@ class ComputedGraph:
                     seen.add(dep)
                     stack.append(dep)
         return sorted(seen, key=self.index.__getitem__)
+
+    def reaching(self, marked: Callable[[tuple[str, ...]], bool], seeds: Collection[str] = ()) -> frozenset[str]:
+        """The fields in `seeds`, and those that read — through `from`, a name their transform
+        reads, or another field — a tier-qualified state path for which `marked` holds.
+
+        Why (secrets, `definition/secrets.py`): a transform copies, reverses or slices what it
+        reads, so its output is as secret as its inputs; the same dependencies that keep a
+        value fresh say where it came from."""
+        reached: set[str] = set()
+        for name in self.order:  # topological: every upstream field is decided first
+            node = self.nodes[name]
+            if name in seeds or node.upstream & reached or any(marked(dep) for dep in node.state_deps):
+                reached.add(name)
+        return frozenset(reached)
 
     def all_upstream(self, name: str) -> list[str]:
         seen: set[str] = set()

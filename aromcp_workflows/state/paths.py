@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from aromcp_workflows.expressions import MISSING
@@ -26,7 +27,15 @@ _HEAD = re.compile(r"[^.\[\]\s]+")
 
 def parse_path(path: str) -> list[Segment]:
     """Segments of a path; integer segments are list indices.  Raises StateError."""
-    if not isinstance(path, str) or not path.strip():
+    if not isinstance(path, str):
+        raise StateError(f"invalid state path {path!r}: empty", path=str(path))
+    return list(_segments(path))  # a copy: callers may extend it
+
+
+@lru_cache(maxsize=4096)
+def _segments(path: str) -> tuple[Segment, ...]:
+    """The parse of one path text (a loop writes the same few paths on every iteration)."""
+    if not path.strip():
         raise StateError(f"invalid state path {path!r}: empty", path=str(path))
     text = path.strip()
     head = _HEAD.match(text)
@@ -50,7 +59,7 @@ def parse_path(path: str) -> list[Segment]:
         if isinstance(seg, str) and seg in FORBIDDEN_KEYS:
             raise StateError(f"refused state path {path!r}: the key {seg!r} is not allowed "
                              f"(it would reach JavaScript object prototypes)", path=path)
-    return segments
+    return tuple(segments)
 
 
 def parse_write_path(path: str) -> tuple[str, list[Segment]]:

@@ -18,6 +18,7 @@ from aromcp_workflows.expressions import MISSING, ExpressionEngine
 from aromcp_workflows.expressions.batch import Call, ChainItem, ChainOutcome, ValueTable
 from aromcp_workflows.state.computed import ComputedGraph, FieldNode, Ref
 from aromcp_workflows.state.paths import get_in
+from aromcp_workflows.state.python_chain import python_chain
 
 
 @dataclass
@@ -162,6 +163,7 @@ class RecomputeOutcome:
     traces: list[dict[str, Any]]
     sent: set[str] = field(default_factory=set)
     epoch: int = -1
+    in_python: bool = False  # computed by python_chain: V8 holds none of the new values
 
     def commit_cache(self, cache: V8Cache, computed: dict[str, Any]) -> None:
         """After the store committed: advance versions of changed values; everything the
@@ -169,6 +171,8 @@ class RecomputeOutcome:
         for name, out in zip(self.order, self.outcomes, strict=False):
             if out.status == "changed":
                 cache.versions[name] = cache.versions.get(name, 0) + 1
+                if self.in_python:
+                    cache.cached.discard(name)
         if cache.epoch != self.epoch:
             cache.cached.clear()
             cache.epoch = self.epoch
@@ -186,18 +190,23 @@ def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: StateView,
     if not order:
         return RecomputeOutcome([], [], [])
     cache = cache or V8Cache()
-    if cache.epoch != engine.context_epoch:
-        cache.cached.clear()
-    builder = _Builder(view, graph)
-    items = build_items(engine, graph, order, builder)
-    needed = builder.reads_computed | set(order)
-    current = {n: view.computed.get(n, MISSING) for n in graph.order if n in needed}
-    dirty = {i for i, n in enumerate(order) if n in direct}
     stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     t0 = time.perf_counter()
-    outcomes = engine.run_chain(
-        items, builder.table, current, dirty, keys={n: cache.key(n) for n in current},
-        cached=cache.cached & set(current), new_keys={n: cache.key(n, 1) for n in order})
+    quick = python_chain(engine, graph, order, view, direct)
+    if quick is not None:
+        outcomes, sent, epoch = quick, set(), cache.epoch  # V8 was not asked: its cache stands as it was
+    else:
+        if cache.epoch != engine.context_epoch:
+            cache.cached.clear()
+        builder = _Builder(view, graph)
+        items = build_items(engine, graph, order, builder)
+        needed = builder.reads_computed | set(order)
+        current = {n: view.computed.get(n, MISSING) for n in graph.order if n in needed}
+        dirty = {i for i, n in enumerate(order) if n in direct}
+        outcomes = engine.run_chain(
+            items, builder.table, current, dirty, keys={n: cache.key(n) for n in current},
+            cached=cache.cached & set(current), new_keys={n: cache.key(n, 1) for n in order})
+        sent, epoch = set(current), engine.context_epoch  # after the chain: it may have made the first context
     elapsed = (time.perf_counter() - t0) * 1000
     # Inputs for traces: resolved after the chain (upstream fields are final by then).
     after = dict(view.computed)
@@ -224,7 +233,7 @@ def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: StateView,
             "error": None if out.error is None else out.error.to_dict(),
             "status": out.status,
         })
-    return RecomputeOutcome(order, outcomes, traces, set(current), engine.context_epoch)
+    return RecomputeOutcome(order, outcomes, traces, sent, epoch, in_python=quick is not None)
 
 
 def _none(value: Any) -> Any:

@@ -139,7 +139,8 @@ class StateTiers:
         """Apply a batch atomically and recompute what it affects (one V8 crossing)."""
         batch = [u if isinstance(u, Update) else Update.from_dict(u) for u in updates]
         with self._lock:
-            tiers, changed, kept = apply_updates({"raw": self._raw, "state": self._state}, batch)
+            done = apply_updates({"raw": self._raw, "state": self._state}, batch)
+            tiers, changed, kept = done.tiers, done.changed, done.kept
             if not changed:
                 return UpdateResult()
             keys = [key_tuple(t, s) for t, s in changed]
@@ -148,6 +149,8 @@ class StateTiers:
             result = self._recompute(view, direct, trigger)
             self._raw, self._state = tiers["raw"], tiers["state"]
             result.changed_paths = describe_changes(changed)
+            result.writes = done.writes + [["s", ["computed", name], value]
+                                           for name, value in result.computed_changed.items()]
             self._mark_written(changed, kept)
             self._mark_computed(result)
             return result
@@ -220,7 +223,7 @@ class StateTiers:
                 err = outcome.error
                 if err is not None and err.kind == "runtime" and self._sources_undefined(view, name):
                     result.errors.append({"field": name, "undefined_sources": True, **err.to_dict()})
-                    continue  # the seed's reading: a field over fields nobody set yet is undefined
+                    continue  # the seed's reading: a field over a field nobody set yet is undefined
                 raise StateError(f"computed field {name!r} failed: {err}", field=name,
                                  cause=err)
             if outcome.status in ("changed", "unchanged"):
@@ -236,8 +239,10 @@ class StateTiers:
         return result
 
     def _sources_undefined(self, view: StateView, name: str) -> bool:
-        """Whether every `from` path of a computed field is undefined (never declared or set):
-        then a transform that throws on them leaves the field undefined instead of failing."""
+        """Whether a `from` path of a computed field is still undefined (nothing set it yet):
+        then a transform that throws leaves the field undefined instead of failing, as the
+        seed design's fields over results that arrive one by one (`Object.values(input[1])`
+        before the first lint result) expect.  Once every source is set, a throw fails."""
         refs = self.graph.nodes[name].input_refs
         names = set(self.graph.nodes)
 
@@ -250,7 +255,7 @@ class StateTiers:
                 return get_in({"v": view.computed.get(ref.root, MISSING)}, ["v", *ref.segments]) is MISSING
             return False
 
-        return bool(refs) and all(undefined(r) for r in refs)
+        return any(undefined(r) for r in refs)
 
     # -- introspection -----------------------------------------------------------------
     def dependencies(self, field: str) -> dict[str, list[str]]:

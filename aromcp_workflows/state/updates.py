@@ -44,12 +44,17 @@ class UpdateResult:
     `computed_changed`: computed fields whose value changed, with the new value (None for
     undefined).  `recomputed`: fields whose transform ran.  `errors`: transform failures
     that `use_fallback`/`ignore` absorbed (`{field, kind, message, expression}`).
+    `writes`: what changed, in order, as JSON-ready `[op, [tier, *segments], value?]` —
+    `s` set the value there, `a` appended the value to the list there, `d` deleted it —
+    for raw, state and computed alike (`replay_writes` applies them): the history keeps
+    them, so the state after any step can be shown again.
     """
 
     changed_paths: list[str] = field(default_factory=list)
     computed_changed: dict[str, Any] = field(default_factory=dict)
     recomputed: list[str] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    writes: list[list[Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"changed_paths": self.changed_paths, "computed_changed": self.computed_changed,
@@ -121,18 +126,26 @@ def _leaf(update: Update) -> Any:
             "delete": delete}[op]
 
 
-def apply_updates(tiers: Mapping[str, dict[str, Any]], updates: Sequence[Update]
-                  ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, list[Segment]]], list[int | None]]:
-    """Apply a batch to copies of the tiers; return (new tiers, changed (tier, segments),
-    kept), where `kept[i]` is the length of the list change `i` appended one item to when
-    it was an `append` to an existing top-level list, else None: a commit then stores the
-    new item instead of the whole list.
+@dataclass
+class Applied:
+    """What `apply_updates` did: the new tiers, the changed (tier, segments) in order,
+    `kept[i]` — the length of the list change `i` appended one item to when it was an
+    `append` to an existing top-level list, else None (a commit then stores the new item
+    instead of the whole list) — and the writes (`UpdateResult.writes`)."""
+
+    tiers: dict[str, dict[str, Any]]
+    changed: list[tuple[str, list[Segment]]] = field(default_factory=list)
+    kept: list[int | None] = field(default_factory=list)
+    writes: list[list[Any]] = field(default_factory=list)
+
+
+def apply_updates(tiers: Mapping[str, dict[str, Any]], updates: Sequence[Update]) -> Applied:
+    """Apply a batch to copies of the tiers.
 
     Raises StateError (naming the update) and leaves `tiers` untouched on any refusal.
     """
-    draft = dict(tiers)
-    changed: list[tuple[str, list[Segment]]] = []
-    kept: list[int | None] = []
+    done = Applied(dict(tiers))
+    draft, changed, kept = done.tiers, done.changed, done.kept
     for update in updates:
         if update.operation not in OPERATIONS:
             raise StateError(f"refused update of {update.path!r}: unknown operation "
@@ -157,7 +170,39 @@ def apply_updates(tiers: Mapping[str, dict[str, Any]], updates: Sequence[Update]
         changed.append((tier, segments))
         appended = update.operation == "append" and len(segments) == 1 and isinstance(old, list)
         kept.append(len(old) if appended else None)
-    return draft, changed, kept
+        done.writes.append(_write(update, [tier, *segments], old, new))
+    return done
+
+
+def _write(update: Update, path: list[Segment], old: Any, new: Any) -> list[Any]:
+    """One entry of `UpdateResult.writes` (an append to a list keeps the item, not the list)."""
+    if new is DELETE:
+        return ["d", path]
+    if update.operation == "append" and isinstance(old, list):
+        return ["a", path, update.value]
+    return ["s", path, new]
+
+
+def replay_writes(tiers: dict[str, Any], writes: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    """`tiers` (`{raw, state, computed}`) with `writes` applied, by the very path rules
+    updates follow; the containers on each path are copied, `tiers` itself is unchanged.
+    Raises StateError when a write does not fit the value it is applied to."""
+    tiers = dict(tiers)
+    for op, path, *value in writes:
+        tier, segments = str(path[0]), list(path[1:])
+        if segments:
+            tiers[tier] = update_in(tiers.get(tier) or {}, segments, _replayed(op, value),
+                                    format_path(tier, segments))
+    return tiers
+
+
+def _replayed(op: str, value: list[Any]) -> Any:
+    """The leaf function of one write of `UpdateResult.writes`."""
+    if op == "d":
+        return lambda old: DELETE
+    if op == "a":
+        return lambda old: [*(old if isinstance(old, list) else []), value[0]]
+    return lambda old: value[0]
 
 
 def _same(a: Any, b: Any) -> bool:

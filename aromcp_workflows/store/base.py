@@ -94,6 +94,27 @@ def commits_since_from(row: Sequence[Any], deltas: list[str], since: int) -> Com
 
 
 @dataclass(frozen=True)
+class Body:
+    """An instance's two large JSON columns as committed at one version (`Store.body_at`)."""
+
+    version: int
+    state: dict[str, Any]
+    threads: dict[str, Any]
+
+
+def body_from(workflow_id: str, row: Sequence[Any], deltas: Sequence[str], version: int) -> Body | None:
+    """`Body` at `version` from the snapshot columns `state, threads, snapshot_version` and
+    the deltas after that snapshot up to `version`, or None when some are missing."""
+    snapshot_version = int(row[2])
+    if snapshot_version > version or len(deltas) != version - snapshot_version:
+        return None
+    record = InstanceRecord(workflow_id=workflow_id, workflow="", project_dir="",
+                            state=json.loads(row[0]), threads=json.loads(row[1]))
+    apply_deltas(record, deltas)
+    return Body(version, record.state, record.threads)
+
+
+@dataclass(frozen=True)
 class InstanceSummary:
     """One row of `list_instances`: the record without its large JSON blobs."""
 
@@ -106,6 +127,34 @@ class InstanceSummary:
     version: int
     created_at: str
     updated_at: str
+
+
+@dataclass(frozen=True)
+class InstanceFilter:
+    """Which instances a paginated listing shows (`Store.page_instances`); None: any."""
+
+    project_dir: str | None = None
+    statuses: tuple[str, ...] | None = None
+    workflow: str | None = None
+
+
+@dataclass(frozen=True)
+class InstancePage:
+    """One page of instances, newest started first, and how many match in all."""
+
+    rows: list[InstanceSummary]
+    total: int
+
+
+@dataclass(frozen=True)
+class InstanceGroup:
+    """How many instances share a workflow, project and status (`Store.instance_groups`):
+    what a listing offers as filters, counted without reading a single row."""
+
+    workflow: str
+    project_dir: str
+    status: InstanceStatus
+    count: int
 
 
 @dataclass
@@ -268,11 +317,14 @@ class Store(Protocol):
         encoded: Mapping[str, str] | None = None,
         delta: str | None = None,
         snapshot: bool = False,
+        definition: Mapping[str, Any] | None = None,
     ) -> int:
         """Compare-and-set: write `record` and append `events` if the stored version is
-        still `expected_version`, in one transaction.  Only the mutable fields are written
-        (the definition snapshot and inputs are fixed at `create`); `encoded` may carry the
-        JSON text of `state`/`threads` when the caller already has it.
+        still `expected_version`, in one transaction.  Only the mutable fields are written:
+        the definition snapshot and inputs are set at `create`, and changed only by a save
+        that passes `definition` (an instance moved onto an edited workflow: the new
+        snapshot, with `record.inputs`; such a save writes the body whole).  `encoded` may
+        carry the JSON text of `state`/`threads` when the caller already has it.
 
         With `delta` (JSON text of `[op, column, path, value?]` operations, see
         `apply_delta`), `state` and `threads` are not written at all: the delta is stored
@@ -297,10 +349,27 @@ class Store(Protocol):
         catching up costs the change instead of the instance.  NotFoundError if none."""
         ...
 
+    def body_at(self, workflow_id: str, version: int) -> Body | None:
+        """The instance's `state` and `threads` as committed at `version`: its full snapshot
+        with the deltas after it up to `version` applied, or None when the store no longer
+        holds what that takes (its snapshot is newer than `version`, or the deltas in
+        between were dropped).  NotFoundError if there is no such instance."""
+        ...
+
     def list_instances(
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None
     ) -> list[InstanceSummary]:
         """Summaries, most recently updated first; filtered by project and/or status."""
+        ...
+
+    def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
+        """Up to `limit` summaries from `offset` on, newest started first (then by id), and
+        the number matching `where` in all: one page of a long listing, whose cost does not
+        grow with the rows after it."""
+        ...
+
+    def instance_groups(self) -> list[InstanceGroup]:
+        """The instance counts per workflow, project and status."""
         ...
 
     def history(
@@ -328,6 +397,10 @@ class Store(Protocol):
         self, workflow_id: str, checkpoint_id: str | None = None
     ) -> Checkpoint | None:
         """The named checkpoint of this instance, or its latest when `checkpoint_id` is None."""
+        ...
+
+    def checkpoints(self, workflow_id: str) -> list[Checkpoint]:
+        """Every checkpoint of this instance, oldest first (empty when it has none)."""
         ...
 
     def open(self) -> None:
@@ -529,6 +602,7 @@ class PlannedSave:
     delta: str | None
     events: list[HistoryEvent]
     event_data: list[str]
+    definition: tuple[str, str] | None = None  # texts of a new definition snapshot and inputs
 
     @property
     def full(self) -> bool:
@@ -537,10 +611,17 @@ class PlannedSave:
 
 
 def plan_save(record: InstanceRecord, expected_version: int, events: Iterable[HistoryEvent],
-              encoded: Mapping[str, str] | None, delta: str | None, snapshot: bool) -> PlannedSave:
-    """Check and encode one save; `encoded` may carry the texts of `state`/`threads`."""
+              encoded: Mapping[str, str] | None, delta: str | None, snapshot: bool,
+              definition: Mapping[str, Any] | None = None) -> PlannedSave:
+    """Check and encode one save; `encoded` may carry the texts of `state`/`threads`.  With
+    a new `definition`, the body is written whole (the deltas before it read the old one)."""
     now, new_version, wid = utc_now(), expected_version + 1, record.workflow_id
     _check_status(record)
+    texts = None
+    if definition is not None:
+        texts = (json_text(dict(definition), f"the definition of {wid!r}"),
+                 json_text(record.inputs, f"the inputs of {wid!r}"))
+        delta = None
     drop_through = snapshot_drops_through(record, new_version, delta, snapshot)
     body: dict[str, str] = {}
     if drop_through is not None:
@@ -550,7 +631,7 @@ def plan_save(record: InstanceRecord, expected_version: int, events: Iterable[Hi
     steps = json_text(list(record.current_steps), f"the current_steps of {wid!r}")
     events = list(events)
     return PlannedSave(now, new_version, steps, body, drop_through, delta, events,
-                       event_texts(wid, events, now))
+                       event_texts(wid, events, now), texts)
 
 
 def save_refused(workflow_id: str, expected_version: int, found: Sequence[Any] | None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from aromcp_workflows.store.base import StoreOpenError
 
@@ -26,10 +27,26 @@ def is_postgres_url(value: object) -> bool:
     return isinstance(value, str) and value.startswith(URL_PREFIXES)
 
 
+_USERINFO_PASSWORD = re.compile(r"^(postgres(?:ql)?://[^:/@?]*):([^@/?]*)@")
+_PARAMETER = re.compile(r"([?&])([^=&#]*)=([^&#]*)")
+
+
 def redact(url: str) -> str:
-    """The URL as it may appear in messages and logs: any password replaced by ``***``."""
-    url = re.sub(r"^(postgres(?:ql)?://[^:/@?]*):[^@/?]*@", r"\1:***@", url)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
+    """The URL as it may appear in messages and logs: any password replaced by ``***``.
+
+    libpq decodes percent-escapes in parameter names too, so `pass%77ord=` is a password."""
+    url = _USERINFO_PASSWORD.sub(r"\1:***@", url)
+    return _PARAMETER.sub(lambda m: f"{m[1]}{m[2]}=***" if _is_password(m[2]) else m[0], url)
+
+
+def has_password(url: str) -> bool:
+    """Whether the URL carries a password (in its user part or as a parameter)."""
+    found = _USERINFO_PASSWORD.match(url)
+    return bool(found and found[2]) or any(_is_password(m[2]) and m[3] for m in _PARAMETER.finditer(url))
+
+
+def _is_password(name: str) -> bool:
+    return unquote(name).strip().lower() == "password"
 
 
 def one_line(exc: BaseException) -> str:

@@ -52,6 +52,9 @@ from aromcp_workflows.store.base import (
     CommitsSince,
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
     InstanceRecord,
     InstanceSummary,
     KeyTakenError,
@@ -103,6 +106,11 @@ _PROGRESS = (  # one statement, one snapshot: the status columns and the deltas 
     "ARRAY(SELECT d.delta FROM deltas d WHERE d.workflow_id = i.workflow_id AND d.version > %s "
     "ORDER BY d.version) FROM instances i WHERE workflow_id = %s"
 )
+_BODY_AT = (  # one statement, one snapshot: the full snapshot and the deltas after it up to a version
+    "SELECT state, threads, snapshot_version, ARRAY(SELECT d.delta FROM deltas d WHERE d.workflow_id = "
+    "i.workflow_id AND d.version > i.snapshot_version AND d.version <= %s ORDER BY d.version) "
+    "FROM instances i WHERE workflow_id = %s"
+)
 _COMPARE_AND_SET = (
     "version = %s, updated_at = %s, last_seq = last_seq + %s, last_commit = %s WHERE workflow_id = %s AND "
     "version = %s RETURNING last_seq - %s + 1 AS first"
@@ -112,6 +120,8 @@ _UPDATE_FULL = (  # a new full snapshot; the deltas up to a version go (see `Sto
     f"snapshot_version = version + 1, {_COMPARE_AND_SET}), "
     "gone AS (DELETE FROM deltas WHERE workflow_id = %s AND version <= %s AND EXISTS (SELECT 1 FROM base)) "
 )
+_UPDATE_FULL_DEFINITION = _UPDATE_FULL.replace(  # and a new definition snapshot and inputs (a migration)
+    "error = %s, snapshot_version", "error = %s, definition = %s, inputs = %s, snapshot_version")
 _ADD_DELTA = ("added AS (INSERT INTO deltas (workflow_id, version, delta, commit_id) "
               "SELECT %s, %s, %s, %s FROM base) ")
 _UPDATE_DELTA = (  # the small columns and one delta row; the large columns stay as they are
@@ -337,11 +347,17 @@ class PostgresStore:
             raise NotFoundError(workflow_id, self.path)
         return base.commits_since_from(rows[0], list(rows[0][6]), version)
 
+    def body_at(self, workflow_id: str, version: int) -> base.Body | None:
+        rows = self._fetch("read", _BODY_AT, (version, workflow_id))
+        if not rows:
+            raise NotFoundError(workflow_id, self.path)
+        return base.body_from(workflow_id, rows[0], list(rows[0][3]), version)
+
     def save(self, record: InstanceRecord, expected_version: int, events: Iterable[HistoryEvent] = (),
              **options: Any) -> int:
         """Compare-and-set the row and append `events` with the delta, a new full
         snapshot, or both, atomically, in one statement (see `Store.save`; `options` are
-        its `encoded`, `delta` and `snapshot`)."""
+        its `encoded`, `delta`, `snapshot` and `definition`)."""
         return self.begin_save(record, expected_version, events, **options).result()
 
     def begin_save(
@@ -353,15 +369,21 @@ class PostgresStore:
         encoded: Mapping[str, str] | None = None,
         delta: str | None = None,
         snapshot: bool = False,
+        definition: Mapping[str, Any] | None = None,
     ) -> PendingSave:
         """`save`, sent now and answered by `PendingSave.result()`: the caller does other work
         while the statement travels and commits.  `record` is brought up to the new version by
-        `result()`, as `save` does."""
-        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
-        wid, version, count, token = record.workflow_id, plan.version, len(plan.events), _token()
+        `result()`, as `save` does.  With a new `definition`, the definition and inputs
+        columns are written too."""
+        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot, definition)
+        delta, wid, version, count, token = plan.delta, record.workflow_id, plan.version, len(plan.events), _token()
         cas = (version, plan.now, count, token, wid, expected_version, count)
         params: tuple[Any, ...]
-        if plan.full:
+        if plan.full and plan.definition is not None:
+            write, params = _UPDATE_FULL_DEFINITION, (record.status, plan.body["state"], plan.body["threads"],
+                                                      plan.current_steps, record.error, *plan.definition, *cas,
+                                                      wid, plan.drop_through)
+        elif plan.full:
             write, params = _UPDATE_FULL, (record.status, plan.body["state"], plan.body["threads"],
                                            plan.current_steps, record.error, *cas, wid, plan.drop_through)
             if delta is not None:  # the snapshot's own delta, for copies still catching up
@@ -400,6 +422,17 @@ class PostgresStore:
     ) -> list[InstanceSummary]:
         sql, params = POSTGRES.instances(project_dir, statuses)
         return [base.summary_from_row(r) for r in self._fetch("list", sql, params)]
+
+    def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
+        rows_sql, rows_params = POSTGRES.instance_page(where, limit, offset)
+        count_sql, count_params = POSTGRES.instance_count(where)
+        rows = self._fetch("list", rows_sql, rows_params)
+        total = int(self._fetch("count", count_sql, count_params)[0][0])
+        return InstancePage([base.summary_from_row(r) for r in rows], total)
+
+    def instance_groups(self) -> list[InstanceGroup]:
+        rows = self._fetch("count", POSTGRES.instance_groups(), ())
+        return [InstanceGroup(r[0], r[1], r[2], int(r[3])) for r in rows]
 
     # -- history ------------------------------------------------------------------
 
@@ -450,6 +483,10 @@ class PostgresStore:
         sql, params = POSTGRES.checkpoint(workflow_id, checkpoint_id)
         rows = self._fetch("read a checkpoint from", sql, params)
         return base.checkpoint_from_row(rows[0]) if rows else None
+
+    def checkpoints(self, workflow_id: str) -> list[Checkpoint]:
+        sql, params = POSTGRES.checkpoints(workflow_id)
+        return [base.checkpoint_from_row(row) for row in self._fetch("read the checkpoints of", sql, params)]
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r}, pool_size={self.pool_size})"

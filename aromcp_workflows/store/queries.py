@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aromcp_workflows.store.base import InstanceFilter
 
 # `workflow_start`'s idempotency keys: one row per key and project, naming the instance the
 # key started and a fingerprint of the request (`base.StartKey`).  The same text in both.
@@ -67,6 +70,36 @@ class Dialect:
             sql += " WHERE " + " AND ".join(where)
         return sql + " ORDER BY updated_at DESC, workflow_id", params
 
+    def _matching(self, where: InstanceFilter) -> tuple[str, list[Any]]:
+        """The WHERE clause (empty when everything matches) of a filtered listing."""
+        conditions: list[str] = []
+        params: list[Any] = []
+        for column, value in (("project_dir", where.project_dir), ("workflow", where.workflow)):
+            if value is not None:
+                conditions.append(f"{column} = {self.mark}")
+                params.append(value)
+        if where.statuses:
+            condition, values = self.among("status", where.statuses)
+            conditions.append(condition)
+            params.extend(values)
+        return (" WHERE " + " AND ".join(conditions)) if conditions else "", params
+
+    def instance_page(self, where: InstanceFilter, limit: int, offset: int) -> tuple[str, list[Any]]:
+        """`Store.page_instances`' rows: `summary_from_row`'s columns, newest started first."""
+        condition, params = self._matching(where)
+        return (f"SELECT {_SUMMARY_COLUMNS} FROM instances{condition} "
+                f"ORDER BY created_at DESC, workflow_id DESC LIMIT {self.mark} OFFSET {self.mark}",
+                [*params, max(0, int(limit)), max(0, int(offset))])
+
+    def instance_count(self, where: InstanceFilter) -> tuple[str, list[Any]]:
+        """`Store.page_instances`' total."""
+        condition, params = self._matching(where)
+        return f"SELECT COUNT(*) FROM instances{condition}", params
+
+    def instance_groups(self) -> str:
+        """`Store.instance_groups`: workflow, project_dir, status, count."""
+        return "SELECT workflow, project_dir, status, COUNT(*) FROM instances GROUP BY workflow, project_dir, status"
+
     def history(self, workflow_id: str, kinds: Sequence[str] | None, task_id: str | None, limit: int | None,
                 after_seq: int | None) -> tuple[str, list[Any]]:
         """`Store.history`: `event_from_row`'s columns, newest first, so that `limit` keeps the
@@ -102,6 +135,11 @@ class Dialect:
         if checkpoint_id is None:
             return sql + " ORDER BY n DESC LIMIT 1", [workflow_id]
         return sql + f" AND checkpoint_id = {self.mark}", [workflow_id, checkpoint_id]
+
+    def checkpoints(self, workflow_id: str) -> tuple[str, list[Any]]:
+        """`Store.checkpoints`: `checkpoint_from_row`'s columns of every checkpoint, oldest first."""
+        return ("SELECT checkpoint_id, workflow_id, step_id, reason, created_at, snapshot "
+                f"FROM checkpoints WHERE workflow_id = {self.mark} ORDER BY n", [workflow_id])
 
     def next_checkpoint(self) -> str:
         """The number of an instance's next checkpoint (its id is ``cp-<n>``)."""

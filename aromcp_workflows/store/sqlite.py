@@ -36,6 +36,9 @@ from aromcp_workflows.store.base import (
     CommitsSince,
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
     InstanceRecord,
     InstanceSummary,
     KeyTakenError,
@@ -62,6 +65,10 @@ _COMMITS = ("SELECT status, current_steps, error, version, updated_at, snapshot_
             "WHERE workflow_id = ?")
 _VERSION = SQLITE.version()
 _DELTAS_AFTER = "SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? ORDER BY version"
+_BODY = ("SELECT b.state, b.threads, i.snapshot_version FROM instances i JOIN bodies b USING (workflow_id) "
+         "WHERE i.workflow_id = ?")
+_DELTAS_BETWEEN = ("SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? AND version <= ? "
+                   "ORDER BY version")
 
 
 def _create_private(path: Path) -> None:
@@ -258,6 +265,20 @@ class SqliteStore:
             raise NotFoundError(workflow_id, self.path)
         return row, deltas
 
+    def body_at(self, workflow_id: str, version: int) -> base.Body | None:
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(_BODY, (workflow_id,)).fetchone()
+                deltas = [] if row is None else [
+                    d for (d,) in conn.execute(_DELTAS_BETWEEN, (workflow_id, row[2], version))]
+            finally:
+                conn.execute("COMMIT")
+        if row is None:
+            raise NotFoundError(workflow_id, self.path)
+        return base.body_from(workflow_id, row, deltas, version)
+
     def save(
         self,
         record: InstanceRecord,
@@ -267,12 +288,14 @@ class SqliteStore:
         encoded: Mapping[str, str] | None = None,
         delta: str | None = None,
         snapshot: bool = False,
+        definition: Mapping[str, Any] | None = None,
     ) -> int:
         """Compare-and-set the small row (status, current steps, error, version) and append
         `events`, in one transaction, with the delta, a new full body, or both (see
-        `Store.save`).  The definition and inputs are written once by `create`."""
-        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot)
-        wid, version = record.workflow_id, plan.version
+        `Store.save`).  The definition and inputs are written by `create`, and again only
+        with a new `definition`."""
+        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot, definition)
+        delta, wid, version = plan.delta, record.workflow_id, plan.version
         with self._write() as conn:  # only a full snapshot moves snapshot_version (never the caller's copy of it)
             cur = conn.execute(
                 "UPDATE instances SET status = ?, current_steps = ?, error = ?, version = ?, updated_at = ?, "
@@ -287,6 +310,9 @@ class SqliteStore:
                 conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?",
                              (plan.body["state"], plan.body["threads"], wid))
                 conn.execute("DELETE FROM deltas WHERE workflow_id = ? AND version <= ?", (wid, plan.drop_through))
+            if plan.definition is not None:
+                conn.execute("UPDATE bodies SET definition = ?, inputs = ? WHERE workflow_id = ?",
+                             (*plan.definition, wid))
             if delta is not None:
                 conn.execute("INSERT INTO deltas (workflow_id, version, delta) VALUES (?, ?, ?)",
                              (wid, version, delta))
@@ -300,6 +326,24 @@ class SqliteStore:
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
         return [base.summary_from_row(r) for r in rows]
+
+    def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
+        rows_sql, rows_params = SQLITE.instance_page(where, limit, offset)
+        count_sql, count_params = SQLITE.instance_count(where)
+        with self._lock:  # one read transaction: the total and the rows agree
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                rows = conn.execute(rows_sql, rows_params).fetchall()
+                total = int(conn.execute(count_sql, count_params).fetchone()[0])
+            finally:
+                conn.execute("COMMIT")
+        return InstancePage([base.summary_from_row(r) for r in rows], total)
+
+    def instance_groups(self) -> list[InstanceGroup]:
+        with self._lock:
+            rows = self._connection().execute(SQLITE.instance_groups()).fetchall()
+        return [InstanceGroup(r[0], r[1], r[2], int(r[3])) for r in rows]
 
     # -- history ------------------------------------------------------------------
 
@@ -358,6 +402,12 @@ class SqliteStore:
         with self._lock:
             row = self._connection().execute(sql, params).fetchone()
         return None if row is None else base.checkpoint_from_row(row)
+
+    def checkpoints(self, workflow_id: str) -> list[Checkpoint]:
+        sql, params = SQLITE.checkpoints(workflow_id)
+        with self._lock:
+            rows = self._connection().execute(sql, params).fetchall()
+        return [base.checkpoint_from_row(row) for row in rows]
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"

@@ -173,11 +173,10 @@ class Endpoint:
 
 class HttpTransport:
     def __init__(self, endpoints: list[Endpoint], rng: random.Random, token: str | None = None) -> None:
-        self.endpoints, self.rng = endpoints, rng
-        self.headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.endpoints, self.rng, self.token = endpoints, rng, token
 
     def set_up(self, endpoint: Endpoint, url: str) -> None:
-        endpoint.url, endpoint.client, endpoint.up = url, RawClient(url, self.headers), True
+        endpoint.url, endpoint.client, endpoint.up = url, RawClient(url, self.token), True
 
     async def call(self, tool: str, args: dict[str, Any], timeout: float = 15) -> Reply:
         live = [e for e in self.endpoints if e.up and e.client is not None]

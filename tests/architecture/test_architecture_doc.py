@@ -1,4 +1,5 @@
-"""docs/architecture.md stays true: every `module:Name.attr` it cites must exist."""
+"""docs/architecture.md stays true: its import map is the package's real imports, arrow for
+arrow, and every `module:Name.attr` it cites exists."""
 
 from __future__ import annotations
 
@@ -8,6 +9,39 @@ from pathlib import Path
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 CITED = re.compile(r"`(aromcp_workflows(?:\.\w+)*):([\w.]+)`")
+
+
+def package_imports() -> dict[str, set[str]]:
+    """Which of our packages each package imports (a module of it imports a module of them)."""
+    from test_imports import _graph  # tests/architecture is on sys.path (rootdir import mode)
+
+    edges: dict[str, set[str]] = {}
+    for module, targets in _graph().items():
+        source = module.split(".")[1] if "." in module else ""
+        for target in targets:
+            dest = target.split(".")[1] if "." in target else ""
+            if source and dest and source != dest:
+                edges.setdefault(source, set()).add(dest)
+    return edges
+
+
+def doc_imports() -> dict[str, set[str]]:
+    """The arrows of the ```imports block: `package ▶ what it imports`."""
+    block = re.search(r"```imports\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert block, "docs/architecture.md has no ```imports block"
+    arrows = {}
+    for line in block.group(1).strip().splitlines():
+        source, _, targets = line.partition("▶")
+        arrows[source.strip()] = set(targets.split())
+    return arrows
+
+
+def test_the_import_map_is_the_real_imports() -> None:
+    real, drawn = package_imports(), doc_imports()
+    missing = sorted(f"{a} ▶ {b}" for a, bs in real.items() for b in bs - drawn.get(a, set()))
+    extra = sorted(f"{a} ▶ {b}" for a, bs in drawn.items() for b in bs - real.get(a, set()))
+    assert missing == [], f"imports the page does not draw: {missing}"
+    assert extra == [], f"arrows the page draws that no import makes: {extra}"
 
 
 def test_every_cited_name_exists() -> None:

@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver, check
+from aromcp_workflows.definition.resolver import is_workflow_file_name
 
-SOURCES = [p.read_text(encoding="utf-8") for p in sorted(BUILTIN_DIR.glob("*.yaml"))]
+SOURCES = [p.read_text(encoding="utf-8") for p in sorted(BUILTIN_DIR.glob("*.yaml")) if is_workflow_file_name(p.name)]
 PUNCTUATION = ["{", "}", "[", "]", ":", "- ", "'", '"', "\t", "&a ", "*a", "<<: *a", "{{", "}}",
                "!!int x", "? ", "|", ">", "#", "---", "\n", "  ", "\\", "%", "@", "`", "null", "~"]
 

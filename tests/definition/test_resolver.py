@@ -15,8 +15,9 @@ from aromcp_workflows.definition import (
     check,
     check_name,
 )
+from aromcp_workflows.definition.resolver import is_workflow_file_name
 
-SHIPPED = sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
+SHIPPED = sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml") if is_workflow_file_name(p.name))
 
 
 def resolver(project: Path, home: Path, builtin: Path | None = None) -> WorkflowResolver:

@@ -25,8 +25,9 @@ UNDECLARED = ("which no default_state, state_schema, computed field or step decl
 
 
 def undeclared_input(name: str) -> str:
-    return (f"template reads inputs.{name}, but the workflow declares no input {name!r}: it is "
-            "always undefined (workflow_start accepts only declared inputs); declare it under 'inputs'")
+    return (f"template reads inputs.{name}, but the workflow declares no input {name!r}: workflow_start "
+            "accepts only declared inputs, so it is undefined unless an include_workflow passes it; "
+            "declare it under 'inputs'")
 
 
 # fixture -> (errors, warnings), each "LINE:COL: message" (another file: "FILE:LINE:COL: ...")

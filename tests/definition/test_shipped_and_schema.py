@@ -10,10 +10,11 @@ import pytest
 from definition_helpers import BUILTIN_DIR, EXAMPLES_DIR, REPO
 
 from aromcp_workflows.definition import WorkflowLoader, check
+from aromcp_workflows.definition.resolver import is_workflow_file_name
 from aromcp_workflows.definition.schema import workflow_json_schema
 from aromcp_workflows.definition.yaml_source import parse_yaml
 
-SHIPPED_FILES = sorted(BUILTIN_DIR.rglob("*.yaml"))
+SHIPPED_FILES = sorted(p for p in BUILTIN_DIR.rglob("*.yaml") if is_workflow_file_name(p.name))
 EXAMPLE_FILES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 
 

@@ -193,3 +193,37 @@ async def test_messages_once_each_economical_and_seed_style(tmp_path: Path):
         assert outcome.messages[5:] == ["after the tasks", "child starts", "child ends", "the end"]
     assert economical.loop_calls == economical.budget == 5 + 2 + 2
     assert seed.loop_calls == economical.loop_calls + seed.agent_steps
+
+
+OVERRIDE = """
+name: "review:files"
+default_state:
+  raw: { files: ["src/a.ts", "lib/b.py"], reviewer: "Ada" }
+steps:
+  - id: review
+    type: parallel_foreach
+    items: "{{ files }}"
+    sub_agent_task: review_file
+    sub_agent_prompt_override: "As {{ reviewer }}, review {{ item }} (file {{ index + 1 }}, task {{ task.task_id }})."
+sub_agent_tasks:
+  review_file:
+    steps:
+      - { id: look, type: agent_prompt, prompt: "Review {{ item }}", state_update: { path: "raw.seen.{{ item }}" } }
+"""
+
+
+def test_each_sub_agent_is_started_with_its_own_rendered_prompt(tmp_path: Path):
+    """Over real MCP: each parallel_tasks entry carries `prompt`, the override rendered for
+    that task, and the runner starts each sub-agent with it."""
+    workflow = tmp_path / "review:files.yaml"
+    workflow.write_text(OVERRIDE)
+    (tmp_path / "project").mkdir()
+    out = io.StringIO()
+    outcome = asyncio.run(run_workflow(str(workflow), {}, {"look": "ok"}, tmp_path / "project",
+                                       tmp_path / "store.sqlite", out))
+    assert outcome.status == "completed", outcome.error
+    assert outcome.sub_agent_prompts == {
+        "review_file_0": "As Ada, review src/a.ts (file 1, task review_file_0).",
+        "review_file_1": "As Ada, review lib/b.py (file 2, task review_file_1)."}
+    assert "review_file_1: prompt: As Ada, review lib/b.py" in out.getvalue()
+    assert (outcome.final_state or {})["seen"] == {"src/a.ts": "ok", "lib/b.py": "ok"}

@@ -60,6 +60,62 @@ def test_composition(tmp_path: Path) -> None:
     assert "run_checks" in (outcome.final_state or {})  # the included workflow's final state
 
 
+SHARED_MAIN = """
+name: "checks:main"
+imports:
+  - "shared/check-standards.yaml"
+steps:
+  - id: run_checks
+    type: include_workflow
+    workflow: "shared:check-standards"
+    inputs:
+      files: ["src/a.ts", "src/b.ts"]
+  - type: user_message
+    message: "{{ run_checks.total_issues }} issues in {{ run_checks.files_with_errors.join(', ') }}"
+"""
+
+
+def run_shared_checks(tmp_path: Path, answers: dict) -> RunOutcome:
+    """The seed's shared/check-standards.yaml, byte for byte, included with two files."""
+    (tmp_path / "flows" / "shared").mkdir(parents=True)
+    shared = (SEED_DIR / "shared" / "check-standards.yaml").read_bytes()
+    (tmp_path / "flows" / "shared" / "check-standards.yaml").write_bytes(shared)
+    main = tmp_path / "flows" / "checks:main.yaml"
+    main.write_text(SHARED_MAIN)
+    repo = git_repo(tmp_path / "repo", SEVEN_FILES)
+    return asyncio.run(run_workflow(str(main), {}, answers, repo, tmp_path / "store.sqlite", None))
+
+
+def test_the_seeds_shared_check_standards_runs_as_written(tmp_path: Path) -> None:
+    """`workflow:` wrapper, state_schema, mcp_call with mcp: {method, params} and an inline
+    state_update, inputs.files from the include: every file checked, both computed fields."""
+    outcome = run_shared_checks(tmp_path, {
+        "check_typescript": [{"when_params": {"files": ["src/a.ts"]}, "result": {"errors": 2}},
+                             {"result": {"errors": 1}}],
+        "lint_project": [{"when_params": {"target_files": "src/b.ts"}, "result": {"errors": 4}},
+                         {"result": {"errors": 0}}]})
+    assert outcome.status == "completed", outcome.error
+    calls = [e.summary for e in outcome.transcript]
+    assert calls == ['check_typescript({"files": ["src/a.ts"]})', 'check_typescript({"files": ["src/b.ts"]})',
+                     'lint_project({"target_files": "src/a.ts"})', 'lint_project({"target_files": "src/b.ts"})']
+    assert outcome.messages == ["7 issues in src/a.ts, src/b.ts"]
+    checks = (outcome.final_state or {})["run_checks"]
+    assert checks["typescript_results"] == {"src/a.ts": {"errors": 2}, "src/b.ts": {"errors": 1}}
+    assert checks["lint_results"] == {"src/a.ts": {"errors": 0}, "src/b.ts": {"errors": 4}}
+
+
+def test_the_seeds_files_with_errors_reads_a_lint_result_not_in_yet(tmp_path: Path) -> None:
+    """The seed's own transform: for a file without type errors, `files_with_errors` reads
+    `input[1][f].errors` before that file's lint result exists.  Until the first lint
+    result, lint_results is undefined and the field waits; after it, the throw is an error
+    that names the field and the expression (on_error defaults to propagate)."""
+    outcome = run_shared_checks(tmp_path, {"check_typescript": {"errors": 0}, "lint_project": {"errors": 0}})
+    assert outcome.status == "failed"
+    assert "computed field 'files_with_errors' failed" in (outcome.error or "")
+    assert "input[1][f].errors" in (outcome.error or "")
+    assert [e.summary for e in outcome.transcript][-1] == 'lint_project({"target_files": "src/a.ts"})'
+
+
 def test_flattened_paths_fail_on_the_undefined_name(tmp_path: Path) -> None:
     """The seed reads `valid_files`, which nothing defines: validation warned, and reading
     `.length` of undefined fails the step, naming it."""

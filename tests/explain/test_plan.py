@@ -11,9 +11,10 @@ import pytest
 from explain_helpers import REPO, Project
 
 from aromcp_workflows.app.errors import ServiceError
+from aromcp_workflows.definition.resolver import is_workflow_file_name
 from aromcp_workflows.interpreter import InputError
 
-SHIPPED = sorted(p.stem for p in (REPO / "workflows").glob("*.yaml"))
+SHIPPED = sorted(p.stem for p in (REPO / "workflows").glob("*.yaml") if is_workflow_file_name(p.name))
 EXAMPLES = sorted(str(p) for p in (REPO / "examples").glob("*.yaml"))
 EXAMPLE_INPUTS = {"examples:parallel-batches": {"files": ["a.py", "b.py", "c.py"]}}
 

@@ -30,12 +30,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
+from aromcp_workflows.definition.resolver import is_workflow_file_name
 from aromcp_workflows.explain.mermaid import MAX_LABEL, escape_label, mermaid_flowchart
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).with_name("standards_fix.mmd")
 PARSER = Path(__file__).with_name("mermaid_parse.mjs")
-SHIPPED = sorted(p.stem for p in (REPO / "workflows").glob("*.yaml"))
+SHIPPED = sorted(p.stem for p in (REPO / "workflows").glob("*.yaml") if is_workflow_file_name(p.name))
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 HOSTILE = """

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver, check
-from aromcp_workflows.importer import FileResult, translate_text
+from aromcp_workflows.importer.report import FileResult
+from aromcp_workflows.importer.translate import translate_text
+from aromcp_workflows.runner.answers import AnswerBook, ScriptedAnswer
 from aromcp_workflows.runner.report import RunOutcome
 from aromcp_workflows.runner.run import run_workflow
 
@@ -58,3 +60,38 @@ def git_project(path: Path, files: dict[str, str]) -> Path:
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
     return path
+
+
+class GenericAgent(AnswerBook):
+    """An agent that knows no workflow: what a coding agent with no project-specific tools
+    or knowledge would report.  A scripted answer still wins; otherwise an `mcp_call`
+    gets `{"success": true}` (the tools ran and found nothing), an `agent_prompt` a
+    minimal value its `response_schema` accepts (else "done"), a `user_input` its first
+    choice (else its default, else "yes")."""
+
+    def take(self, step: dict[str, Any], task_id: str | None) -> ScriptedAnswer | None:
+        scripted = super().take(step, task_id)
+        if scripted is not None or step.get("type") == "agent_shell_command":
+            return scripted
+        definition = step.get("definition") or {}
+        if step.get("type") == "mcp_call":
+            return ScriptedAnswer("generic", result={"success": True})
+        if step.get("type") == "user_input":
+            choices = definition.get("choices") or []
+            return ScriptedAnswer("generic", result=str(choices[0]) if choices else definition.get("default") or "yes")
+        schema = definition.get("response_schema")
+        return ScriptedAnswer("generic", result=minimal_instance(schema) if isinstance(schema, dict) else "done")
+
+
+def minimal_instance(schema: dict[str, Any]) -> Any:
+    """The smallest value a (simple) JSON Schema accepts: required keys only, empty lists."""
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = schema.get("type", "object")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {name: minimal_instance(properties.get(name) or {}) for name in schema.get("required") or []}
+    return {"array": [], "string": "", "number": 0, "integer": 0, "boolean": True, "null": None}.get(kind)

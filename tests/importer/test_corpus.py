@@ -16,7 +16,7 @@ from tests.importer.importer_helpers import CORPUS, import_and_run, translate
 CONSTRUCTS = {
     "then_steps → then": "corpus:branches", "else_steps → else": "corpus:branches",
     "type: while_loop → type: while": "corpus:loops", "body → steps": "corpus:loops",
-    "variable_name: file → item": "corpus:loops", "state_updates → updates": "corpus:loops",
+    "variable_name: result → item": "corpus:scopes", "state_updates → updates": "corpus:loops",
     "this.path_taken → state.path_taken": "corpus:branches", "this.numbers → state.numbers": "corpus:computed",
     "tool → method": "corpus:agents", "parameters → params": "corpus:agents",
     "user_message state_update → a state_update step after the message": "corpus:agents",
@@ -28,8 +28,18 @@ CONSTRUCTS = {
     "{{ input }} → {{ result }}": "corpus:agents",
     "{{ response.steps.length }} → {{ result.steps.length }}": "corpus:agents",
     "mode: string → mode: {type: string, required: true}": "corpus:branches",
+    "type: break → type: exit": "corpus:branches",
     "level (required not given) → required: true": "corpus:branches",
     "this.files → {{ this.files }}": "corpus:tasks",
+    "(no max_iterations) → max_iterations: 100": "corpus:loops",
+    "default_state.inputs.label → inputs.label.default: 'from default_state'": "corpus:scopes",
+    "default_state.inputs.rounds → inputs.rounds: {default: 2}": "corpus:scopes",
+    "state.items[loop.idx].qty → state.items[{{ idx }}].qty": "corpus:scopes",
+    "state.items[loop.idx].qty + loop.qty → {{ state.items[idx].qty + qty }}": "corpus:scopes",
+    "{} → {{ {} }}": "corpus:scopes", "5 → {{ 5 }}": "corpus:scopes",
+    "{{ loop.result + '!' }} → {{ item + '!' }}": "corpus:scopes",
+    "type: mcp_call → type: state_update": "corpus:scopes",
+    "state.by_key[{{ computed.key === 'k0' ? 'p' : 'q' }}] === 'p!' && state.spins < inputs....": "corpus:scopes",
 }
 
 
@@ -53,6 +63,12 @@ def test_branches_slow_reads_the_bare_input(tmp_path: Path):
     assert outcome.messages == ["took slow for slow"]
 
 
+def test_branches_break_outside_a_loop_ends_the_workflow(tmp_path: Path):
+    outcome = import_and_run(CORPUS / "corpus:branches.yaml", tmp_path, inputs={"mode": "stop", "level": 1})
+    assert outcome.status == "completed", outcome.error
+    assert outcome.messages == []
+
+
 def test_branches_inputs_are_required_as_in_aromcp(tmp_path: Path):
     outcome = import_and_run(CORPUS / "corpus:branches.yaml", tmp_path, inputs={"mode": "fast"})
     assert outcome.status == "not_started"
@@ -63,7 +79,8 @@ def test_loops(tmp_path: Path):
     outcome = import_and_run(CORPUS / "corpus:loops.yaml", tmp_path)
     assert outcome.status == "completed", outcome.error
     # AroMCP's `loop.iteration < 3` in the condition counts finished iterations: 3 rounds
-    assert outcome.messages == ["ticks 1,2,3; countdown 2; visited A.TS,B.PY; pairs 0:a.ts:a.ts 1:b.py:b.py"]
+    assert outcome.messages == ["ticks 1,2,3; countdown 2; visited A.TS,B.PY; pairs 0:a.ts:a.ts 1:b.py:b.py",
+                                "spun 100 times"]  # AroMCP's default cap ends the loop; the workflow goes on
 
 
 def test_loops_with_other_files(tmp_path: Path):
@@ -122,3 +139,17 @@ def test_tasks(tmp_path: Path):
     assert outcome.messages == ["checked a_ts,a_ts_task,b_ts,b_ts_task; loop outside a loop: []"]
     results = (outcome.final_state or {})["results"]
     assert results == {"a_ts": 0, "b_ts": 2, "a_ts_task": "check_file_0", "b_ts_task": "check_file_1"}
+
+
+def test_scopes(tmp_path: Path):
+    outcome = import_and_run(CORPUS / "corpus:scopes.yaml", tmp_path)
+    assert outcome.status == "completed", outcome.error
+    assert outcome.messages == ['from default_state rounds=2 qty=3,4 pairs=0:x:3 0:y:3 1:x:4 1:y:4 '
+                                'keys={"p":"p!","q":"q!"} meta={"m_0":[],"m_1":[]} note=src/a-b.ts spins=2']
+    assert outcome.transcript == []  # workflow_state_update is applied by the server: no agent step
+
+
+def test_scopes_inputs_from_default_state_can_be_given(tmp_path: Path):
+    outcome = import_and_run(CORPUS / "corpus:scopes.yaml", tmp_path, inputs={"label": "given", "rounds": 1})
+    assert outcome.status == "completed", outcome.error
+    assert outcome.messages[0].startswith("given rounds=1 ") and outcome.messages[0].endswith(" spins=1")

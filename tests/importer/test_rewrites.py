@@ -7,8 +7,8 @@ translation where the parts they sit next to survive.
 
 from __future__ import annotations
 
-from aromcp_workflows.importer import translate_text
 from aromcp_workflows.importer.js import Renames, add_raw_filter, rewrite_expression, rewrite_templates
+from aromcp_workflows.importer.translate import translate_text
 
 RENAMES = Renames(bare={"mode": "inputs.mode", "file": "item", "task_id": "task.task_id"},
                   member={("loop", "item"): "item", ("loop", "*"): "undefined"}, root={"global": "this"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.state import Update
 from tests.interpreter.agent import ScriptedAgent
 
 
@@ -54,24 +55,55 @@ steps:
     assert run.states["main"].flattened()["report"] == {"errors": 0}
 
 
-def test_sub_agent_prompt_override_is_rendered(start):
+def test_sub_agent_prompt_override_is_rendered_per_task(start):
+    """The override is rendered for each task, with its item, index, inputs and the state;
+    each task entry carries its own `prompt`, and `sub_agent_prompt` stays the standard one."""
     workflow = """
 name: override
 inputs:
   style: {type: string, default: terse}
+default_state:
+  raw: {files: [{path: "a.ts", lines: 3}, {path: "b.py", lines: 9}], reviewer: "Ada"}
 steps:
   - type: parallel_foreach
-    items: [1]
-    sub_agent_task: t
-    sub_agent_prompt_override: "Be {{ inputs.style }} in workflow {{ workflow_id }}."
+    items: "{{ files }}"
+    sub_agent_task: review
+    sub_agent_prompt_override: >-
+      Be {{ inputs.style }}: review {{ item.path }} ({{ index + 1 }} of {{ files.length }},
+      {{ task.lines }} lines, as {{ reviewer }}) in {{ workflow_id }}/{{ task.task_id }}; {{ note }}.
 sub_agent_tasks:
-  t:
+  review:
+    inputs:
+      lines: {type: integer, default: "{{ item.lines }}"}
+    default_state: {note: "local note"}
     steps:
-      - {type: user_message, message: hi}
+      - {type: user_message, message: "{{ context.item.path }}"}
 """
     run, driver = start(workflow)
     step = driver.next_step().step
-    assert step["definition"]["sub_agent_prompt"] == f"Be terse in workflow {run.workflow_id}."
+    tasks = step["definition"]["tasks"]
+    assert [t["prompt"] for t in tasks] == [
+        f"Be terse: review a.ts (1 of 2, 3 lines, as Ada) in {run.workflow_id}/review_0; local note.",
+        f"Be terse: review b.py (2 of 2, 9 lines, as Ada) in {run.workflow_id}/review_1; local note."]
+    assert step["definition"]["sub_agent_prompt"] == run.sub_agent_prompt  # the standard one, unchanged
+    assert "the task's own `prompt`" in step["instructions"]
+    run.agent_update(None, [Update(path="raw.reviewer", value="Bob")])
+    again = driver.next_step().step  # rendered once, when the tasks were created
+    assert [t["prompt"] for t in again["definition"]["tasks"]] == [t["prompt"] for t in tasks]
+
+
+def test_without_an_override_tasks_carry_no_prompt(start):
+    run, driver = start("""
+name: plain
+steps:
+  - {type: parallel_foreach, items: [1], sub_agent_task: t}
+sub_agent_tasks:
+  t:
+    steps: [{type: user_message, message: hi}]
+""")
+    step = driver.next_step().step
+    assert ["prompt" in t for t in step["definition"]["tasks"]] == [False]
+    assert "{task_id}" in step["definition"]["sub_agent_prompt"]
 
 
 def test_a_dotted_item_in_a_path_is_one_key(start):

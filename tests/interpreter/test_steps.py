@@ -143,39 +143,6 @@ steps:
     assert run.states["main"].flattened()["out"] == ["a", "b"]
 
 
-def test_while_stops_at_max_iterations_with_visible_reason(start):
-    workflow = """
-name: spin
-default_state: {raw: {n: 0}}
-steps:
-  - id: forever
-    type: while
-    condition: "{{ n >= 0 }}"  # always true, which validation cannot know
-    max_iterations: 4
-    body:
-      - type: state_update
-        path: raw.n
-        operation: increment
-        value: 1
-  - type: user_message
-    message: "n={{ n }}"
-"""
-    run, driver = start(workflow)
-    answer = driver.next_step()  # the cap is a failure that says what to change
-    assert answer.status == "failed"
-    assert "while loop forever reached max_iterations (4) with its condition still true" in answer.error
-    assert "on_max_iterations: continue" in answer.error
-    assert run.states["main"].flattened()["n"] == 4
-    limits = [e for e in driver.events if e.kind == "loop_limit"]
-    assert limits and limits[0].data["policy"] == "fail"
-
-    run, driver = start(workflow.replace("max_iterations: 4", "max_iterations: 4\n    on_max_iterations: continue"))
-    answer = driver.next_step()  # the author asked to go on after the cap
-    assert answer.status == "completed"
-    assert answer.messages == ["n=4"]
-    assert [e.data["policy"] for e in driver.events if e.kind == "loop_limit"] == ["continue"]
-
-
 def test_step_ids_distinguish_loop_iterations(start):
     workflow = """
 name: ids

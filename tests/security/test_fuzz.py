@@ -1,7 +1,7 @@
 """Fuzzing what a client or an author controls: MCP tool arguments, YAML files, templates.
 
 For the tools, random JSON-ish arguments (wrong types, unknown keys, huge strings, lone
-surrogates, deep nesting) go to all 18 tools through a real in-memory `mcp.Client`; every
+surrogates, deep nesting) go to all 20 tools through a real in-memory `mcp.Client`; every
 call must get a well-formed reply (a result with content, `isError` a bool, structured
 content a dict on success) and a trivial call must still succeed afterwards.  The YAML
 loader and the template parser must answer any text with a result or their own error
@@ -87,8 +87,8 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_Loop, d
         runner.close()
 
 
-def test_all_eighteen_tools_are_fuzzed(session):
-    assert len(session[1]) == 18
+def test_all_twenty_tools_are_fuzzed(session):
+    assert len(session[1]) == 20
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))

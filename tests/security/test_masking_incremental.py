@@ -141,11 +141,13 @@ def test_a_list_that_grew_is_walked_from_its_new_items_only(monkeypatch: Any) ->
     assert walked[0] == 1, walked[:3]  # the new item alone, not 10,001
 
 
-def test_an_equal_list_whose_numbers_changed_type_is_walked_again() -> None:
-    """[{"token": 1000.0}] == [{"token": 1000}] in Python, but the secret texts differ
-    ("1000.0", "1000"): a list that held secrets is never taken from its equal prefix."""
+def test_a_list_that_held_secrets_keeps_them_and_numbers_are_never_secrets() -> None:
+    """Numbers under secret keys are never secrets (their digits would vanish from every
+    count), so equal lists hold equal secrets and an appended list is walked from its new
+    items even when the old items held secrets."""
     index = SecretIndex()
-    assert index.secrets({"l": [{"token": 1000.0}]}) == {"1000.0"}
-    assert index.secrets({"l": [{"token": 1000}, "x"]}) == {"1000"}
-    assert index.secrets({"l": [True]}) == set()
-    assert index.secrets({"l": [1.0, {"api_key": "abcd-key"}]}) == {"abcd-key"}
+    assert index.secrets({"l": [{"token": 1000.0}, {"token": 1000}, True]}) == set()
+    held = [{"api_key": "abcd-key-1"}]
+    assert index.secrets({"l": held}) == {"abcd-key-1"}
+    assert index.secrets({"l": [*held, 1.0, {"api_key": "abcd-key-2"}]}) == {"abcd-key-1", "abcd-key-2"}
+    assert index.secrets({"l": [{"api_key": "abcd-key-2"}]}) == {"abcd-key-2"}  # not a prefix: walked again

@@ -11,13 +11,24 @@ masks known secrets and sensitive keys.  (Store file permissions are another cha
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 from mcp import Client
-from srv_helpers import PYTHON, free_port, make_project, ok, serve_args, server_env, tool_text
+from srv_helpers import (
+    PYTHON,
+    TOKEN,
+    free_port,
+    http_client,
+    make_project,
+    ok,
+    serve_args,
+    server_env,
+    stop,
+    tool_text,
+    wait_for_port,
+)
 
 SECRET = "sk-live-7f3a9c1e5b2d4680"
 LEAKY = """name: leaky
@@ -78,13 +89,12 @@ async def test_http_debug_log_never_shows_a_secret(tmp_path: Path):
     stderr_path = tmp_path / "http.stderr"
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen([PYTHON, *serve_args(project, store, "--http", "--port", str(port))], cwd=project,
-                                env=server_env(home, store, AROMCP_LOG_LEVEL="DEBUG"), stdin=subprocess.DEVNULL,
+                                env=server_env(home, store, AROMCP_LOG_LEVEL="DEBUG", AROMCP_HTTP_TOKEN=TOKEN),
+                                stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=stderr)
         try:
-            from test_transport import wait_for_port
-
             wait_for_port(port, proc)
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            async with http_client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
                 started = await ok(client, "workflow_start", {"workflow": "leaky", "inputs": {"api_token": SECRET}})
                 workflow_id = started["workflow_id"]
                 step = await ok(client, "workflow_get_next_step", {"workflow_id": workflow_id})
@@ -92,12 +102,8 @@ async def test_http_debug_log_never_shows_a_secret(tmp_path: Path):
                                                                   "step_id": step["step"]["id"],
                                                                   "result": {"answer": f"use {SECRET}"}})
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
     log = stderr_path.read_text(errors="replace")
     assert "DEBUG" in log, "the server should have logged at DEBUG"
     assert SECRET not in log, [line[:300] for line in log.splitlines() if SECRET in line][:5]
+    assert TOKEN not in log, "the bearer token never reaches the log"

@@ -86,7 +86,7 @@ name: iterates_secret
 description: "A computed field that iterates a secret input"
 version: "1.0.0"
 inputs:
-  api_token:
+  payload:  # a plain name: a field fed by a secret is masked whole, and the test reads this one back
     type: string
     required: true
 default_state:
@@ -96,7 +96,7 @@ state_schema:
   computed:
     joined:
       from: raw.n
-      transform: "[...inputs.api_token.split('-')].map(x => x.length).join(',') + '#' + input"
+      transform: "[...inputs.payload.split('-')].map(x => x.length).join(',') + '#' + input"
 steps:
   - id: bump
     type: state_update
@@ -121,7 +121,7 @@ def test_over_mcp_a_patch_in_one_call_is_invisible_to_the_next_and_to_an_instanc
             attack = await ok(client, "workflow_test_transformation", {"transform": PATCH})
             assert attack["success"] is True, attack
             started = await ok(client, "workflow_start", {"workflow": "iterates_secret",
-                                                          "inputs": {"api_token": "tok-" + SECRET[0]}})
+                                                          "inputs": {"payload": "tok-" + SECRET[0]}})
             step = await ok(client, "workflow_get_next_step", {"workflow_id": started["workflow_id"]})
             assert "3,6,5,5#1" in str(step), step  # the instance computed undisturbed
             check = await ok(client, "workflow_test_transformation", {"transform": CHECK, "input": SECRET})

@@ -11,10 +11,13 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,10 +159,93 @@ class ProtocolAgent:
         return answer
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+TOKEN = "test-token-7c1f0e9a2b4d6e8f0a1c3e5b7d9f1a3c"  # what HTTP test servers get in AROMCP_HTTP_TOKEN
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30, host: str = "127.0.0.1") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode} before listening")
+        with socket.socket() as sock:
+            if sock.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listening on {host}:{port} after {timeout}s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT (the server stops its commands and leaves), SIGKILL if it does not."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@dataclass
+class HttpServer:
+    """A `serve --http` subprocess: where it listens and what it wrote to stderr."""
+
+    proc: subprocess.Popen[bytes]
+    host: str
+    port: int
+    stderr_path: Path
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/mcp"
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
+@contextmanager
+def serving_http(tmp_path: Path, project: Path, *more: str, token: str | None = TOKEN, host: str = "127.0.0.1",
+                 store: Path | None = None, port: int | None = None, **env: str) -> Iterator[HttpServer]:
+    """`serve --http` on `port` (a free one) of `host`, with `token` in AROMCP_HTTP_TOKEN (None:
+    no token given), a tmp HOME and store; stopped on leaving."""
+    home, port = tmp_path / "home", port or free_port(host)
+    home.mkdir(exist_ok=True)
+    store = store or tmp_path / "store.sqlite3"
+    extra = dict(env) | ({"AROMCP_HTTP_TOKEN": token} if token is not None else {})
+    stderr_path = tmp_path / f"http-{port}.stderr"
+    with open(stderr_path, "wb") as stderr:
+        proc = subprocess.Popen([PYTHON, *serve_args(project, store, "--http", "--host", host, "--port", str(port),
+                                                     *more)],
+                                cwd=project, env=server_env(home, store, **extra), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        wait_for_port(port, proc, host=host)
+        server = HttpServer(proc, host, port, stderr_path)
+        deadline = time.monotonic() + 30
+        while "serving MCP" not in server.stderr() and time.monotonic() < deadline:  # it binds before it says so
+            time.sleep(0.05)
+        yield server
+    finally:
+        stop(proc)
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None = TOKEN, mode: str = "legacy", **kwargs: Any) -> AsyncIterator[Any]:
+    """An `mcp.Client` over streamable HTTP that sends `Authorization: Bearer <token>`."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs) as client:
+            yield client
 
 
 def server_env(home: Path, store: Path | None = None, **extra: str) -> dict[str, str]:

@@ -7,16 +7,24 @@ tmp HOME and store.
 from __future__ import annotations
 
 import json
-import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from mcp import Client
 from rawstdio import PROTOCOL_VERSION, RawServer, RawToolError
-from srv_helpers import PYTHON, free_port, make_project, ok, serve_args, server_env
+from srv_helpers import (
+    PYTHON,
+    TOKEN,
+    free_port,
+    http_client,
+    make_project,
+    ok,
+    serve_args,
+    server_env,
+    stop,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.slow
 BUDGET_BYTES = 12 * 1024
@@ -38,18 +46,6 @@ def listening_addresses(port: int) -> list[str]:
     return found
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode} before listening")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
-
-
 async def test_http_binds_localhost_lists_tools_and_starts_a_workflow(tmp_path):
     project = make_project(tmp_path / "project")
     home, store, port = tmp_path / "home", tmp_path / "store.sqlite3", free_port()
@@ -58,30 +54,25 @@ async def test_http_binds_localhost_lists_tools_and_starts_a_workflow(tmp_path):
     stdout = open(tmp_path / "http.stdout", "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(
         [PYTHON, *serve_args(project, store, "--http", "--port", str(port))], cwd=project,
-        env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=stdout,
+        env=server_env(home, store, AROMCP_HTTP_TOKEN=TOKEN), stdin=subprocess.DEVNULL, stdout=stdout,
         stderr=stderr)
     try:
         wait_for_port(port, proc)
         addresses = listening_addresses(port)
         assert addresses == ["0100007F"], f"should listen on 127.0.0.1 only, found {addresses}"
-        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+        async with http_client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
             tools = await client.list_tools()
-            assert len(tools.tools) == 18
+            assert len(tools.tools) == 20
             started = await ok(client, "workflow_start", {"workflow": "messages", "inputs": {"who": "http"}})
             step = await ok(client, "workflow_get_next_step", {"workflow_id": started["workflow_id"]})
             assert step["messages"] == ["m1 hello http", "m2"] and step["step"]["id"] == "ask"
-        async with Client(f"http://127.0.0.1:{port}/mcp") as client:  # auto mode: the 2026 generation
+        async with http_client(f"http://127.0.0.1:{port}/mcp", mode="auto") as client:  # the 2026 generation
             status = await ok(client, "workflow_status", {"workflow_id": started["workflow_id"]})
             assert status["current_steps"] == ["ask"]
         assert store.exists(), "the --store given was used"
         assert not (home / ".local").exists() or not any((home / ".local").rglob("*.sqlite3*"))
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         stderr.close()
         stdout.close()
     assert "127.0.0.1" in (tmp_path / "http.stderr").read_text(), "start-up logging reaches stderr"
@@ -95,14 +86,14 @@ async def test_http_server_logs_nothing_to_stdout_at_the_default_level(tmp_path)
     with open(out_path, "wb") as stdout:
         proc = subprocess.Popen(
             [PYTHON, *serve_args(project, store, "--http", "--port", str(port))], cwd=project,
-            env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.DEVNULL)
+            env=server_env(home, store, AROMCP_HTTP_TOKEN=TOKEN), stdin=subprocess.DEVNULL, stdout=stdout,
+            stderr=subprocess.DEVNULL)
         try:
             wait_for_port(port, proc)
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            async with http_client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
                 await client.list_tools()
         finally:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(10)
+            stop(proc)
     assert out_path.read_bytes() == b""
 
 
@@ -116,7 +107,7 @@ async def test_stdio_stdout_carries_only_json_rpc(tmp_path):
                              project, stderr_path).start()
     try:
         listing = await server.request("tools/list", {})
-        assert len(listing["tools"]) == 18
+        assert len(listing["tools"]) == 20
         failing = await server.call_tool("workflow_start", {"workflow": "failing"})
         answer = await server.call_tool("workflow_get_next_step", {"workflow_id": failing["workflow_id"]})
         assert answer["status"] == "failed"  # its shell command printed to stdout and stderr
@@ -155,7 +146,7 @@ async def test_stdio_with_the_2026_protocol_generation(tmp_path):
                                    env=server_env(home, store))
     async with Client(params, mode="auto") as client:
         assert client.protocol_version > "2025-11-25"
-        assert len((await client.list_tools()).tools) == 18
+        assert len((await client.list_tools()).tools) == 20
         workflow_id = (await ok(client, "workflow_start", {"workflow": "messages"}))["workflow_id"]
         answer = await ok(client, "workflow_get_next_step", {"workflow_id": workflow_id})
         assert answer["step"]["id"] == "ask" and answer["messages"] == ["m1 hello world", "m2"]

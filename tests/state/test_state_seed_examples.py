@@ -163,7 +163,7 @@ def test_default_state_initialization(engine, inputs, expected):
         "max_retries": "{{ inputs.retries || 3 }}",
         "target_branch": "{{ inputs.branch || 'main' }}",
         "config": {"timeout": 5000, "parallel_limit": "{{ inputs.parallel || 10 }}"}}})
-    assert engine.stats.v8_calls - before == 1  # all default_state templates in one call
+    assert engine.stats.v8_calls - before <= 1  # all default_state templates in one call (none: all simple)
     raw = store.raw
     assert raw["counter"] == expected["counter"] and raw["enabled"] is True
     assert raw["max_retries"] == expected["max_retries"]

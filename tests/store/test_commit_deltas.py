@@ -283,7 +283,7 @@ def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location:
 
     caught: list[str] = []
     apply = InstanceRegistry._apply  # both ways of catching up (version check first, or in one trip) end here
-    fresh = WorkflowService(project_dir=tmp_path, store_path=location, home=tmp_path).instances
+    fresh = WorkflowService(project_dir=tmp_path, store_path=location, home=tmp_path, all_projects=True).instances
 
     def checked(self: InstanceRegistry, live: Any, progress: Any) -> bool:
         done = apply(self, live, progress)

@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from pg_cluster import free_port
 
 from aromcp_workflows.store import PostgresStore
@@ -38,6 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 INSTANCES = 8
 ROUNDS = 12
 CALL_TIMEOUT_S = 60.0
+TOKEN = "replicas-share-this-token-0123456789"  # every replica checks the same bearer token
 
 RELAY = """\
 name: relay
@@ -153,7 +156,8 @@ async def replicas(tmp_path: Path, store_url: str, count: int) -> AsyncIterator[
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AROMCP_")}
-    env.update(HOME=str(home), PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", AROMCP_WORKFLOWS_STORE=store_url)
+    env.update(HOME=str(home), PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", AROMCP_WORKFLOWS_STORE=store_url,
+               AROMCP_HTTP_TOKEN=TOKEN)
     started: list[Replica] = []
     logs = []
     try:
@@ -211,8 +215,10 @@ class Balancer:
     async def _send(replica: Replica, tool: str, args: dict[str, Any]) -> Any:
         """One call on its own connection, as a load balancer forwards a request: a
         connection to a killed replica dies alone, without taking other calls with it."""
-        async with Client(replica.url) as client:
-            return await client.call_tool(tool, args)
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
+                                      timeout=httpx2.Timeout(30, read=300)) as http:
+            async with Client(streamable_http_client(replica.url, http_client=http)) as client:
+                return await client.call_tool(tool, args)
 
 
 def answer(step: dict[str, Any]) -> str:

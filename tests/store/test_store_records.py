@@ -15,6 +15,8 @@ import pytest
 from aromcp_workflows.store import (
     ConflictError,
     HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
     InstanceRecord,
     NotFoundError,
     SqliteStore,
@@ -186,6 +188,36 @@ def test_list_instances_by_project_and_status(store: Store) -> None:
     summary = store.list_instances("/p2")[0]
     assert summary.current_steps == ["detect"] and summary.version == 1
     assert not hasattr(summary, "state")
+
+
+def test_page_instances_newest_started_first_filtered_and_counted(store: Store) -> None:
+    """A listing page: newest started first (ties by id, newest id first), filters on
+    project, workflow and status combined, and the total of all matching rows."""
+    for n in range(7):
+        record = make(f"w{n}", "/p1" if n % 2 else "/p2", created_at=f"2026-11-2{n}T00:00:00.000000+00:00")
+        if n == 3:
+            record.workflow = "ci:retry-tests"
+        store.create(record)
+    late = make("w0", "/p2")
+    late.status = "failed"
+    store.save(late, 1)  # a save moves updated_at, never the order by start
+    page = store.page_instances(InstanceFilter(), limit=3)
+    assert [r.workflow_id for r in page.rows] == ["w6", "w5", "w4"] and page.total == 7
+    page = store.page_instances(InstanceFilter(), limit=3, offset=6)
+    assert [r.workflow_id for r in page.rows] == ["w0"] and page.total == 7
+    assert store.page_instances(InstanceFilter(), limit=3, offset=9).rows == []
+    odd = store.page_instances(InstanceFilter(project_dir="/p1"), limit=10)
+    assert [r.workflow_id for r in odd.rows] == ["w5", "w3", "w1"] and odd.total == 3
+    one = store.page_instances(InstanceFilter(project_dir="/p1", workflow="ci:retry-tests"), limit=10)
+    assert [r.workflow_id for r in one.rows] == ["w3"] and one.total == 1
+    failed = store.page_instances(InstanceFilter(statuses=("failed", "cancelled")), limit=10)
+    assert [(r.workflow_id, r.status) for r in failed.rows] == [("w0", "failed")] and failed.total == 1
+    assert store.page_instances(InstanceFilter(workflow="nope"), limit=10).total == 0
+    groups = sorted(store.instance_groups(), key=lambda g: (g.workflow, g.project_dir, g.status))
+    assert groups == [InstanceGroup("ci:retry-tests", "/p1", "running", 1),
+                      InstanceGroup("standards:fix", "/p1", "running", 2),
+                      InstanceGroup("standards:fix", "/p2", "failed", 1),
+                      InstanceGroup("standards:fix", "/p2", "running", 3)]
 
 
 def test_checkpoints_latest_and_by_id(store: Store) -> None:

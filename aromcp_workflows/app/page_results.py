@@ -1,0 +1,143 @@
+"""What the web view's pages read: one typed result per read of `WorkflowService` that only
+the web view makes (the page of instances, an instance's graph, lanes, failures and
+history, its state at a point of the history).  The MCP tools' results are in `results.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aromcp_workflows.app.results import Json, Result
+
+
+class InstanceSummaryRow(Result):
+    """One row of the instances page."""
+
+    workflow_id: str
+    workflow: str
+    project_dir: str
+    status: str
+    current_steps: list[str]
+    created_at: str
+    updated_at: str
+    duration_seconds: float  # start to last change when finished, start to now while it runs
+    error: str | None = None
+
+
+class InstancePageView(Result):
+    """One page of instances, newest started first, and what the filters can offer."""
+
+    rows: list[InstanceSummaryRow]
+    total: int
+    page: int
+    per_page: int
+    workflows: list[str]
+    projects: list[str]
+    statuses: dict[str, int]
+
+
+class GraphNode(Result):
+    """A node of the workflow graph, where it is drawn and how far the instance got there:
+    `mark` done | current | failed | skipped | not_reached, `runs` times it ran."""
+
+    id: str
+    lines: list[str]
+    shape: str
+    role: str
+    step_id: str | None
+    scope: str
+    x: float
+    y: float
+    w: float
+    h: float
+    mark: str
+    runs: int
+    detail: str | None = None
+
+
+class GraphEdge(Result):
+    source: str
+    target: str
+    points: list[list[float]]
+    label: str | None
+    dotted: bool
+    back: bool
+
+
+class GraphBlock(Result):
+    id: str
+    title: str
+    kind: str
+    x: float
+    y: float
+    w: float
+    h: float
+
+
+class GraphView(Result):
+    width: float
+    height: float
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    blocks: list[GraphBlock]
+
+
+class TaskLane(Result):
+    """A sub-agent task: its item, status and the step in hand."""
+
+    task_id: str
+    task: str
+    fan_out: str | None
+    item: Any = None
+    index: int | None = None
+    status: str
+    retries: int
+    current_step: str | None = None
+    error: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class FailureView(Result):
+    """A failed thread, the step it failed at and where that step is written."""
+
+    task_id: str | None
+    step_id: str | None
+    message: str
+    step_type: str | None = None
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    file_changed: bool = False  # the step reads differently in the file now than when the instance started
+
+
+class InstanceView(Result):
+    """Everything the instance page shows at once (the state history is `StateAt`)."""
+
+    workflow_id: str
+    workflow: str
+    project_dir: str
+    status: str
+    version: int
+    current_steps: list[str]
+    created_at: str
+    updated_at: str
+    duration_seconds: float
+    error: str | None = None
+    graph: GraphView
+    tasks: list[TaskLane]
+    messages: list[Json]
+    failures: list[FailureView]
+    timeline: list[Json]
+    state: Json  # raw, state, computed, inputs now
+    state_points: list[Json]
+
+
+class StateAt(Result):
+    """The main state after history event `seq`, and what that event changed."""
+
+    seq: int
+    state: Json  # raw, state, computed
+    changed: list[str]
+    complete: bool
+    note: str | None = None

@@ -1,0 +1,90 @@
+"""The service's reads for the web view: a page of instances, an instance's whole view, its
+version (which changes with every commit of any process), its state at a point of history.
+
+`WatchingApi` is a part of `WorkflowService` (its base class): these methods read through
+the same instance layer, under the same project scope and masker, as the MCP tools.  The
+views themselves are built in `app/views.py` from what `explain/` finds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aromcp_workflows.app.errors import refusals
+from aromcp_workflows.app.page_results import InstancePageView, InstanceView, StateAt
+from aromcp_workflows.definition import DefinitionError
+from aromcp_workflows.store import InstanceFilter
+
+if TYPE_CHECKING:
+    from aromcp_workflows.app.instances import InstanceRegistry
+    from aromcp_workflows.definition import WorkflowLoader
+    from aromcp_workflows.safety.masking import Masker
+
+
+class WatchingApi:
+    """The web view's reads (mixed into `WorkflowService`)."""
+
+    instances: InstanceRegistry
+    loader: WorkflowLoader
+
+    def masker(self, workflow_id: str, latest: bool = True) -> Masker:
+        raise NotImplementedError  # WorkflowService's
+
+    def instance_page(self, statuses: list[str] | None = None, workflow: str | None = None,
+                      project_dir: str | None = None, page: int = 1, per_page: int = 50) -> InstancePageView:
+        """Instances of every project in the store, newest started first, one page at a time."""
+        from aromcp_workflows.app.views import summary_row
+
+        page, per_page = max(1, page), min(max(1, per_page), 500)
+        where = InstanceFilter(project_dir=project_dir or None, statuses=tuple(statuses) if statuses else None,
+                               workflow=workflow or None)
+        with refusals():
+            found, groups = self.instances.page(where, per_page, (page - 1) * per_page)
+        counts: dict[str, int] = {}
+        for group in groups:
+            counts[group.status] = counts.get(group.status, 0) + group.count
+        return InstancePageView(rows=[summary_row(r) for r in found.rows], total=found.total, page=page,
+                                per_page=per_page, workflows=sorted({g.workflow for g in groups}),
+                                projects=sorted({g.project_dir for g in groups}), statuses=counts)
+
+    def instance_version(self, workflow_id: str) -> int:
+        """The instance's committed version: it changes with every commit of any process."""
+        with refusals():
+            return self.instances.version(workflow_id)
+
+    def instance_view(self, workflow_id: str) -> InstanceView:
+        """Everything the instance page shows: graph with marks, tasks, messages, failures
+        with their `file:line`, the step timeline, the state now and the points it changed."""
+        from aromcp_workflows.app.views import VIEW_KINDS, instance_view
+
+        masker = self.masker(workflow_id)
+        with refusals():
+            events = self.instances.history(workflow_id, kinds=VIEW_KINDS)
+            return self.instances.read(workflow_id, lambda run, record: instance_view(
+                run, record, events, masker, self._locate))
+
+    def state_at(self, workflow_id: str, seq: int | None = None) -> StateAt:
+        """The main state (raw, state, computed) after history event `seq` (None: now), replayed."""
+        from aromcp_workflows.app.views import state_at
+        from aromcp_workflows.explain.state_history import TIERS
+
+        def checkpoint_state(checkpoint_id: str) -> dict[str, Any] | None:
+            point = self.instances.last_checkpoint(workflow_id, checkpoint_id)
+            main = point.snapshot.get("state", {}).get("states", {}).get("main") if point else None
+            return None if main is None else {t: main.get(t) or {} for t in TIERS}
+
+        masker = self.masker(workflow_id)
+        with refusals():
+            events = self.instances.history(workflow_id, kinds=["started", "state_changed", "rolled_back"])
+        return StateAt(**state_at(events, seq, checkpoint_state, masker))
+
+    def _locate(self, file: str, workflow: str, path: tuple[Any, ...], step: Any) -> tuple[int | None, int | None,
+                                                                                          bool] | None:
+        """Where a step an instance runs is written in its file now (see `explain.locate`)."""
+        from aromcp_workflows.explain.locate import where_now
+
+        try:
+            found = [w for w in self.loader.load_file(file) if w.name == workflow]
+        except (DefinitionError, OSError):
+            return None
+        return where_now(found[0].definition, found[0].positions, path, step) if found else None

@@ -1,0 +1,100 @@
+"""`aromcp-workflows retry ID` and `fork ID`: repairing a run from the command line.
+
+Argument parsing and output only; the work is `WorkflowService.retry` and `.fork`.  Exit
+status: 0 done, 1 refused (unknown instance or step, a point that cannot be rebuilt, an
+edit the state refuses: one line on stderr, nothing written), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register_repair_commands(commands: Any) -> None:
+    retry = commands.add_parser(
+        "retry", help="go on with a failed instance from the step that failed",
+        description="Put a failed instance back at the step that failed, with the state as it was before "
+                    "that step (what the step wrote before failing, and the error handling after it, are "
+                    "undone). The history records the retry; `run --resume ID` then drives it.")
+    _instance_arguments(retry)
+    retry.set_defaults(handler=cmd_retry)
+
+    fork = commands.add_parser(
+        "fork", help="start a new instance from a point of another, with state edits",
+        description="Make a new instance from the state of another at a step (as `debug` lists it), a "
+                    "version or a checkpoint (default: as it stands), with raw/state edits applied and the "
+                    "computed fields recomputed. The original is not changed.")
+    _instance_arguments(fork)
+    point = fork.add_mutually_exclusive_group()
+    point.add_argument("--at", metavar="STEP_ID", help="the step, as handed out (fix_batch_1.fix_files.apply#2)")
+    point.add_argument("--version", type=int, metavar="N", help="the instance as committed at version N")
+    point.add_argument("--checkpoint", metavar="CP", help="a checkpoint id (cp-3)")
+    fork.add_argument("--set", action="append", default=[], metavar="PATH=JSON", dest="edits",
+                      help="an edit (repeatable): raw.x or state.x set to a JSON value, e.g. --set 'raw.note=\"hi\"'")
+    fork.set_defaults(handler=cmd_fork)
+
+
+def _instance_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workflow_id")
+    parser.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def parse_edits(pairs: list[str]) -> dict[str, Any]:
+    """`PATH=JSON` pairs as {path: value}; a pair that is not one is a usage error (exit 2)."""
+    edits: dict[str, Any] = {}
+    for pair in pairs:
+        path, sep, text = pair.partition("=")
+        if not sep or not path.strip():
+            raise SystemExit(_usage(f"--set {pair!r} is not PATH=JSON (for example --set raw.count=3 or "
+                                    "--set 'raw.note=\"text\"')"))
+        try:
+            edits[path.strip()] = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(_usage(f"--set {path.strip()}: {text!r} is not JSON ({exc.msg}); a text value needs "
+                                    f"its quotes: --set '{path.strip()}=\"{text}\"'")) from None
+    return edits
+
+
+def _usage(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    from aromcp_workflows.cli.common import call, print_json, service_for
+
+    done = call(lambda: service_for(args).retry(args.workflow_id))
+    if args.json:
+        print_json(done)
+        return 0
+    restored = (f"the state of version {done.restored_version}, when it was handed out"
+                if done.restored_version is not None else "the state it failed with, before error handling")
+    print(f"{done.workflow_id}: step {done.step_id} runs again, with {restored}")
+    print(f"  go on with: aromcp-workflows run --resume {done.workflow_id}{_store(args)}")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    from aromcp_workflows.cli.common import call, print_json, service_for
+
+    edits = parse_edits(args.edits)
+    made = call(lambda: service_for(args).fork(args.workflow_id, at=args.at, version=args.version,
+                                             checkpoint_id=args.checkpoint, edits=edits))
+    if args.json:
+        print_json(made)
+        return 0
+    origin = made.forked_from
+    where = (f"step {origin.step_id}, " if origin.step_id else "") + (
+        f"checkpoint {origin.checkpoint_id}, " if origin.checkpoint_id else "") + f"version {origin.version}"
+    edited = f"; edited {', '.join(origin.edits)}" if origin.edits else ""
+    print(f"{made.workflow_id}: forked from {origin.workflow_id} at {where}{edited}")
+    print(f"  go on with: aromcp-workflows run --resume {made.workflow_id}{_store(args)}")
+    return 0
+
+
+def _store(args: argparse.Namespace) -> str:
+    return f" --store {args.store}" if args.store else ""

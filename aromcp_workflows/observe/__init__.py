@@ -1,0 +1,64 @@
+"""Tracing with OpenTelemetry: off unless asked for; then spans made from what the server
+already records.
+
+Asked for means: the standard variables name an exporter (`OTEL_TRACES_EXPORTER` other
+than `none`, or an `OTEL_EXPORTER_OTLP_ENDPOINT`) and `OTEL_SDK_DISABLED` is not true.
+Otherwise nothing here imports OpenTelemetry's SDK and the server pays nothing: the
+instance layer holds no observer and the tool layer makes no call.  The SDK comes with
+the `otel` extra (`pip install 'aromcp-workflows[otel]'`); asked for without it, one
+line on stderr says so and tracing stays off.
+
+When on, `otel.Tracing` turns each commit's history events into spans — the interpreter
+does no I/O and an agent step spans two tool calls, so the events (with their
+timestamps) are where a step's start and end are known — and the MCP SDK's own span of
+each tool call gets the workflow's attributes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from aromcp_workflows.store import HistoryEvent
+
+EXPORTER_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+class Observer(Protocol):
+    """What the instance and tool layers tell tracing: a commit's events, a tool call."""
+
+    def committed(self, workflow_id: str, workflow: str, events: Sequence[HistoryEvent], step_types: Any) -> None:
+        ...
+
+    def tool_call(self, name: str, arguments: Mapping[str, Any]) -> None:
+        ...
+
+    def shutdown(self) -> None:
+        ...
+
+
+def wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the standard OTEL_* variables ask for traces (no import, a few lookups)."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporters = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporters:
+        return any(name.strip() not in ("", "none") for name in exporters.split(","))
+    return any(environ.get(name) for name in EXPORTER_VARIABLES)
+
+
+def start(environ: Mapping[str, str] = os.environ) -> Observer | None:
+    """Tracing as the environment asks for it (the global tracer provider set), or None."""
+    if not wanted(environ):
+        return None
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        print("aromcp-workflows: OTEL_* variables ask for traces, but the OpenTelemetry SDK is not installed "
+              "(pip install 'aromcp-workflows[otel]'); tracing is off", file=sys.stderr)
+        return None
+    from aromcp_workflows.observe.otel import from_environment
+
+    return from_environment(environ)

@@ -1,0 +1,1 @@
+"""The web view of running instances (`aromcp-workflows ui`); see `app.py`."""

@@ -1,0 +1,237 @@
+"""The web view: a local page over the instance store (`aromcp-workflows ui`, `serve --http --ui`).
+
+A Starlette app, thin over `WorkflowService`: every route calls one typed service method
+and returns its result as JSON, masked at the edge exactly as MCP replies are (the
+instance's masker, then `safety.redact.redact` for error texts).  The page itself is
+static HTML, CSS and JavaScript shipped in `web/static/`: nothing is built at install and
+nothing is fetched from the network when it runs.
+
+Reading is open to whoever reaches the address (the default is 127.0.0.1, and a Host
+header naming any other host is refused, against DNS rebinding).  Changing anything —
+cancel, retry, fork — needs `actions` on (`--actions`), the per-launch token printed in
+the URL (sent back by the page in the `X-Aromcp-Token` header), and an `Origin` that is
+this very server: otherwise 403, and nothing changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from aromcp_workflows.safety.masking import Masker
+from aromcp_workflows.safety.redact import redact
+
+if TYPE_CHECKING:
+    from aromcp_workflows.app.service import WorkflowService
+
+STATIC = Path(__file__).with_name("static")
+TOKEN_HEADER = "x-aromcp-token"
+POLL_S = 0.4  # how often an open instance page's stream asks the store for the version
+STREAM_S = 300.0  # a stream ends after this long; the browser reconnects by itself
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class WebView:
+    """The routes, over one service (built on first use by `service`)."""
+
+    def __init__(self, service: Callable[[], WorkflowService], actions: bool = False, token: str | None = None):
+        self._service = service
+        self.actions = actions
+        self.token = token or secrets.token_urlsafe(24)
+
+    @property
+    def service(self) -> WorkflowService:
+        return self._service()
+
+    # -- pages -----------------------------------------------------------------------------
+    async def page(self, request: Request) -> Response:
+        """The one page (instances list and instance view are drawn by app.js from the URL)."""
+        base = request.scope.get("root_path", "").rstrip("/") + "/"
+        html = (STATIC / "index.html").read_text(encoding="utf-8").replace("__BASE__", base)
+        return HTMLResponse(html, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
+                                           "Content-Security-Policy": CSP})
+
+    async def config(self, request: Request) -> Response:
+        return JSONResponse({"actions": self.actions})
+
+    # -- reads -----------------------------------------------------------------------------
+    async def instances(self, request: Request) -> Response:
+        query = request.query_params
+        statuses = [s for s in query.getlist("status") if s] or None
+        page = _int(query.get("page"), 1)
+        per_page = _int(query.get("per_page"), 50)
+        found = await _call(lambda: self.service.instance_page(statuses, query.get("workflow") or None,
+                                                               query.get("project") or None, page, per_page))
+        return _json(found, Masker())  # as the reply guard masks a list that names no instance
+
+    async def instance(self, request: Request) -> Response:
+        workflow_id = request.path_params["workflow_id"]
+        return await self._read(workflow_id, lambda: self.service.instance_view(workflow_id))
+
+    async def state(self, request: Request) -> Response:
+        workflow_id = request.path_params["workflow_id"]
+        seq = request.query_params.get("seq")
+        at = None if seq in (None, "") else _int(seq, 0)
+        return await self._read(workflow_id, lambda: self.service.state_at(workflow_id, at))
+
+    async def traces(self, request: Request) -> Response:
+        workflow_id = request.path_params["workflow_id"]
+        return await self._read(workflow_id, lambda: self.service.trace_transformations(workflow_id, None, True))
+
+    async def _read(self, workflow_id: str, read: Callable[[], Any]) -> Response:
+        try:
+            result = await _call(read)
+        except Exception as exc:
+            return await self._refusal(workflow_id, exc)
+        return _json(result, await _call(lambda: self.service.masker(workflow_id, latest=False)))
+
+    async def _refusal(self, workflow_id: str | None, exc: Exception) -> Response:
+        """A service refusal as `{error}` with the status a browser understands, masked."""
+        from aromcp_workflows.app.errors import ServiceError
+
+        if not isinstance(exc, ServiceError):
+            raise exc
+        masker = None
+        if workflow_id is not None:
+            try:
+                masker = await _call(lambda: self.service.masker(workflow_id, latest=False))
+            except Exception:
+                masker = None
+        text = redact(str(exc), masker)
+        status = 404 if "No workflow instance with id" in str(exc) else 409
+        return JSONResponse({"error": text}, status_code=status)
+
+    async def events(self, request: Request) -> Response:
+        """Server-sent events: `version` each time the instance's committed version changes
+        (in this process or any other that shares the store), so the page reloads its data."""
+        workflow_id = request.path_params["workflow_id"]
+        try:
+            first = await _call(lambda: self.service.instance_version(workflow_id))
+        except Exception as exc:
+            return await self._refusal(workflow_id, exc)
+
+        async def stream() -> Any:
+            seen, loop = first, asyncio.get_running_loop()
+            ends = loop.time() + STREAM_S
+            yield f"retry: 1000\nevent: version\ndata: {seen}\n\n"
+            while loop.time() < ends and not await request.is_disconnected():
+                await asyncio.sleep(POLL_S)
+                try:
+                    now = await _call(lambda: self.service.instance_version(workflow_id))
+                except Exception:
+                    return
+                if now != seen:
+                    seen = now
+                    yield f"event: version\ndata: {now}\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    # -- actions ---------------------------------------------------------------------------
+    def refused(self, request: Request) -> str | None:
+        """Why this POST may not change anything, or None when it may."""
+        if not self.actions:
+            return "actions are off: this web view is read-only (start it with --actions to cancel, retry or fork)"
+        token = request.headers.get(TOKEN_HEADER, "")
+        if not token or not hmac.compare_digest(token.encode(), self.token.encode()):
+            return ("the action token is missing or wrong: open the URL the web view printed at start "
+                    "(it carries ?token=...)")
+        origin, host = request.headers.get("origin"), request.headers.get("host", "")
+        if origin is None or origin.rstrip("/") != f"{request.url.scheme}://{host}":
+            return "the request does not come from this web view's own page (Origin does not match)"
+        return None
+
+    async def action(self, request: Request) -> Response:
+        workflow_id, name = request.path_params["workflow_id"], request.path_params["action"]
+        reason = self.refused(request)
+        if reason is not None:
+            return JSONResponse({"error": reason}, status_code=403)
+        perform = ACTIONS.get(name)
+        if perform is None:
+            return JSONResponse({"error": f"unknown action {name!r}: use cancel, retry or fork"}, status_code=404)
+        try:
+            result = await _call(lambda: perform(self.service, workflow_id))
+        except Exception as exc:
+            return await self._refusal(workflow_id, exc)
+        masker = await _call(lambda: self.service.masker(workflow_id, latest=False))
+        return _json(result, masker)
+
+    # -- the app ---------------------------------------------------------------------------
+    def app(self, allowed_hosts: list[str] | None = None) -> Starlette:
+        routes = [
+            Route("/", self.page),
+            Route("/instances/{workflow_id}", self.page),
+            Route("/api/config", self.config),
+            Route("/api/instances", self.instances),
+            Route("/api/instances/{workflow_id}", self.instance),
+            Route("/api/instances/{workflow_id}/state", self.state),
+            Route("/api/instances/{workflow_id}/traces", self.traces),
+            Route("/api/instances/{workflow_id}/events", self.events),
+            Route("/api/instances/{workflow_id}/{action}", self.action, methods=["POST"]),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+        middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or ["*"])]
+        return Starlette(routes=routes, middleware=middleware)
+
+
+def _cancel(service: WorkflowService, workflow_id: str) -> Any:
+    return service.complete(workflow_id, "cancelled")
+
+
+def _retry(service: WorkflowService, workflow_id: str) -> Any:
+    return service.retry(workflow_id)
+
+
+def _fork(service: WorkflowService, workflow_id: str) -> Any:
+    return service.fork(workflow_id)
+
+
+# What each POST does: one typed service method (the same ones `cancel`, `retry` and `fork`
+# of the command line and the MCP tools call).
+ACTIONS: dict[str, Callable[[WorkflowService, str], Any]] = {"cancel": _cancel, "retry": _retry, "fork": _fork}
+
+# The page's own files only: no inline script, no other origin, no framing.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "frame-ancestors 'none'; base-uri 'self'; form-action 'none'")
+
+
+def allowed_hosts_for(host: str) -> list[str] | None:
+    """The Host headers to accept: the loopback names when bound to loopback (a page on
+    another site that points its own name at 127.0.0.1 is refused), else any."""
+    if host in LOOPBACK or host.startswith("127."):
+        return ["127.0.0.1", "localhost", "::1", "[::1]", host]
+    return None
+
+
+async def _call(action: Callable[[], Any]) -> Any:
+    """A service call in a worker thread: it reads the store and may wait on a lock."""
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(action)
+
+
+def _json(result: Any, masker: Any) -> Response:
+    data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
+    if masker is not None:
+        data = {key: masker.mask(value, key) for key, value in data.items()}
+    return JSONResponse(data, headers={"Cache-Control": "no-store"})
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default

@@ -1,0 +1,82 @@
+"""Starting the web view: on its own (`aromcp-workflows ui`) or beside MCP (`serve --http --ui`)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aromcp_workflows.web.app import WebView, allowed_hosts_for
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from aromcp_workflows.app.service import WorkflowService
+
+UI_PATH = "/ui"
+
+
+class PortError(Exception):
+    """The address cannot be listened on (the text says which and what to do)."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: any free port), or a `PortError` that says why not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP, as asyncio's own listeners: accepted connections then get TCP_NODELAY (an
+    # answer written in two parts would otherwise wait for a delayed ACK)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise PortError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
+                        "(0 picks a free one) or --host") from None
+    sock.listen(128)
+    return sock
+
+
+def url_of(host: str, port: int, path: str, view: WebView) -> str:
+    """The address to open; with actions on it carries the launch token, as Jupyter's does."""
+    shown = f"[{host}]" if ":" in host else host
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else shown
+    token = f"?token={view.token}" if view.actions else ""
+    return f"http://{shown}:{port}{path}{token}"
+
+
+def serve_app(app: Any, sock: socket.socket, log_level: str = "warning") -> None:
+    """Run `app` on `sock` until Ctrl-C; open streams end within a second."""
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level=log_level.lower(), timeout_graceful_shutdown=1, lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def run_ui(service: Callable[[], WorkflowService], host: str, port: int, actions: bool, open_browser: bool) -> int:
+    """`aromcp-workflows ui`: serve the web view and print its URL (stdout), until Ctrl-C."""
+    view = WebView(service, actions=actions)
+    try:
+        sock = listen(host, port)
+    except PortError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    url = url_of(host, sock.getsockname()[1], "/", view)
+    mode = "cancel, retry and fork on (anyone with this URL can use them)" if actions else "read-only"
+    print(f"aromcp-workflows web view ({mode}): {url}", flush=True)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    serve_app(view.app(allowed_hosts_for(host)), sock)
+    return 0
+
+
+def mount_ui(app: Starlette, service: Callable[[], WorkflowService], host: str, actions: bool = False) -> WebView:
+    """`serve --http --ui`: the web view at /ui of the MCP server's own app (its own token for actions)."""
+    from starlette.routing import Mount
+
+    view = WebView(service, actions=actions)
+    app.router.routes.insert(0, Mount(UI_PATH, app=view.app(allowed_hosts_for(host))))
+    return view

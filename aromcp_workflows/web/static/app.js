@@ -1,0 +1,454 @@
+// aromcp-workflows web view: plain JavaScript, no framework, no build, nothing fetched
+// from elsewhere.  Every text from the server goes into the page as text (never as HTML).
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const STATUSES = ["running", "waiting", "completed", "failed", "cancelled", "interrupted"];
+const state = { config: { actions: false }, token: null, view: null, seq: null, source: null, timer: null,
+                listTimer: null, listTicket: 0, loading: false, again: false };
+
+// -- small helpers ------------------------------------------------------------------------
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") el.className = value;
+    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else el.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+function s(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value !== null && value !== undefined) el.setAttribute(key, value);
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child !== null && child !== undefined) el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+function pill(status) { return h("span", { class: `pill ${status}` }, status.replace("_", " ")); }
+function when(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  return d.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "";
+  if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
+  if (seconds < 60) return `${seconds.toFixed(1)} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} m ${Math.round(seconds % 60)} s`;
+  return `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} m`;
+}
+function between(a, b) { return a && b ? (new Date(b) - new Date(a)) / 1000 : null; }
+function short(value, limit = 80) {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return text === undefined ? "" : text.length > limit ? text.slice(0, limit - 1) + "…" : text;
+}
+async function api(path, options) {
+  const response = await fetch(path, options);
+  const body = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
+  if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
+  return body;
+}
+function setLive(on, hidden) {
+  const live = document.getElementById("live");
+  live.className = `live ${hidden ? "hidden" : on ? "on" : "off"}`;
+  live.textContent = on ? "live" : "reconnecting";
+}
+function crumbs(...parts) {
+  const nav = document.getElementById("crumbs");
+  nav.replaceChildren(...parts.flatMap((p, i) => (i ? [" / ", p] : [p])));
+}
+
+// -- routing ------------------------------------------------------------------------------
+function route() {
+  stopLive();
+  const base = new URL(document.baseURI).pathname;
+  const here = location.pathname.startsWith(base) ? location.pathname.slice(base.length) : "";
+  const match = here.match(/^instances\/([^/]+)$/);
+  if (match) showInstance(decodeURIComponent(match[1]));
+  else showList();
+}
+function go(path) { history.pushState(null, "", path); route(); }
+function link(path, text) {
+  return h("a", { href: path, onclick: (e) => { if (!e.ctrlKey && !e.metaKey) { e.preventDefault(); go(path); } } }, text);
+}
+
+// -- instances list -----------------------------------------------------------------------
+function listQuery() {
+  const q = new URLSearchParams(location.search);
+  return { status: q.get("status") || "", workflow: q.get("workflow") || "", project: q.get("project") || "",
+           page: Number(q.get("page") || 1) };
+}
+function setListQuery(change) {
+  const q = { ...listQuery(), ...change };
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(q)) if (value && !(key === "page" && value === 1)) params.set(key, value);
+  history.replaceState(null, "", `./${params.toString() ? "?" + params : ""}`);
+  loadList();
+}
+async function showList() {
+  crumbs("instances");
+  setLive(false, true);
+  document.title = "Instances — aromcp-workflows";
+  await loadList();
+  state.listTimer = setInterval(() => { if (!document.hidden) loadList(true); }, 2000);
+}
+async function loadList(quiet) {
+  const ticket = ++state.listTicket;  // an answer to an older query (filters changed since) is dropped
+  const q = listQuery();
+  const params = new URLSearchParams({ page: q.page, per_page: 50 });
+  for (const key of ["status", "workflow", "project"]) if (q[key]) params.set(key, q[key]);
+  let data;
+  try { data = await api(`api/instances?${params}`); } catch (error) {
+    if (!quiet && ticket === state.listTicket) document.getElementById("main").replaceChildren(h("p", { class: "note error" }, error.message));
+    return;
+  }
+  if (ticket !== state.listTicket || !state.listTimer && quiet) return;
+  const main = document.getElementById("main");
+  main.replaceChildren(h("div", { class: "panel" }, listFilters(q, data), listTable(data), listPager(q, data)));
+}
+function select(name, value, options, onchange) {
+  const el = h("select", { name, onchange: (e) => onchange(e.target.value) },
+               options.map(([v, text]) => h("option", { value: v, selected: v === value }, text)));
+  return el;
+}
+function listFilters(q, data) {
+  const statuses = [["", `any status (${Object.values(data.statuses).reduce((a, b) => a + b, 0)})`],
+                    ...STATUSES.map((st) => [st, `${st} (${data.statuses[st] || 0})`])];
+  return h("div", { class: "filters" },
+    h("h1", {}, "Instances"),
+    h("label", {}, "status", select("status", q.status, statuses, (v) => setListQuery({ status: v, page: 1 }))),
+    h("label", {}, "workflow", select("workflow", q.workflow, [["", "any"], ...data.workflows.map((w) => [w, w])],
+                                      (v) => setListQuery({ workflow: v, page: 1 }))),
+    h("label", {}, "project", select("project", q.project, [["", "any"], ...data.projects.map((p) => [p, p])],
+                                     (v) => setListQuery({ project: v, page: 1 }))));
+}
+function listTable(data) {
+  if (!data.rows.length) return h("p", { class: "empty" }, "No instances match.");
+  const head = h("tr", {}, ["workflow_id", "workflow", "project", "status", "current step(s)", "started", "updated", "duration"]
+    .map((t) => h("th", {}, t)));
+  const rows = data.rows.map((row) => h("tr", { "data-id": row.workflow_id },
+    h("td", {}, link(`instances/${encodeURIComponent(row.workflow_id)}`, h("code", {}, row.workflow_id))),
+    h("td", {}, row.workflow),
+    h("td", { class: "muted", title: row.project_dir }, short(row.project_dir.split("/").slice(-2).join("/"), 40)),
+    h("td", {}, pill(row.status)),
+    h("td", { class: "mono" }, short(row.current_steps.join(", "), 60) || "–"),
+    h("td", { class: "num" }, when(row.created_at)),
+    h("td", { class: "num" }, when(row.updated_at)),
+    h("td", { class: "num" }, duration(row.duration_seconds))));
+  return h("table", { class: "instances" }, h("thead", {}, head), h("tbody", {}, rows));
+}
+function listPager(q, data) {
+  const first = data.total ? (data.page - 1) * data.per_page + 1 : 0;
+  const last = Math.min(data.total, data.page * data.per_page);
+  return h("div", { class: "pager" },
+    h("span", {}, `${first.toLocaleString()}–${last.toLocaleString()} of ${data.total.toLocaleString()}, newest first`),
+    h("span", { class: "buttons" },
+      h("button", { disabled: data.page <= 1, onclick: () => setListQuery({ page: data.page - 1 }) }, "← newer"),
+      h("button", { disabled: last >= data.total, onclick: () => setListQuery({ page: data.page + 1 }) }, "older →")));
+}
+
+// -- one instance -------------------------------------------------------------------------
+async function showInstance(id) {
+  state.view = null;
+  state.seq = null;
+  crumbs(link("./", "instances"), h("code", {}, id));
+  document.title = `${id} — aromcp-workflows`;
+  await loadInstance(id);
+  follow(id);
+}
+function follow(id) {
+  // Server-sent events say when the instance's version changes (any process, any host);
+  // if the stream fails, poll once a second instead.
+  if (window.EventSource) {
+    const source = new EventSource(`api/instances/${encodeURIComponent(id)}/events`);
+    state.source = source;
+    source.addEventListener("open", () => setLive(true));
+    source.addEventListener("version", (e) => {
+      setLive(true);
+      if (!state.view || Number(e.data) !== state.view.version) loadInstance(id, true);
+    });
+    source.addEventListener("error", () => setLive(false));
+  } else {
+    state.timer = setInterval(() => loadInstance(id, true), 1000);
+    setLive(true);
+  }
+}
+function stopLive() {
+  if (state.source) state.source.close();
+  if (state.timer) clearInterval(state.timer);
+  if (state.listTimer) clearInterval(state.listTimer);
+  state.source = state.timer = state.listTimer = null;
+}
+async function loadInstance(id, quiet) {
+  if (state.loading) { state.again = true; return; }
+  state.loading = true;
+  try {
+    const view = await api(`api/instances/${encodeURIComponent(id)}`);
+    state.view = view;
+    await renderInstance(view);
+  } catch (error) {
+    if (!quiet) document.getElementById("main").replaceChildren(h("p", { class: "note error" }, error.message));
+  } finally {
+    state.loading = false;
+    if (state.again) { state.again = false; loadInstance(id, true); }
+  }
+}
+async function renderInstance(view) {
+  const main = document.getElementById("main");
+  const stateAt = state.seq === null ? null : await api(`api/instances/${encodeURIComponent(view.workflow_id)}/state?seq=${state.seq}`).catch(() => null);
+  const scroll = [...main.querySelectorAll("[data-keep-scroll]")].map((el) => [el.dataset.keepScroll, el.scrollTop, el.scrollLeft]);
+  main.replaceChildren(...[
+    summary(view),
+    view.failures.length ? failures(view) : null,
+    h("div", { class: "grid", id: "overview" },
+      h("div", {}, h("div", { class: "panel" }, h("h2", {}, "Workflow graph"), legend(), graph(view.graph))),
+      h("div", {},
+        h("div", { class: "panel" }, h("h2", {}, `Sub-agent tasks (${view.tasks.length})`), lanes(view.tasks)),
+        h("div", { class: "panel" }, h("h2", {}, "Messages shown to the user"), messages(view.messages)))),
+    h("div", { class: "grid", id: "history-and-state" },
+      h("div", { class: "panel" }, h("h2", {}, "History"), timeline(view)),
+      h("div", { class: "panel" }, stateSection(view, stateAt))),
+    h("div", { class: "panel traces" }, h("h2", {}, "Transform traces"), tracesSection(view))].filter(Boolean));
+  for (const [key, top, left] of scroll) {
+    const el = main.querySelector(`[data-keep-scroll="${key}"]`);
+    if (el) { el.scrollTop = top; el.scrollLeft = left; }
+  }
+}
+function summary(view) {
+  const facts = [["workflow", view.workflow], ["project", view.project_dir], ["started", when(view.created_at)],
+                 ["updated", when(view.updated_at)], ["duration", duration(view.duration_seconds)],
+                 ["current", view.current_steps.join(", ") || "–"], ["version", view.version]];
+  return h("div", { class: "panel head" },
+    h("div", {},
+      h("h1", {}, h("code", {}, view.workflow_id), " ", pill(view.status)),
+      h("div", { class: "facts" }, facts.map(([k, v]) => h("span", {}, `${k} `, h("b", {}, String(v))))),
+      view.error ? h("div", { class: "note error" }, view.error) : null,
+      h("div", { id: "action-note", class: "note" })),
+    state.config.actions ? actions(view) : null);
+}
+function actions(view) {
+  const finished = ["completed", "failed", "cancelled"].includes(view.status);
+  return h("div", { class: "actions" },
+    h("button", { onclick: () => act(view, "retry"), disabled: !["failed", "interrupted", "cancelled"].includes(view.status) }, "Retry"),
+    h("button", { onclick: () => act(view, "fork") }, "Fork"),
+    h("button", { class: "danger", onclick: () => act(view, "cancel"), disabled: finished }, "Cancel"));
+}
+async function act(view, name) {
+  const note = document.getElementById("action-note");
+  if (name === "cancel" && !confirm(`Cancel ${view.workflow_id}? It cannot be resumed.`)) return;
+  note.className = "note";
+  note.textContent = `${name}…`;
+  try {
+    const result = await api(`api/instances/${encodeURIComponent(view.workflow_id)}/${name}`,
+                             { method: "POST", headers: { "X-Aromcp-Token": state.token || "" } });
+    if (name === "fork" && result.workflow_id && result.workflow_id !== view.workflow_id) {
+      go(`instances/${encodeURIComponent(result.workflow_id)}`);
+      return;
+    }
+    note.textContent = `${name}: done`;
+    loadInstance(view.workflow_id, true);
+  } catch (error) {
+    note.className = "note error";
+    note.textContent = `${name} refused: ${error.message}`;
+  }
+}
+function failures(view) {
+  return h("div", { class: "panel" }, h("h2", {}, "Errors"), view.failures.map((f) => h("div", { class: "failure" },
+    h("div", {}, f.message),
+    h("div", { class: "where" },
+      f.step_id ? ["step ", h("code", {}, f.step_id), f.step_type ? ` (${f.step_type})` : "", f.task_id ? ` in task ${f.task_id}` : ""] : "",
+      f.file ? [" — ", h("code", {}, `${f.file}${f.line ? ":" + f.line : ""}${f.column ? ":" + f.column : ""}`)] : "",
+      f.file_changed ? " (the file has changed since this instance started)" : ""))));
+}
+
+// -- the graph ----------------------------------------------------------------------------
+function legend() {
+  return h("div", { class: "legend" }, ["done", "current", "failed", "skipped", "not_reached"].map((m) => pill(m)));
+}
+function graph(g) {
+  const svg = s("svg", { width: g.width, height: g.height, viewBox: `0 0 ${g.width} ${g.height}`, role: "img",
+                         "aria-label": "workflow graph" });
+  svg.append(s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7,
+                                          markerHeight: 7, orient: "auto-start-reverse" },
+                               s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#9aa3ad" }))));
+  for (const b of g.blocks) {
+    svg.append(s("g", { class: `block ${b.kind}` }, s("rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 8 }),
+                 s("text", { x: b.x + 8, y: b.y + 13 }, b.title)));
+  }
+  for (const e of g.edges) svg.append(edge(e));
+  for (const n of g.nodes) svg.append(node(n));
+  return h("div", { class: "graph", "data-keep-scroll": "graph" }, svg);
+}
+function edge(e) {
+  const p = e.points;
+  let d = `M ${p[0][0]} ${p[0][1]}`;
+  if (e.back) {
+    d += ` C ${p[1][0]} ${p[1][1]}, ${p[1][0]} ${p[1][1]}, ${p[1][0]} ${(p[1][1] + p[2][1]) / 2}`;
+    d += ` C ${p[2][0]} ${p[2][1]}, ${p[2][0]} ${p[2][1]}, ${p[3][0]} ${p[3][1]}`;
+  } else {
+    for (let i = 1; i < p.length; i++) {
+      const [x0, y0] = p[i - 1], [x1, y1] = p[i];
+      const my = (y0 + y1) / 2;
+      d += ` C ${x0} ${my}, ${x1} ${my}, ${x1} ${y1}`;
+    }
+  }
+  const group = s("g", {}, s("path", { d, class: `edge${e.dotted ? " dotted" : ""}`, "marker-end": "url(#arrow)" }));
+  if (e.label) {
+    const last = p[p.length - 1];
+    const [x, y] = e.back ? [p[1][0] + 3, (p[1][1] + p[2][1]) / 2] : [(p[0][0] + last[0]) / 2 + 5, last[1] - 6];
+    group.append(s("text", { x, y, class: "edge-label" }, e.label));
+  }
+  return group;
+}
+function node(n) {
+  const g = s("g", { class: `node ${n.mark}`, "data-node": n.id, "data-step": n.step_id || "", "data-mark": n.mark });
+  const cx = n.x + n.w / 2, cy = n.y + n.h / 2;
+  if (n.shape === "diamond") {
+    g.append(s("polygon", { points: `${cx},${n.y} ${n.x + n.w},${cy} ${cx},${n.y + n.h} ${n.x},${cy}` }));
+  } else if (n.shape === "loop") {
+    const k = 12;
+    g.append(s("polygon", { points: `${n.x + k},${n.y} ${n.x + n.w - k},${n.y} ${n.x + n.w},${cy} ${n.x + n.w - k},${n.y + n.h} ${n.x + k},${n.y + n.h} ${n.x},${cy}` }));
+  } else {
+    const rx = n.shape === "round" ? n.h / 2 : n.shape === "agent" ? 2 : 5;
+    g.append(s("rect", { x: n.x, y: n.y, width: n.w, height: n.h, rx }));
+    if (n.shape === "parallel") g.append(s("rect", { x: n.x + 4, y: n.y + 4, width: n.w - 8, height: n.h - 8, rx: 3, fill: "none" }));
+  }
+  const top = cy - ((n.lines.length - 1) * 15) / 2 + 4;
+  n.lines.forEach((line, i) => g.append(s("text", { x: cx, y: top + i * 15, "text-anchor": "middle" }, line)));
+  if (n.runs > 1) {
+    const label = `×${n.runs}`, w = 8 + label.length * 6;
+    g.append(s("rect", { x: n.x + n.w - w + 6, y: n.y - 8, width: w, height: 15, rx: 7, class: "badge-bg" }),
+             s("text", { x: n.x + n.w - w / 2 + 6, y: n.y + 3, "text-anchor": "middle", class: "badge" }, label));
+  }
+  if (n.detail) g.append(s("text", { x: n.x + n.w + 6, y: n.y + n.h - 2, class: "detail" }, n.detail));
+  g.append(s("title", {}, `${n.step_id || n.role}: ${n.mark}${n.detail ? " — " + n.detail : ""}`));
+  return g;
+}
+
+// -- tasks, messages, history, state, traces ----------------------------------------------
+function lanes(tasks) {
+  if (!tasks.length) return h("p", { class: "empty" }, "This workflow has started no sub-agent tasks yet.");
+  return h("div", { class: "lanes", "data-keep-scroll": "lanes" }, tasks.map((t) => h("div", { class: "lane", "data-task": t.task_id },
+    h("code", {}, t.task_id),
+    h("span", { class: "item", title: short(t.item, 400) }, short(t.item, 60)),
+    pill(t.status),
+    t.error ? h("span", { class: "step err" }, t.error)
+            : h("span", { class: "step" }, t.current_step ? ["at ", h("code", {}, t.current_step)] :
+                t.finished_at ? `took ${duration(between(t.started_at, t.finished_at))}` : t.started_at ? "" : "not started"))));
+}
+function messages(list) {
+  if (!list.length) return h("p", { class: "empty" }, "No messages yet.");
+  return h("ul", { class: "messages", "data-keep-scroll": "messages" },
+    list.map((m) => h("li", {}, h("span", { class: "when" }, when(m.timestamp)), m.message)));
+}
+function timeline(view) {
+  const entries = view.timeline;
+  if (!entries.length) return h("p", { class: "empty" }, "Nothing has run yet.");
+  const spans = entries.map((e) => between(e.started_at, e.completed_at) || 0);
+  const longest = Math.max(0.001, ...spans);
+  const rows = entries.map((e, i) => {
+    const point = pointFor(view, e);
+    const row = h("tr", { class: `${point ? "selectable" : ""}${point && point.seq === state.seq ? " selected" : ""}`,
+                          title: point ? "show the state after this step" : "",
+                          onclick: point ? () => pickState(point.seq) : null },
+      h("td", { class: "num muted" }, when(e.started_at)),
+      h("td", { class: "mono" }, e.step_id || "", e.task_id ? h("span", { class: "muted" }, ` (${e.task_id})`) : ""),
+      h("td", { class: "muted" }, e.type || ""),
+      h("td", {}, pill(e.status || "running")),
+      h("td", { class: "num" }, e.completed_at ? duration(spans[i]) : ""),
+      h("td", {}, h("div", { class: `bar ${e.status === "failed" ? "failed" : ""}` })));
+    row.lastChild.firstChild.style.width = `${Math.max(2, (spans[i] / longest) * 100)}%`;
+    return row;
+  });
+  return h("div", { class: "timeline", "data-keep-scroll": "timeline" },
+    h("table", {}, h("thead", {}, h("tr", {}, ["started", "step", "type", "status", "took", ""].map((t) => h("th", {}, t)))),
+      h("tbody", {}, rows)));
+}
+function pointFor(view, entry) {
+  const matching = view.state_points.filter((p) => p.step_id && p.step_id === entry.step_id && (p.task_id || null) === (entry.task_id || null));
+  return matching.length ? matching[matching.length - 1] : null;
+}
+function pickState(seq) {
+  state.seq = seq;
+  if (state.view) renderInstance(state.view);
+}
+function stateSection(view, at) {
+  const points = view.state_points;
+  const options = [["", "now"], ...points.slice().reverse().map((p) =>
+    [String(p.seq), `after #${p.seq} ${p.kind === "started" ? "start" : p.step_id || p.by || p.kind}${p.task_id ? " (" + p.task_id + ")" : ""}`])];
+  const chooser = select("state-at", state.seq === null ? "" : String(state.seq), options,
+                         (v) => pickState(v === "" ? null : Number(v)));
+  const shown = at ? at.state : { raw: view.state.raw, state: view.state.state, computed: view.state.computed };
+  const changed = new Set(at ? at.changed : []);
+  return h("div", {},
+    h("div", { class: "state-head" }, h("h2", {}, "State"), h("label", { class: "muted" }, "as it was ", chooser)),
+    at && at.changed.length ? h("p", { class: "muted" }, "changed here: ", at.changed.map((c) => h("code", {}, c + " "))) : null,
+    at && !at.complete ? h("p", { class: "note error" }, at.note || "this state could not be shown whole") : null,
+    h("div", { class: "tree", "data-keep-scroll": "state" },
+      ["raw", "state", "computed"].map((tier) => [h("div", { class: "row tier" }, tier), tree(shown[tier] || {}, tier, 1, changed)]),
+      at ? null : [h("div", { class: "row tier" }, "inputs"), tree(view.state.inputs || {}, "inputs", 1, changed)]));
+}
+const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+function childPath(path, key) {
+  if (typeof key === "number") return `${path}[${key}]`;
+  return IDENT.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+}
+function tree(value, path, depth, changed) {
+  const rows = [];
+  const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+  for (const [key, item] of entries) {
+    const here = childPath(path, key);
+    const container = item !== null && typeof item === "object";
+    const row = h("div", { class: `row${changed.has(here) ? " changed" : ""}`, "data-path": here },
+      "  ".repeat(depth), h("span", { class: "key" }, Array.isArray(value) ? `[${key}]` : key), ": ",
+      container ? (Array.isArray(item) ? `[${item.length}]` : "{…}") : literal(item));
+    rows.push(row);
+    if (container && depth < 8) rows.push(...tree(item, here, depth + 1, changed));
+  }
+  return rows;
+}
+function literal(value) {
+  if (typeof value === "string") return h("span", { class: "str" }, JSON.stringify(value));
+  if (typeof value === "number") return h("span", { class: "num" }, String(value));
+  return h("span", { class: "lit" }, String(value));
+}
+function tracesSection(view) {
+  const holder = h("div", {}, h("button", { onclick: async () => {
+    try {
+      const data = await api(`api/instances/${encodeURIComponent(view.workflow_id)}/traces`);
+      holder.replaceChildren(traceTable(data.traces));
+    } catch (error) { holder.replaceChildren(h("p", { class: "note error" }, error.message)); }
+  } }, "Show the transform traces"));
+  return holder;
+}
+function traceTable(traces) {
+  if (!traces.length) return h("p", { class: "empty" }, "No computed field has been recomputed.");
+  return h("table", {}, h("thead", {}, h("tr", {}, ["time", "field", "trigger", "input", "output", "ms"].map((t) => h("th", {}, t)))),
+    h("tbody", {}, traces.slice(-200).reverse().map((t) => h("tr", {},
+      h("td", { class: "num muted" }, when(t.timestamp)), h("td", { class: "mono" }, t.field), h("td", { class: "muted" }, t.trigger || ""),
+      h("td", { class: "mono" }, short(t.input)), h("td", { class: "mono" }, t.error ? short(t.error) : short(t.output)),
+      h("td", { class: "num" }, t.duration_ms ?? "")))));
+}
+
+// -- start --------------------------------------------------------------------------------
+async function start() {
+  const params = new URLSearchParams(location.search);
+  if (params.has("token")) {  // as Jupyter does: keep it for this tab, take it out of the address bar
+    sessionStorage.setItem("aromcp-token", params.get("token"));
+    params.delete("token");
+    history.replaceState(null, "", `${location.pathname}${params.toString() ? "?" + params : ""}`);
+  }
+  state.token = sessionStorage.getItem("aromcp-token");
+  state.config = await api("api/config").catch(() => ({ actions: false }));
+  window.addEventListener("popstate", route);
+  route();
+}
+document.addEventListener("DOMContentLoaded", start);
