@@ -209,9 +209,11 @@ def check_effects(key: str, chaos: Path, reference: Path, dead_hosts: set[str], 
     """A command runs as often as in the fault-free run, and every run ends.  Only a run on a
     host that died (a run cut short, or whose result died with its host before it was
     stored) may be followed by another, after the lease: those are counted as reruns after
-    a host death.  True when there was such a rerun."""
+    a host death.  True when there was such a rerun — or, for the retried test command of
+    `ci:retry-tests` (which counts its own runs, so a rerun moves where it passes and its
+    count alone cannot tell), when one of its runs was on a host that died."""
     got, want = effect_runs(chaos, key), effect_runs(reference, key)
-    rerun = False
+    rerun = any(run.host in dead_hosts for run in got.get("<retry>", []))
     for label in sorted(set(got) | set(want)):
         findings.effects_checked += 1
         runs, expected = got.get(label, []), len(want.get(label, []))
@@ -276,7 +278,8 @@ def _check_plan(plan: Plan, chaos: Side, reference: Side, views: dict[str, Insta
             for e in view.history if e.kind in ("step_started", "shell_released", "shell_adopted")
             or (e.kind == "step_completed" and (e.data or {}).get("type") == "shell_command")))
     if rerun and plan.workflow == "ci:retry-tests":
-        return  # its test command counts its own runs: a legitimate rerun changes where it stops
+        findings.reruns_after_host_death += 1  # its test command counts its own runs: a rerun moves where it stops
+        return
     got_state, want_state = normalized(plan.workflow, view.state), normalized(plan.workflow, ref.state)
     if view.status != ref.status or got_state != want_state:
         diff = differences(json.loads(got_state), json.loads(want_state))
