@@ -277,15 +277,16 @@ def _check_plan(plan: Plan, chaos: Side, reference: Side, views: dict[str, Insta
             f"{e.seq} {e.timestamp[11:23]} {e.kind} {e.step_id} {e.task_id or ''} {json.dumps(e.data)[:160]}"
             for e in view.history if e.kind in ("step_started", "shell_released", "shell_adopted")
             or (e.kind == "step_completed" and (e.data or {}).get("type") == "shell_command")))
-    if rerun and plan.workflow == "ci:retry-tests":
+    got_state, want_state = normalized(plan.workflow, view.state), normalized(plan.workflow, ref.state)
+    got, want = completed_sequences(view.history), completed_sequences(ref.history)
+    same = view.status == ref.status and got_state == want_state and got == want
+    if not same and rerun and plan.workflow == "ci:retry-tests":
         findings.reruns_after_host_death += 1  # its test command counts its own runs: a rerun moves where it stops
         return
-    got_state, want_state = normalized(plan.workflow, view.state), normalized(plan.workflow, ref.state)
     if view.status != ref.status or got_state != want_state:
         diff = differences(json.loads(got_state), json.loads(want_state))
         findings.add("final_state", key, f"status {view.status} (fault-free: {ref.status}); state differs at "
                                          + "; ".join(diff))
-    got, want = completed_sequences(view.history), completed_sequences(ref.history)
     if got != want:
         wrong = sorted(t for t in set(got) | set(want) if got.get(t) != want.get(t))
         thread = wrong[0]
