@@ -12,7 +12,7 @@ fault-free run of the same plans (`chaoslib/reference.py`).
 Setups and faults (`chaoslib/setups.py`):
 
 - ``sqlite``: one server over stdio on SQLite — SIGKILL of the server (the client starts
-  another and sends its lost calls again), a full filesystem under the store (a 32 MB
+  another and sends its lost calls again), a full filesystem under the store (a 256 MB
   tmpfs filled to the last byte for 0.5-2.5 s; needs root to mount).
 - ``replicas``: two HTTP replicas on one PostgreSQL 15, each on a host of its own (a pid
   namespace) — SIGKILL of a replica, SIGSTOP then SIGCONT 1-4 s later, `pg_ctl restart -m
