@@ -15,11 +15,22 @@ import os
 from pathlib import Path
 
 from aromcp_workflows.store.base import (
+    ConflictError,
+    KeyTakenError,
+    NotFoundError,
+    OutcomeUnknownError,
+    Store,
+    StoreError,
+    StoreOpenError,
+    note_caught_up,
+)
+from aromcp_workflows.store.pg_connect import POOL_ENV_VAR, is_postgres_url, pool_size_from_env
+from aromcp_workflows.store.postgres import PostgresStore
+from aromcp_workflows.store.records import (
     STATUSES,
     Body,
     Checkpoint,
     CommitsSince,
-    ConflictError,
     HistoryEvent,
     InstanceFilter,
     InstanceGroup,
@@ -27,18 +38,9 @@ from aromcp_workflows.store.base import (
     InstanceRecord,
     InstanceStatus,
     InstanceSummary,
-    KeyTakenError,
-    NotFoundError,
-    OutcomeUnknownError,
     StartKey,
-    Store,
-    StoreError,
-    StoreOpenError,
-    note_caught_up,
     utc_now,
 )
-from aromcp_workflows.store.pg_connect import POOL_ENV_VAR, is_postgres_url, pool_size_from_env
-from aromcp_workflows.store.postgres import PostgresStore
 from aromcp_workflows.store.sqlite import SqliteStore
 
 ENV_VAR = "AROMCP_WORKFLOWS_STORE"

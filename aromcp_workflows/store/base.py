@@ -1,193 +1,31 @@
-"""The persistence contract: records, history events, checkpoints and the `Store` protocol.
+"""The persistence contract: the `Store` protocol, the errors it raises, and what a delta means.
 
-The service talks to storage only through this module, so SQLite (the embedded default)
-and PostgreSQL (shared by server replicas) are interchangeable and no SQL leaks upward. Records are
-plain dataclasses holding JSON-safe data: the store never interprets `state`, `threads`
-or `definition`, it only keeps them safe and versioned.
-
-Timestamps are ISO-8601 strings in UTC with microseconds and an explicit offset
-(``2026-11-22T02:48:07.123456+00:00``, see `utc_now`): readable in history dumps, sortable
-as text, and identical across processes and machines.
+The service talks to storage only through this contract, so SQLite (the embedded default)
+and PostgreSQL (shared by server replicas) are interchangeable and no SQL leaks upward.
+The records it moves are in `records.py`; how both stores plan a write (`writes.py`) and
+read a row back (`decode.py`) is shared, written once.  A delta (what one commit changed,
+stored beside the last full snapshot) is part of the contract: every store, and a process
+catching up its cached copy, applies it the same way (`apply_deltas`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-# `interrupted`: the process running it was stopped (Ctrl-C during `run`); it resumes.
-InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled", "interrupted"]
-STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled", "interrupted")
-
-
-def utc_now() -> str:
-    """The store's timestamp format: ISO-8601, UTC, microseconds, explicit offset."""
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-@dataclass
-class InstanceRecord:
-    """Everything needed to resume one workflow instance after a restart.
-
-    `definition` is a JSON snapshot of the workflow definition taken at start, so editing
-    the YAML file never changes a running instance. `state` and `threads` are opaque JSON
-    snapshots owned by the state store and the interpreter. `version` is managed by the
-    store: `create` sets it to 1 and every successful `save` increments it.
-    """
-
-    workflow_id: str
-    workflow: str
-    project_dir: str
-    status: InstanceStatus = "running"
-    definition: dict[str, Any] = field(default_factory=dict)
-    inputs: dict[str, Any] = field(default_factory=dict)
-    state: dict[str, Any] = field(default_factory=dict)
-    threads: dict[str, Any] = field(default_factory=dict)
-    current_steps: list[str] = field(default_factory=list)
-    error: str | None = None
-    version: int = 0
-    created_at: str = ""
-    updated_at: str = ""
-    # Where the stored body stands (set by the store): the version of its last full
-    # snapshot, how many deltas were written since, and their size against the snapshot's.
-    snapshot_version: int = 0
-    deltas: int = 0
-    delta_bytes: int = 0
-    body_bytes: int = 0
-
-    def snapshot(self) -> dict[str, Any]:
-        """The part of the record a checkpoint keeps (what `workflow_resume` restores)."""
-        return {
-            "status": self.status,
-            "state": self.state,
-            "threads": self.threads,
-            "current_steps": list(self.current_steps),
-            "error": self.error,
-            "version": self.version,
-        }
-
-
-@dataclass(frozen=True)
-class CommitsSince:
-    """An instance's commits after a version its reader holds (`Store.deltas_since`)."""
-
-    status: InstanceStatus
-    current_steps: list[str]
-    error: str | None
-    version: int
-    updated_at: str
-    deltas: list[str]  # JSON texts, oldest first: exactly `version - the reader's version` of them
-    snapshot_version: int  # the full snapshot the store holds now (the deltas may reach back past it)
-
-
-def commits_since_from(row: Sequence[Any], deltas: list[str], since: int) -> CommitsSince | None:
-    """`CommitsSince` from `status, current_steps, error, version, updated_at, snapshot_version`,
-    or None when the deltas after `since` are not all there (each version has at most one
-    delta, so as many deltas as versions means none is missing)."""
-    version = int(row[3])
-    if len(deltas) != version - since:
-        return None
-    return CommitsSince(row[0], json.loads(row[1]), row[2], version, row[4], deltas, int(row[5]))
-
-
-@dataclass(frozen=True)
-class Body:
-    """An instance's two large JSON columns as committed at one version (`Store.body_at`)."""
-
-    version: int
-    state: dict[str, Any]
-    threads: dict[str, Any]
-
-
-def body_from(workflow_id: str, row: Sequence[Any], deltas: Sequence[str], version: int) -> Body | None:
-    """`Body` at `version` from the snapshot columns `state, threads, snapshot_version` and
-    the deltas after that snapshot up to `version`, or None when some are missing."""
-    snapshot_version = int(row[2])
-    if snapshot_version > version or len(deltas) != version - snapshot_version:
-        return None
-    record = InstanceRecord(workflow_id=workflow_id, workflow="", project_dir="",
-                            state=json.loads(row[0]), threads=json.loads(row[1]))
-    apply_deltas(record, deltas)
-    return Body(version, record.state, record.threads)
-
-
-@dataclass(frozen=True)
-class InstanceSummary:
-    """One row of `list_instances`: the record without its large JSON blobs."""
-
-    workflow_id: str
-    workflow: str
-    project_dir: str
-    status: InstanceStatus
-    current_steps: list[str]
-    error: str | None
-    version: int
-    created_at: str
-    updated_at: str
-
-
-@dataclass(frozen=True)
-class InstanceFilter:
-    """Which instances a paginated listing shows (`Store.page_instances`); None: any."""
-
-    project_dir: str | None = None
-    statuses: tuple[str, ...] | None = None
-    workflow: str | None = None
-
-
-@dataclass(frozen=True)
-class InstancePage:
-    """One page of instances, newest started first, and how many match in all."""
-
-    rows: list[InstanceSummary]
-    total: int
-
-
-@dataclass(frozen=True)
-class InstanceGroup:
-    """How many instances share a workflow, project and status (`Store.instance_groups`):
-    what a listing offers as filters, counted without reading a single row."""
-
-    workflow: str
-    project_dir: str
-    status: InstanceStatus
-    count: int
-
-
-@dataclass
-class HistoryEvent:
-    """One append-only entry of an instance's history (the source of truth for debugging).
-
-    `seq` is assigned by the store (1, 2, 3 ... per instance, in commit order); leave it
-    None when appending. An empty `workflow_id` or `timestamp` is filled in by the store.
-    """
-
-    kind: str
-    step_id: str | None = None
-    task_id: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-    workflow_id: str = ""
-    timestamp: str = ""
-    seq: int | None = None
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A saved point an instance can be resumed from (`workflow_checkpoint`).
-
-    `checkpoint_id` is an opaque token (``cp-<n>``, n counting per instance); `snapshot`
-    is what the caller passed, typically `InstanceRecord.snapshot()`.
-    """
-
-    checkpoint_id: str
-    workflow_id: str
-    step_id: str | None
-    reason: str
-    created_at: str
-    snapshot: dict[str, Any]
+from aromcp_workflows.store.records import (
+    Body,
+    Checkpoint,
+    CommitsSince,
+    HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
+    InstanceRecord,
+    InstanceSummary,
+    StartKey,
+)
 
 
 class StoreError(Exception):
@@ -237,18 +75,6 @@ class ConflictError(StoreError):
 
 class StoreOpenError(StoreError):
     """The store file could not be opened or created (path, reason and remedy in the text)."""
-
-
-@dataclass(frozen=True)
-class StartKey:
-    """The idempotency key of one `workflow_start`, kept with the instance it started.
-
-    `key` is the client's token (unique per project); `request` a fingerprint of what the
-    start asked for (workflow and inputs), so that the same key sent again with another
-    request is told apart from a resend of the same one."""
-
-    key: str
-    request: str
 
 
 class KeyTakenError(StoreError):
@@ -454,17 +280,6 @@ def _append(record: InstanceRecord, node: dict[str, Any], path: list[str], kept:
     target.extend(items)
 
 
-def snapshot_drops_through(record: InstanceRecord, new_version: int, delta: str | None,
-                           snapshot: bool) -> int | None:
-    """For a save (see `Store.save`): None when it writes a delta only; else it writes a
-    full snapshot, and the deltas up to the returned version go — those the previous
-    snapshot already held when this one comes with its own delta (copies behind may
-    still need the rest), all of them when it comes without one."""
-    if delta is not None and not snapshot:
-        return None
-    return record.snapshot_version if delta is not None else new_version
-
-
 def apply_deltas(record: InstanceRecord, texts: Sequence[str]) -> InstanceRecord:
     """The record with its deltas applied and its snapshot bookkeeping filled in."""
     for text in texts:
@@ -472,16 +287,6 @@ def apply_deltas(record: InstanceRecord, texts: Sequence[str]) -> InstanceRecord
     record.deltas = len(texts)
     record.delta_bytes = sum(len(t) for t in texts)
     return record
-
-
-def note_saved(record: InstanceRecord, delta: str | None, body: Mapping[str, str]) -> None:
-    """Update the snapshot bookkeeping of a record its store has just saved."""
-    if delta is None:
-        record.snapshot_version, record.deltas, record.delta_bytes = record.version, 0, 0
-        record.body_bytes = len(body["state"]) + len(body["threads"])
-    else:
-        record.deltas += 1
-        record.delta_bytes += len(delta)
 
 
 def note_caught_up(record: InstanceRecord, since: CommitsSince) -> None:
@@ -498,257 +303,3 @@ def note_caught_up(record: InstanceRecord, since: CommitsSince) -> None:
     record.deltas += len(after)
     record.delta_bytes += sum(len(text) for text in after)
 
-
-# -- the rules of a write, the same in both stores: only the SQL around them differs ---------
-# What `json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)` builds
-# on every call; made once, it saves about 1 µs per text (a save encodes three or more).
-_COLUMN_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def json_text(value: Any, what: str) -> str:
-    """JSON text for a column; a non-JSON value is the caller's bug, named precisely."""
-    try:
-        return _COLUMN_JSON.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"cannot store {what}: it is not JSON-serializable ({exc})") from exc
-
-
-def _check_status(record: InstanceRecord) -> None:
-    """Refuse a status no reader understands before it reaches the database."""
-    if record.status not in STATUSES:
-        raise ValueError(f"status of {record.workflow_id!r} must be one of {', '.join(STATUSES)}, "
-                         f"not {record.status!r}")
-
-
-def event_texts(workflow_id: str, events: Sequence[HistoryEvent], now: str) -> list[str]:
-    """The `data` JSON text of each event, checked before anything is written: an event
-    must have a kind and may name no other instance.  Fills in each event's `workflow_id`
-    and an empty `timestamp` in place (`seq` comes from the database: `number_events`)."""
-    texts = []
-    for event in events:
-        if not event.kind:
-            raise ValueError(f"history event for {workflow_id!r} has an empty kind")
-        if event.workflow_id and event.workflow_id != workflow_id:
-            raise ValueError(
-                f"history event of kind {event.kind!r} names instance "
-                f"{event.workflow_id!r} but is being saved with {workflow_id!r}"
-            )
-        event.workflow_id = workflow_id
-        event.timestamp = event.timestamp or now
-        texts.append(json_text(event.data, f"history event {event.kind!r} data"))
-    return texts
-
-
-def number_events(events: Sequence[HistoryEvent], first: int | None) -> None:
-    """Give written events their seq numbers (first, first + 1, …), as the store assigned them
-    (None: a write confirmed after its connection broke, whose numbers could not be read)."""
-    if first is None:
-        return
-    for offset, event in enumerate(events):
-        event.seq = first + offset
-
-
-@dataclass(slots=True)
-class PlannedCreate:
-    """What a `create` writes, encoded and checked before any SQL runs, so bad input fails
-    with nothing written.  `values` are the columns `record_from_row` reads, in its order."""
-
-    now: str
-    created_at: str
-    values: tuple[Any, ...]
-    events: list[HistoryEvent]
-    event_data: list[str]
-
-
-def plan_create(record: InstanceRecord, events: Iterable[HistoryEvent]) -> PlannedCreate:
-    """Check and encode a new instance at version 1 (see `Store.create`)."""
-    now = utc_now()
-    created, wid = record.created_at or now, record.workflow_id
-    if not wid or any(ch.isspace() for ch in wid):
-        raise ValueError(f"workflow_id must be a non-empty token without whitespace: {wid!r}")
-    _check_status(record)
-    steps = json_text(list(record.current_steps), f"the current_steps of {wid!r}")
-    values = (wid, record.workflow, record.project_dir, record.status,
-              json_text(record.definition, f"the definition of {wid!r}"),
-              json_text(record.inputs, f"the inputs of {wid!r}"),
-              json_text(record.state, f"the state of {wid!r}"),
-              json_text(record.threads, f"the threads of {wid!r}"),
-              steps, record.error, 1, created, now)
-    events = list(events)
-    return PlannedCreate(now, created, values, events, event_texts(wid, events, now))
-
-
-def note_created(record: InstanceRecord, plan: PlannedCreate, first_seq: int) -> int:
-    """Bring `record` and its events up to the instance its store has just created."""
-    number_events(plan.events, first_seq)
-    record.version, record.created_at, record.updated_at = 1, plan.created_at, plan.now
-    note_saved(record, None, {"state": plan.values[6], "threads": plan.values[7]})
-    return 1
-
-
-@dataclass(slots=True)
-class PlannedSave:
-    """What a `save` writes, encoded and checked before any SQL runs (see `Store.save`).
-
-    `body` holds the `state`/`threads` texts when the save writes a full snapshot (and is
-    empty when it writes a delta only); `drop_through` is then the version up to which
-    the stored deltas go (`snapshot_drops_through`)."""
-
-    now: str
-    version: int  # the version the save writes: the expected one + 1
-    current_steps: str
-    body: dict[str, str]
-    drop_through: int | None
-    delta: str | None
-    events: list[HistoryEvent]
-    event_data: list[str]
-    definition: tuple[str, str] | None = None  # texts of a new definition snapshot and inputs
-
-    @property
-    def full(self) -> bool:
-        """Whether the save writes a full snapshot (else only its delta)."""
-        return self.drop_through is not None
-
-
-def plan_save(record: InstanceRecord, expected_version: int, events: Iterable[HistoryEvent],
-              encoded: Mapping[str, str] | None, delta: str | None, snapshot: bool,
-              definition: Mapping[str, Any] | None = None) -> PlannedSave:
-    """Check and encode one save; `encoded` may carry the texts of `state`/`threads`.  With
-    a new `definition`, the body is written whole (the deltas before it read the old one)."""
-    now, new_version, wid = utc_now(), expected_version + 1, record.workflow_id
-    _check_status(record)
-    texts = None
-    if definition is not None:
-        texts = (json_text(dict(definition), f"the definition of {wid!r}"),
-                 json_text(record.inputs, f"the inputs of {wid!r}"))
-        delta = None
-    drop_through = snapshot_drops_through(record, new_version, delta, snapshot)
-    body: dict[str, str] = {}
-    if drop_through is not None:
-        encoded = encoded or {}
-        body = {"state": encoded.get("state") or json_text(record.state, f"the state of {wid!r}"),
-                "threads": encoded.get("threads") or json_text(record.threads, f"the threads of {wid!r}")}
-    steps = json_text(list(record.current_steps), f"the current_steps of {wid!r}")
-    events = list(events)
-    return PlannedSave(now, new_version, steps, body, drop_through, delta, events,
-                       event_texts(wid, events, now), texts)
-
-
-def save_refused(workflow_id: str, expected_version: int, found: Sequence[Any] | None,
-                 where: str) -> StoreError:
-    """Why a compare-and-set wrote nothing, from the instance's `version` row read after
-    it (None: there is no such instance any more): a user needs to know which it was."""
-    if found is None:
-        return NotFoundError(workflow_id, where)
-    return ConflictError(workflow_id, expected_version, int(found[0]))
-
-
-def note_committed(record: InstanceRecord, plan: PlannedSave, first_seq: int | None) -> int:
-    """Bring `record` and its events up to the save its store has just committed; the new version."""
-    number_events(plan.events, first_seq)
-    record.version, record.updated_at = plan.version, plan.now
-    note_saved(record, None if plan.full else plan.delta, plan.body)
-    return plan.version
-
-
-@dataclass(slots=True)
-class PlannedCheckpoint:
-    """What `add_checkpoint` writes, encoded before any SQL runs; the store numbers it
-    (``cp-<n>``, n counting per instance) inside its write."""
-
-    workflow_id: str
-    step_id: str | None
-    reason: str
-    now: str
-    text: str  # the snapshot's JSON text
-
-    def row(self, n: int) -> tuple[Any, ...]:
-        """`workflow_id, n, checkpoint_id, step_id, reason, created_at, snapshot` of checkpoint n."""
-        return (self.workflow_id, n, _checkpoint_id(n), self.step_id, self.reason, self.now, self.text)
-
-    def history(self, n: int) -> tuple[list[HistoryEvent], list[str]]:
-        """The `checkpoint` history event that records checkpoint n, with its `event_texts`."""
-        event = HistoryEvent(kind="checkpoint", step_id=self.step_id,
-                             data={"checkpoint_id": _checkpoint_id(n), "reason": self.reason})
-        return [event], event_texts(self.workflow_id, [event], self.now)
-
-    def checkpoint(self, n: int) -> Checkpoint:
-        """Checkpoint n as written, with a snapshot decoded afresh: later changes to the
-        caller's state do not alter it."""
-        return Checkpoint(_checkpoint_id(n), self.workflow_id, self.step_id, self.reason, self.now,
-                          json.loads(self.text))
-
-
-def _checkpoint_id(n: int) -> str:
-    """The opaque token of an instance's n-th checkpoint."""
-    return f"cp-{n}"
-
-
-def plan_checkpoint(workflow_id: str, step_id: str | None, reason: str,
-                    snapshot: Mapping[str, Any]) -> PlannedCheckpoint:
-    """Encode a checkpoint (see `Store.add_checkpoint`); a snapshot that is not JSON fails here."""
-    text = json_text(dict(snapshot), f"checkpoint snapshot of {workflow_id!r}")
-    return PlannedCheckpoint(workflow_id, step_id, reason, utc_now(), text)
-
-
-# -- schema migrations: one order and one refusal for both databases ---------------------------
-def pending_migrations(migrations: list[tuple[int, list[str]]], current: int, where: str,
-                       other: str) -> list[tuple[int, list[str]]]:
-    """The migrations a store at schema version `current` still needs, in order.  A store
-    written by a newer release is refused rather than guessed at: `other` names what the
-    user may use instead (another store file, another database)."""
-    newest = migrations[-1][0]
-    if current > newest:
-        raise StoreOpenError(
-            f"The workflow store {where} has schema version {current}, but this release of "
-            f"aromcp-workflows knows only up to version {newest}. Upgrade "
-            f"aromcp-workflows, or use {other} (--store / AROMCP_WORKFLOWS_STORE)."
-        )
-    return [(version, statements) for version, statements in migrations if version > current]
-
-
-# -- rows to records: both stores select the same columns in the same order ------------------
-def record_from_row(row: Sequence[Any]) -> InstanceRecord:
-    """An `InstanceRecord` from `workflow_id, workflow, project_dir, status, definition,
-    inputs, state, threads, current_steps, error, version, created_at, updated_at`."""
-    return InstanceRecord(
-        workflow_id=row[0], workflow=row[1], project_dir=row[2], status=row[3],
-        definition=json.loads(row[4]), inputs=json.loads(row[5]), state=json.loads(row[6]),
-        threads=json.loads(row[7]), current_steps=json.loads(row[8]), error=row[9],
-        version=int(row[10]), created_at=row[11], updated_at=row[12],
-    )
-
-
-def summary_from_row(row: Sequence[Any]) -> InstanceSummary:
-    """An `InstanceSummary` from `workflow_id, workflow, project_dir, status, current_steps,
-    error, version, created_at, updated_at`."""
-    return InstanceSummary(
-        workflow_id=row[0], workflow=row[1], project_dir=row[2], status=row[3],
-        current_steps=json.loads(row[4]), error=row[5], version=int(row[6]),
-        created_at=row[7], updated_at=row[8],
-    )
-
-
-def stored_record(row: Sequence[Any], deltas: Sequence[str]) -> InstanceRecord:
-    """The record a `load` returns from its row (`record_from_row`'s columns, then
-    snapshot_version) and the deltas written since that snapshot, applied."""
-    record = record_from_row(row)
-    record.snapshot_version, record.body_bytes = int(row[13]), len(row[6]) + len(row[7])
-    return apply_deltas(record, deltas)
-
-
-def events_from_rows(rows: Sequence[Sequence[Any]]) -> list[HistoryEvent]:
-    """Events in commit order from rows read newest first (how `limit` keeps the latest)."""
-    return [event_from_row(row) for row in reversed(rows)]
-
-
-def checkpoint_from_row(row: Sequence[Any]) -> Checkpoint:
-    """A `Checkpoint` from `checkpoint_id, workflow_id, step_id, reason, created_at, snapshot`;
-    its snapshot is decoded afresh, so no caller shares it with another."""
-    return Checkpoint(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
-
-
-def event_from_row(row: Sequence[Any]) -> HistoryEvent:
-    """A `HistoryEvent` from `seq, workflow_id, kind, step_id, task_id, timestamp, data`."""
-    return HistoryEvent(seq=int(row[0]), workflow_id=row[1], kind=row[2], step_id=row[3], task_id=row[4],
-                        timestamp=row[5], data=json.loads(row[6]))

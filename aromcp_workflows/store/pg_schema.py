@@ -22,8 +22,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aromcp_workflows.store.base import pending_migrations, utc_now
-from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CREATE_START_KEYS, CURRENT_SCHEMA_VERSION
+from aromcp_workflows.store.queries import (
+    CREATE_SCHEMA_VERSION,
+    CREATE_START_KEYS,
+    CURRENT_SCHEMA_VERSION,
+    pending_migrations,
+)
+from aromcp_workflows.store.records import utc_now
 
 if TYPE_CHECKING:
     import psycopg

@@ -46,21 +46,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from aromcp_workflows.store import base, pg_send
+from aromcp_workflows.store import decode, pg_send, writes
 from aromcp_workflows.store.base import (
-    Checkpoint,
-    CommitsSince,
     ConflictError,
-    HistoryEvent,
-    InstanceFilter,
-    InstanceGroup,
-    InstancePage,
-    InstanceRecord,
-    InstanceSummary,
     KeyTakenError,
     NotFoundError,
     OutcomeUnknownError,
-    StartKey,
     StoreError,
     StoreOpenError,
 )
@@ -75,6 +66,18 @@ from aromcp_workflows.store.pg_connect import (
 )
 from aromcp_workflows.store.pg_schema import SCHEMA_VERSION, migrate
 from aromcp_workflows.store.queries import POSTGRES
+from aromcp_workflows.store.records import (
+    Body,
+    Checkpoint,
+    CommitsSince,
+    HistoryEvent,
+    InstanceFilter,
+    InstanceGroup,
+    InstancePage,
+    InstanceRecord,
+    InstanceSummary,
+    StartKey,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -285,7 +288,7 @@ class PostgresStore:
 
     def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = (), *,
                start_key: StartKey | None = None) -> int:
-        plan = base.plan_create(record, events)
+        plan = writes.plan_create(record, events)
         wid, token = record.workflow_id, _token()
         values = (*plan.values, len(plan.events), token)
         history = _history_rows(plan.events, plan.event_data) if plan.events else None
@@ -309,7 +312,7 @@ class PostgresStore:
             return _Committed(1)
 
         self._write_once("create an instance in", attempt, outcome)
-        return base.note_created(record, plan, 1)
+        return writes.note_created(record, plan, 1)
 
     @staticmethod
     def _insert(conn: psycopg.Connection[Any], wid: str, values: tuple[Any, ...], history: str | None) -> int:
@@ -339,19 +342,19 @@ class PostgresStore:
         rows = self._fetch("read", _LOAD_INSTANCE, (workflow_id,))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
-        return base.stored_record(rows[0], rows[0][14])
+        return decode.stored_record(rows[0], rows[0][14])
 
     def deltas_since(self, workflow_id: str, version: int) -> CommitsSince | None:
         rows = self._fetch("read", _PROGRESS, (version, workflow_id))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
-        return base.commits_since_from(rows[0], list(rows[0][6]), version)
+        return decode.commits_since_from(rows[0], list(rows[0][6]), version)
 
-    def body_at(self, workflow_id: str, version: int) -> base.Body | None:
+    def body_at(self, workflow_id: str, version: int) -> Body | None:
         rows = self._fetch("read", _BODY_AT, (version, workflow_id))
         if not rows:
             raise NotFoundError(workflow_id, self.path)
-        return base.body_from(workflow_id, rows[0], list(rows[0][3]), version)
+        return decode.body_from(workflow_id, rows[0], list(rows[0][3]), version)
 
     def save(self, record: InstanceRecord, expected_version: int, events: Iterable[HistoryEvent] = (),
              **options: Any) -> int:
@@ -375,7 +378,7 @@ class PostgresStore:
         while the statement travels and commits.  `record` is brought up to the new version by
         `result()`, as `save` does.  With a new `definition`, the definition and inputs
         columns are written too."""
-        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot, definition)
+        plan = writes.plan_save(record, expected_version, events, encoded, delta, snapshot, definition)
         delta, wid, version, count, token = plan.delta, record.workflow_id, plan.version, len(plan.events), _token()
         cas = (version, plan.now, count, token, wid, expected_version, count)
         params: tuple[Any, ...]
@@ -421,14 +424,14 @@ class PostgresStore:
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None
     ) -> list[InstanceSummary]:
         sql, params = POSTGRES.instances(project_dir, statuses)
-        return [base.summary_from_row(r) for r in self._fetch("list", sql, params)]
+        return [decode.summary_from_row(r) for r in self._fetch("list", sql, params)]
 
     def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
         rows_sql, rows_params = POSTGRES.instance_page(where, limit, offset)
         count_sql, count_params = POSTGRES.instance_count(where)
         rows = self._fetch("list", rows_sql, rows_params)
         total = int(self._fetch("count", count_sql, count_params)[0][0])
-        return InstancePage([base.summary_from_row(r) for r in rows], total)
+        return InstancePage([decode.summary_from_row(r) for r in rows], total)
 
     def instance_groups(self) -> list[InstanceGroup]:
         rows = self._fetch("count", POSTGRES.instance_groups(), ())
@@ -445,7 +448,7 @@ class PostgresStore:
         after_seq: int | None = None,
     ) -> list[HistoryEvent]:
         sql, params = POSTGRES.history(workflow_id, kinds, task_id, limit, after_seq)
-        return base.events_from_rows(self._fetch("read the history of", sql, params))
+        return decode.events_from_rows(self._fetch("read the history of", sql, params))
 
     # -- checkpoints ----------------------------------------------------------------
 
@@ -456,7 +459,7 @@ class PostgresStore:
         reason: str,
         snapshot: Mapping[str, Any],
     ) -> Checkpoint:
-        plan = base.plan_checkpoint(workflow_id, step_id, reason, snapshot)
+        plan = writes.plan_checkpoint(workflow_id, step_id, reason, snapshot)
 
         def attempt(conn: psycopg.Connection[Any]) -> int:
             with conn.transaction():
@@ -482,11 +485,11 @@ class PostgresStore:
     def get_checkpoint(self, workflow_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         sql, params = POSTGRES.checkpoint(workflow_id, checkpoint_id)
         rows = self._fetch("read a checkpoint from", sql, params)
-        return base.checkpoint_from_row(rows[0]) if rows else None
+        return decode.checkpoint_from_row(rows[0]) if rows else None
 
     def checkpoints(self, workflow_id: str) -> list[Checkpoint]:
         sql, params = POSTGRES.checkpoints(workflow_id)
-        return [base.checkpoint_from_row(row) for row in self._fetch("read the checkpoints of", sql, params)]
+        return [decode.checkpoint_from_row(row) for row in self._fetch("read the checkpoints of", sql, params)]
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r}, pool_size={self.pool_size})"
@@ -515,7 +518,7 @@ class PendingSave:
     committed and sends it again only when it was not.  `result()` may be called from any
     thread and any number of times: the first call does the work, the others get its outcome."""
 
-    def __init__(self, store: PostgresStore, write: _Write, record: InstanceRecord, plan: base.PlannedSave) -> None:
+    def __init__(self, store: PostgresStore, write: _Write, record: InstanceRecord, plan: writes.PlannedSave) -> None:
         self.store, self.write, self.record, self.plan = store, write, record, plan
         self._lock = threading.Lock()
         self._outcome: tuple[int | None, BaseException | None] | None = None
@@ -572,7 +575,7 @@ class PendingSave:
             first = min(self._sent.rows(), default=None)
             if first is None:  # compare-and-set found another version (or no instance): which?
                 found = store._fetch("read", _VERSION, (write.workflow_id,))
-                raise base.save_refused(write.workflow_id, write.expected, found[0] if found else None, store.path)
+                raise writes.save_refused(write.workflow_id, write.expected, found[0] if found else None, store.path)
         except pg_send.Refused as exc:
             raise StoreError(f"Could not save an instance in the workflow store {store.path}: {exc}") from None
         except pg_send.Broken as exc:
@@ -581,14 +584,14 @@ class PendingSave:
                 write.workflow_id, write.expected, write.token, write.events), exc)
         finally:
             self._release()
-        return base.note_committed(self.record, self.plan, first)
+        return writes.note_committed(self.record, self.plan, first)
 
     def _send_again(self, conn: psycopg.Connection[Any]) -> int | None:
         """The statement once more, the ordinary way (after a broken connection, nothing committed)."""
         write = self.write
         first = min((int(r[0]) for r in conn.execute(write.sql, write.params).fetchall()), default=None)
         if first is None:
-            raise base.save_refused(write.workflow_id, write.expected,
+            raise writes.save_refused(write.workflow_id, write.expected,
                                     conn.execute(_VERSION, (write.workflow_id,)).fetchone(), self.store.path)
         return first
 

@@ -6,7 +6,8 @@ databases differ only in how a query names its parameters (`?`, `%s`) and matche
 column against a list of values.  That difference is a `Dialect`.  Where the two really
 differ (a save is a transaction of several statements in SQLite and one statement in
 PostgreSQL; the instance row is split in two in SQLite) the SQL stays in `sqlite.py` and
-`postgres.py`.
+`postgres.py`.  The schema migrations' own table and the rule that orders and refuses them
+(`pending_migrations`) are shared too.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from aromcp_workflows.store.base import StoreOpenError
+
 if TYPE_CHECKING:
-    from aromcp_workflows.store.base import InstanceFilter
+    from aromcp_workflows.store.records import InstanceFilter
 
 # `workflow_start`'s idempotency keys: one row per key and project, naming the instance the
-# key started and a fingerprint of the request (`base.StartKey`).  The same text in both.
+# key started and a fingerprint of the request (`records.StartKey`).  The same text in both.
 CREATE_START_KEYS = (
     "CREATE TABLE start_keys (project_dir TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL, "
     "workflow_id TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (project_dir, key))"
@@ -30,6 +33,21 @@ CREATE_SCHEMA_VERSION = (
     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
 )
 CURRENT_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) FROM schema_version"
+
+
+def pending_migrations(migrations: list[tuple[int, list[str]]], current: int, where: str,
+                       other: str) -> list[tuple[int, list[str]]]:
+    """The migrations a store at schema version `current` still needs, in order.  A store
+    written by a newer release is refused rather than guessed at: `other` names what the
+    user may use instead (another store file, another database)."""
+    newest = migrations[-1][0]
+    if current > newest:
+        raise StoreOpenError(
+            f"The workflow store {where} has schema version {current}, but this release of "
+            f"aromcp-workflows knows only up to version {newest}. Upgrade "
+            f"aromcp-workflows, or use {other} (--store / AROMCP_WORKFLOWS_STORE)."
+        )
+    return [(version, statements) for version, statements in migrations if version > current]
 
 _SUMMARY_COLUMNS = (
     "workflow_id, workflow, project_dir, status, current_steps, error, version, created_at, updated_at"

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from aromcp_workflows.store.base import pending_migrations, utc_now
-from aromcp_workflows.store.queries import CREATE_SCHEMA_VERSION, CREATE_START_KEYS, CURRENT_SCHEMA_VERSION
+from aromcp_workflows.store.queries import (
+    CREATE_SCHEMA_VERSION,
+    CREATE_START_KEYS,
+    CURRENT_SCHEMA_VERSION,
+    pending_migrations,
+)
+from aromcp_workflows.store.records import utc_now
 
 # Append new migrations; never edit a released one.
 MIGRATIONS: list[tuple[int, list[str]]] = [

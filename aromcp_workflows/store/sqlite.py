@@ -30,24 +30,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.store import base
-from aromcp_workflows.store.base import (
+from aromcp_workflows.store import decode, writes
+from aromcp_workflows.store.base import ConflictError, KeyTakenError, NotFoundError, StoreError, StoreOpenError
+from aromcp_workflows.store.queries import SQLITE
+from aromcp_workflows.store.records import (
+    Body,
     Checkpoint,
     CommitsSince,
-    ConflictError,
     HistoryEvent,
     InstanceFilter,
     InstanceGroup,
     InstancePage,
     InstanceRecord,
     InstanceSummary,
-    KeyTakenError,
-    NotFoundError,
     StartKey,
-    StoreError,
-    StoreOpenError,
 )
-from aromcp_workflows.store.queries import SQLITE
 from aromcp_workflows.store.schema import SCHEMA_VERSION, migrate
 
 BUSY_TIMEOUT_MS = 10_000
@@ -205,7 +202,7 @@ class SqliteStore:
 
     def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = (), *,
                start_key: StartKey | None = None) -> int:
-        plan = base.plan_create(record, events)
+        plan = writes.plan_create(record, events)
         v = plan.values  # `record_from_row`'s columns: the row takes the small ones, bodies the JSON
         with self._write() as conn:
             found = conn.execute(_VERSION, (record.workflow_id,)).fetchone()
@@ -222,7 +219,7 @@ class SqliteStore:
             conn.execute("INSERT INTO bodies (workflow_id, definition, inputs, state, threads) "
                          "VALUES (?, ?, ?, ?, ?)", v[:1] + v[4:8])
             first = self._append(conn, record.workflow_id, plan.events, plan.event_data)
-        return base.note_created(record, plan, first)
+        return writes.note_created(record, plan, first)
 
     def started_by(self, project_dir: str, key: str) -> tuple[str, str] | None:
         with self._lock:
@@ -240,11 +237,11 @@ class SqliteStore:
     def load(self, workflow_id: str) -> InstanceRecord:
         """The record: its last full snapshot with the deltas written since applied."""
         row, deltas = self._row_and_deltas(_LOAD, workflow_id, None)
-        return base.stored_record(row, deltas)
+        return decode.stored_record(row, deltas)
 
     def deltas_since(self, workflow_id: str, version: int) -> CommitsSince | None:
         row, deltas = self._row_and_deltas(_COMMITS, workflow_id, version)
-        return base.commits_since_from(row, deltas, version)
+        return decode.commits_since_from(row, deltas, version)
 
     def _row_and_deltas(self, sql: str, workflow_id: str, since: int | None) -> tuple[Any, list[str]]:
         """The instance's row read by `sql` and its deltas after version `since` (None: after
@@ -265,7 +262,7 @@ class SqliteStore:
             raise NotFoundError(workflow_id, self.path)
         return row, deltas
 
-    def body_at(self, workflow_id: str, version: int) -> base.Body | None:
+    def body_at(self, workflow_id: str, version: int) -> Body | None:
         with self._lock:
             conn = self._connection()
             conn.execute("BEGIN")
@@ -277,7 +274,7 @@ class SqliteStore:
                 conn.execute("COMMIT")
         if row is None:
             raise NotFoundError(workflow_id, self.path)
-        return base.body_from(workflow_id, row, deltas, version)
+        return decode.body_from(workflow_id, row, deltas, version)
 
     def save(
         self,
@@ -294,7 +291,7 @@ class SqliteStore:
         `events`, in one transaction, with the delta, a new full body, or both (see
         `Store.save`).  The definition and inputs are written by `create`, and again only
         with a new `definition`."""
-        plan = base.plan_save(record, expected_version, events, encoded, delta, snapshot, definition)
+        plan = writes.plan_save(record, expected_version, events, encoded, delta, snapshot, definition)
         delta, wid, version = plan.delta, record.workflow_id, plan.version
         with self._write() as conn:  # only a full snapshot moves snapshot_version (never the caller's copy of it)
             cur = conn.execute(
@@ -305,7 +302,7 @@ class SqliteStore:
                  wid, expected_version),
             )
             if cur.rowcount != 1:
-                raise base.save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
+                raise writes.save_refused(wid, expected_version, conn.execute(_VERSION, (wid,)).fetchone(), self.path)
             if plan.full:  # the deltas since the previous snapshot stay when this one comes with its delta
                 conn.execute("UPDATE bodies SET state = ?, threads = ? WHERE workflow_id = ?",
                              (plan.body["state"], plan.body["threads"], wid))
@@ -317,7 +314,7 @@ class SqliteStore:
                 conn.execute("INSERT INTO deltas (workflow_id, version, delta) VALUES (?, ?, ?)",
                              (wid, version, delta))
             first = self._append(conn, wid, plan.events, plan.event_data)
-        return base.note_committed(record, plan, first)
+        return writes.note_committed(record, plan, first)
 
     def list_instances(
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None
@@ -325,7 +322,7 @@ class SqliteStore:
         sql, params = SQLITE.instances(project_dir, statuses)
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        return [base.summary_from_row(r) for r in rows]
+        return [decode.summary_from_row(r) for r in rows]
 
     def page_instances(self, where: InstanceFilter, limit: int, offset: int = 0) -> InstancePage:
         rows_sql, rows_params = SQLITE.instance_page(where, limit, offset)
@@ -338,7 +335,7 @@ class SqliteStore:
                 total = int(conn.execute(count_sql, count_params).fetchone()[0])
             finally:
                 conn.execute("COMMIT")
-        return InstancePage([base.summary_from_row(r) for r in rows], total)
+        return InstancePage([decode.summary_from_row(r) for r in rows], total)
 
     def instance_groups(self) -> list[InstanceGroup]:
         with self._lock:
@@ -358,7 +355,7 @@ class SqliteStore:
         sql, params = SQLITE.history(workflow_id, kinds, task_id, limit, after_seq)
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        return base.events_from_rows(rows)
+        return decode.events_from_rows(rows)
 
     @staticmethod
     def _append(conn: sqlite3.Connection, workflow_id: str, events: list[HistoryEvent], data: list[str]) -> int:
@@ -386,7 +383,7 @@ class SqliteStore:
         reason: str,
         snapshot: Mapping[str, Any],
     ) -> Checkpoint:
-        plan = base.plan_checkpoint(workflow_id, step_id, reason, snapshot)
+        plan = writes.plan_checkpoint(workflow_id, step_id, reason, snapshot)
         with self._write() as conn:
             if conn.execute(_VERSION, (workflow_id,)).fetchone() is None:
                 raise NotFoundError(workflow_id, self.path)
@@ -401,13 +398,13 @@ class SqliteStore:
         sql, params = SQLITE.checkpoint(workflow_id, checkpoint_id)
         with self._lock:
             row = self._connection().execute(sql, params).fetchone()
-        return None if row is None else base.checkpoint_from_row(row)
+        return None if row is None else decode.checkpoint_from_row(row)
 
     def checkpoints(self, workflow_id: str) -> list[Checkpoint]:
         sql, params = SQLITE.checkpoints(workflow_id)
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        return [base.checkpoint_from_row(row) for row in rows]
+        return [decode.checkpoint_from_row(row) for row in rows]
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r}, synchronous={self.synchronous!r})"
