@@ -153,7 +153,7 @@ def test_postgres_restart_costs_reads_nothing_and_writes_at_most_one_error(pg_cl
     barrier = threading.Barrier(4)
 
     def hold() -> None:  # four connections in the pool at once, then idle
-        with store._conn("test") as conn:
+        with store._db.connection("test") as conn:
             barrier.wait()
             conn.execute("SELECT 1")
 
