@@ -18,6 +18,9 @@ Why these choices (numbers in docs/store-and-claude.md, from benchmarks/bench_st
   (`open()` fails fast for callers that prefer that).
 - Versioned writes: ``UPDATE ... WHERE version = expected`` inside ``BEGIN IMMEDIATE``,
   so a second writer (thread or process) gets `ConflictError` instead of overwriting.
+
+This module is the store's reads and writes; opening the file (WAL, the pragmas, the
+migrations, what a failure says) is `sqlite_open.py`.
 """
 
 from __future__ import annotations
@@ -27,11 +30,10 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.store import decode, writes
-from aromcp_workflows.store.base import ConflictError, KeyTakenError, NotFoundError, StoreError, StoreOpenError
+from aromcp_workflows.store.base import ConflictError, KeyTakenError, NotFoundError, StoreError
 from aromcp_workflows.store.queries import SQLITE
 from aromcp_workflows.store.records import (
     Body,
@@ -45,9 +47,8 @@ from aromcp_workflows.store.records import (
     InstanceSummary,
     StartKey,
 )
-from aromcp_workflows.store.schema import SCHEMA_VERSION, migrate
-
-BUSY_TIMEOUT_MS = 10_000
+from aromcp_workflows.store.schema import SCHEMA_VERSION
+from aromcp_workflows.store.sqlite_open import open_file
 
 _INSTANCE_COLUMNS = (  # a record: the small row joined with its body (see schema migration 2)
     "i.workflow_id, i.workflow, i.project_dir, i.status, b.definition, b.inputs, b.state, b.threads, "
@@ -66,24 +67,6 @@ _BODY = ("SELECT b.state, b.threads, i.snapshot_version FROM instances i JOIN bo
          "WHERE i.workflow_id = ?")
 _DELTAS_BETWEEN = ("SELECT delta FROM deltas WHERE workflow_id = ? AND version > ? AND version <= ? "
                    "ORDER BY version")
-
-
-def _create_private(path: Path) -> None:
-    """Create a new store file readable by its owner only (0600), whatever the umask.
-
-    Instances hold workflow state (inputs, command output, answers), which is nobody
-    else's business on a shared machine.  SQLite gives the ``-wal`` and ``-shm`` files it
-    creates later the database file's own permissions, so they are 0600 too.  An
-    existing file is left as its owner set it.
-    """
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    try:
-        os.fchmod(fd, 0o600)  # the umask may have removed bits, never added: this is exact
-    finally:
-        os.close(fd)
 
 
 class SqliteStore:
@@ -119,48 +102,7 @@ class SqliteStore:
             return self._conn
         # A connection inherited through fork() must not be used (or closed) by the child.
         self._conn = None
-        path = Path(self.path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as exc:
-            raise StoreOpenError(
-                f"Cannot create the directory for the workflow store {self.path}: "
-                f"{exc.strerror or exc}. Choose another location with --store or "
-                "AROMCP_WORKFLOWS_STORE."
-            ) from exc
-        try:
-            _create_private(path)
-        except OSError as exc:
-            raise StoreOpenError(
-                f"Cannot create the workflow store {self.path}: {exc.strerror or exc}. Choose a "
-                "writable location with --store or AROMCP_WORKFLOWS_STORE."
-            ) from exc
-        conn: sqlite3.Connection | None = None
-        try:
-            conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise sqlite3.OperationalError(f"journal_mode WAL refused (got {mode})")
-            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            conn.execute("PRAGMA foreign_keys = ON")
-            self.migrated_from = migrate(conn, self.path)
-        except StoreError:
-            if conn is not None:
-                conn.close()
-            raise
-        except sqlite3.Error as exc:
-            if conn is not None:
-                conn.close()
-            raise StoreOpenError(
-                f"Cannot open the workflow store {self.path}: {exc}. If the file is not an "
-                "aromcp-workflows store, move it away or choose another location with "
-                "--store or AROMCP_WORKFLOWS_STORE; if the directory is read-only, choose a "
-                "writable one."
-            ) from exc
+        conn, self.migrated_from = open_file(self.path, self.synchronous)
         self._conn, self._pid = conn, os.getpid()
         return conn
 
