@@ -24,7 +24,7 @@ from typing import Protocol
 
 
 class Pending(Protocol):
-    """A save on its way (`store.postgres.PendingSave`)."""
+    """A save on its way (`store.pg_pending.PendingSave`)."""
 
     def poll(self) -> str: ...  # "in", "waiting" or "broken"
 
