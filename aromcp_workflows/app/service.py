@@ -5,14 +5,18 @@ persistence (instances.py over store/), and nothing about MCP.  Each method retu
 result of `app.results` (the tools' output as the README's MCP interface shapes it) or
 raises `ServiceError`, whose text tells the caller what was wrong and what to do.  Every
 change is committed before the method returns.
+
+This module holds the calls on instances: start (with its idempotency keys, checked in
+`app/start_keys.py`), steps, state, checkpoints, resume, repair, status and debugging.
+The calls that need no instance are `WorkflowsApi`'s (`app/workflows.py`); authors' tools
+are `AuthoringApi`'s (`app/authoring.py`), and the web view's reads `WatchingApi`'s
+(`app/watching.py`): all three are base classes of `WorkflowService`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -21,9 +25,7 @@ from typing import Any
 
 from aromcp_workflows.app import repair
 from aromcp_workflows.app.authoring import AuthoringApi
-from aromcp_workflows.app.definitions import (
-    changed_since_start,
-)
+from aromcp_workflows.app.definitions import changed_since_start
 from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
 from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.instances import InstanceRegistry
@@ -32,7 +34,6 @@ from aromcp_workflows.app.results import (
     CheckpointTaken,
     Completed,
     DebugInfo,
-    DefinitionView,
     Dependencies,
     Forked,
     ForkOrigin,
@@ -40,8 +41,6 @@ from aromcp_workflows.app.results import (
     InstanceRow,
     InstanceStatus,
     NextStep,
-    Plan,
-    Problem,
     Resumed,
     Retried,
     Started,
@@ -51,27 +50,22 @@ from aromcp_workflows.app.results import (
     StepCompleted,
     TaskCounts,
     Traces,
-    TransformTest,
-    Validation,
-    WorkflowInfo,
-    WorkflowList,
-    WorkflowSummary,
 )
+from aromcp_workflows.app.start_keys import start_key, started_before
 from aromcp_workflows.app.watching import WatchingApi
-from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver, check, load_valid_bundle
-from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.app.workflows import WorkflowsApi
+from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
 from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.rundir import RunDir
 from aromcp_workflows.shell.runner import ProgressCallback
 from aromcp_workflows.state import Update
-from aromcp_workflows.store import InstanceRecord, KeyTakenError, StartKey, open_store
+from aromcp_workflows.store import InstanceRecord, KeyTakenError, open_store
 
 __all__ = ["WorkflowService"]
 log = logging.getLogger("aromcp_workflows")
 STEP_STATUSES = ("success", "failed")
-MAX_KEY = 200  # characters of a workflow_start idempotency_key
 END_STATUSES = {"success": "completed", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 
 
@@ -81,7 +75,7 @@ def _default_engine() -> Any:
     return ExpressionEngine()
 
 
-class WorkflowService(AuthoringApi, WatchingApi):
+class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
     """The application API of one project.  Calls that name an instance by id serve that
     project's instances only (another project's answer as an unknown id would), unless
     `all_projects` (a server for several projects, or the local user's own CLI)."""
@@ -110,79 +104,6 @@ class WorkflowService(AuthoringApi, WatchingApi):
     def project_dir(self) -> Path:
         return self.resolver.project_dir
 
-    def _engine(self) -> Any:
-        return self.instances.engine
-
-    # -- workflows ------------------------------------------------------------------
-    def list_workflows(self, include_global: bool = True) -> WorkflowList:
-        rows = []
-        for location in self.resolver.list(include_global=include_global):
-            description, version = "", ""
-            try:
-                definition = self.loader.load_one_file(location.path, location.source).definition
-                description, version = definition.description, definition.version
-            except DefinitionError as exc:
-                description = f"(invalid: {exc.problems[0] if exc.problems else exc})"
-            rows.append(WorkflowSummary(name=location.name, description=description, version=version,
-                                        source=location.source, path=str(location.path)))
-        return WorkflowList(workflows=rows)
-
-    def get_info(self, workflow: str) -> WorkflowInfo:
-        with refusals():
-            loaded = self.loader.load(workflow)
-        definition = loaded.definition
-        return WorkflowInfo(name=definition.name, description=definition.description, version=definition.version,
-                            inputs={n: s.model_dump(exclude_none=True) for n, s in definition.inputs.items()},
-                            found_at=loaded.file, source=loaded.source)
-
-    def validate(self, workflow: str | None = None, yaml: str | None = None) -> Validation:
-        if (workflow is None) == (yaml is None):
-            raise ServiceError("workflow_validate needs exactly one of `workflow` (a name or file path) "
-                               "or `yaml` (the text of a workflow)")
-        if yaml is not None:
-            return self._validate_text(yaml)
-        report = check(workflow or "", self.loader)
-        return Validation(valid=report.valid, errors=[Problem(**p.to_dict()) for p in report.errors],
-                          warnings=[Problem(**p.to_dict()) for p in report.warnings])
-
-    def _validate_text(self, text: str) -> Validation:
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "workflow.yaml"
-            path.write_text(text, encoding="utf-8")
-            report = check(str(path), WorkflowLoader(self.resolver, syntax_engine=self._engine))
-
-        def clean(problem: Any) -> Problem:
-            data = problem.to_dict()
-            if data["file"] == str(path):
-                data["file"] = "<yaml>"
-            return Problem(**data)
-
-        return Validation(valid=report.valid, errors=[clean(p) for p in report.errors],
-                          warnings=[clean(p) for p in report.warnings])
-
-    def bundle(self, workflow: str) -> WorkflowBundle:
-        """The workflow with everything it imports, validated: what `start` would run."""
-        with refusals():
-            return load_valid_bundle(workflow, self.loader)
-
-    def load_definition(self, workflow: str) -> DefinitionView:
-        bundle = self.bundle(workflow)
-        definition = bundle.main.definition.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return DefinitionView(name=definition["name"], steps=definition["steps"],
-                              state_schema=definition.get("state_schema", {}),
-                              sub_agent_tasks=definition.get("sub_agent_tasks", {}), loaded_from=bundle.main.file,
-                              imports={name: w.file for name, w in bundle.workflows.items()
-                                       if name != bundle.main.name})
-
-    def explain_plan(self, workflow: str, inputs: dict[str, Any] | None = None) -> Plan:
-        from aromcp_workflows.explain.plan import explain_plan
-
-        bundle = self.bundle(workflow)
-        with refusals():
-            return Plan(**explain_plan(bundle, inputs or {}, self.instances.engine))
-
     # -- instances ------------------------------------------------------------------
     def start(self, workflow: str, inputs: dict[str, Any] | None = None,
               idempotency_key: str | None = None) -> Started:
@@ -195,7 +116,7 @@ class WorkflowService(AuthoringApi, WatchingApi):
             with refusals():
                 found = self.instances.started_by(str(self.work_dir or self.project_dir), key.key)
             if found is not None:
-                return self._started_before(key, *found)
+                return started_before(self.instances, key, *found)
         bundle = self.bundle(workflow)
         workflow_id = f"wf_{uuid.uuid4().hex[:12]}"
         with refusals():
@@ -203,20 +124,8 @@ class WorkflowService(AuthoringApi, WatchingApi):
                 run = self.instances.start(workflow_id, bundle, self.work_dir or self.project_dir, inputs, key)
             except KeyTakenError as exc:  # the same start, sent twice at once: one instance, one answer
                 assert key is not None
-                return self._started_before(key, exc.workflow_id, exc.request)
+                return started_before(self.instances, key, exc.workflow_id, exc.request)
         return Started(workflow_id=workflow_id, status=run.status, state=run.states["main"].flattened())
-
-    def _started_before(self, key: StartKey, workflow_id: str, request: str) -> Started:
-        """The answer to a start whose key was used already: that instance as it stands now."""
-        if request != key.request:
-            raise ServiceError(
-                f"idempotency_key {key.key!r} was already used in this project to start instance {workflow_id} "
-                "with a different request (another workflow or other inputs); nothing was started. Resend "
-                "exactly the first request to get that instance again, or use a new key for a new start.")
-        with refusals():
-            status, state = self.instances.read(workflow_id,
-                                                lambda run, _: (run.status, run.states["main"].flattened()))
-        return Started(workflow_id=workflow_id, status=status, state=state)
 
     def next_step(self, workflow_id: str, task_id: str | None = None,
                   progress: ProgressCallback | None = None) -> NextStep:
@@ -365,17 +274,7 @@ class WorkflowService(AuthoringApi, WatchingApi):
         return DebugInfo(**info, definition_changed=changed_since_start(self.loader, bundle) or None,
                          migrations=moves or None)
 
-    def test_transformation(self, transform: str, input: Any = None,
-                            context: dict[str, Any] | None = None) -> TransformTest:
-        from aromcp_workflows.expressions import ExpressionError
-
-        started = time.perf_counter()
-        try:
-            output = self.instances.engine.test_transform(transform, input, context or {})
-        except ExpressionError as exc:
-            return TransformTest(success=False, error=str(exc), execution_time_ms=_ms_since(started))
-        return TransformTest(success=True, output=output, execution_time_ms=_ms_since(started))
-
+    # -- commands left behind by a server that died -------------------------------------
     def take_over_orphans(self) -> int:
         """Adopt the commands of this store that servers of this machine started and left
         behind when they died (`shell.rundir.orphans`): each is waited for in a thread of its
@@ -407,6 +306,7 @@ class WorkflowService(AuthoringApi, WatchingApi):
             return
         if not named:
             run_dir.remove()
+
     def close(self) -> None:
         """Release the store's connections (a later call opens them again)."""
         if self.instances.opened:
@@ -416,17 +316,6 @@ class WorkflowService(AuthoringApi, WatchingApi):
         """The instance's masker (see `InstanceRegistry.masker`)."""
         with refusals():
             return self.instances.masker(workflow_id, latest)
-
-
-def start_key(key: str, workflow: str, inputs: dict[str, Any]) -> StartKey:
-    """A checked idempotency key with the fingerprint of its request (workflow and inputs as
-    the client sent them: the same request sent again has the same fingerprint)."""
-    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY or any(ord(c) < 32 or ord(c) == 127 for c in key):
-        raise ServiceError(f"idempotency_key must be 1 to {MAX_KEY} characters without control characters "
-                           "(a UUID made by the client for this one start is a good choice)")
-    request = json.dumps({"workflow": workflow, "inputs": inputs}, sort_keys=True, separators=(",", ":"),
-                         ensure_ascii=False, default=repr)
-    return StartKey(key, hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest())
 
 
 def _anyway(_: Any) -> bool:
@@ -444,10 +333,6 @@ def _updates(updates: list[dict[str, Any]]) -> list[Update]:
             raise ServiceError(f"updates[{index}] has no `path` (e.g. raw.files)")
         batch.append(Update(path=item["path"], operation=item.get("operation") or "set", value=item.get("value")))
     return batch
-
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
 
 
 def _resumed(run: WorkflowRun) -> None:

@@ -1,4 +1,8 @@
-"""Loading workflow files: documents → definitions, `imports`, and whole bundles.
+"""Loading workflows: names and paths → cached files, their `imports`, and whole bundles.
+
+Reading one file into its definitions is definition/files.py's; this module finds the
+file a name means, keeps what was read while no file of it changed, and follows
+`imports` and `include_workflow` to every workflow a run can reach.
 
 A *bundle* is a workflow plus every workflow it can include, each already validated.
 Running instances keep a snapshot of their bundle, so editing a YAML file never changes
@@ -13,19 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.definition.build import build_definition
-from aromcp_workflows.definition.errors import (
-    DefinitionError,
-    Problem,
-    WorkflowNotFound,
-    did_you_mean,
-)
+from aromcp_workflows.definition.errors import DefinitionError, Problem, WorkflowNotFound, did_you_mean
+from aromcp_workflows.definition.files import Stamp, file_stamp, read_definitions, stamp_or_none
 from aromcp_workflows.definition.resolver import Source, WorkflowResolver, check_name, name_problem
 from aromcp_workflows.definition.shared import SharedBundles
 from aromcp_workflows.definition.steps import IncludeWorkflowStep, child_step_lists
 from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.definition.yaml_limits import check_size
-from aromcp_workflows.definition.yaml_source import Positions, parse_yaml
+from aromcp_workflows.definition.yaml_source import Positions
 
 
 @dataclass
@@ -100,9 +98,6 @@ class WorkflowBundle:
 SHARED_BUNDLES: SharedBundles[WorkflowBundle] = SharedBundles(WorkflowBundle.parse_snapshot)
 
 
-Stamp = tuple[int, int]  # (mtime in ns, size): changes when a file is edited
-
-
 class WorkflowLoader:
     """Reads workflow files and resolves names and imports.
 
@@ -127,15 +122,15 @@ class WorkflowLoader:
         """Every workflow a file holds, with its own imports resolved."""
         resolved = self._resolve(path)
         cached = self._cache.get(resolved)
-        if cached and all(_stamp_or_none(p) == s for p, s in cached[0].items()):  # the file's own stamp included
+        if cached and all(stamp_or_none(p) == s for p, s in cached[0].items()):  # the file's own stamp included
             if isinstance(cached[1], DefinitionError):
                 raise DefinitionError(cached[1].problems)
             return cached[1]
-        stamp = _stamp(resolved, str(path))
+        stamp = file_stamp(resolved, str(path))
         if source == "file":  # a path into a workflow directory counts as that directory
             source = self.resolver.source_of(resolved)
         try:
-            definitions = _read_definitions(resolved)
+            definitions = read_definitions(resolved)
         except DefinitionError as exc:  # remembered until the file changes: a bad file costs once
             self._cache[resolved] = ({resolved: stamp}, exc)
             raise
@@ -319,83 +314,6 @@ def _walk_steps(prefix: tuple[Any, ...], steps: list[Any]) -> Iterator[tuple[tup
         yield path, step
         for key, children in child_step_lists(step):
             yield from _walk_steps((*path, key), children)
-
-
-def _read_definitions(path: Path) -> list[tuple[WorkflowDefinition, Positions]]:
-    """The workflows of one file; whatever goes wrong is that file's DefinitionError, so one
-    bad file never hides the others (workflow_list, `list`)."""
-    try:
-        return _definitions_in(_read_text(path), str(path))
-    except DefinitionError:
-        raise
-    except Exception as exc:
-        raise DefinitionError([Problem(f"cannot read this workflow ({type(exc).__name__}: {str(exc)[:200]}); "
-                                       "please report it with the file", str(path))]) from None
-
-
-def _definitions_in(text: str, file: str) -> list[tuple[WorkflowDefinition, Positions]]:
-    """A file holds one workflow, one wrapped in `workflow:`, a `workflows:` list, or a stream."""
-    documents = parse_yaml(text, file)
-    bodies: list[tuple[Any, Positions]] = []
-    for document in documents:
-        data, positions = document.data, document.positions
-        if data is None:
-            continue  # an empty document (a stray `---` or a comment-only file)
-        if isinstance(data, dict) and set(data) == {"workflow"}:
-            bodies.append((data["workflow"], positions.shifted(("workflow",))))
-        elif isinstance(data, dict) and set(data) == {"workflows"} and isinstance(data["workflows"], list):
-            for index, item in enumerate(data["workflows"]):
-                bodies.append((item, positions.shifted(("workflows", index))))
-        else:
-            bodies.append((data, positions))
-    if not bodies:
-        raise DefinitionError([Problem("the file is empty; a workflow needs at least 'name' and "
-                                       "'steps'", file, 1, 1)])
-    problems: list[Problem] = []
-    results = []
-    for body, positions in bodies:
-        try:
-            results.append((build_definition(body, positions), positions))
-        except DefinitionError as exc:
-            problems.extend(exc.problems)
-    first_seen: dict[str, Positions] = {}
-    for definition, positions in results:
-        earlier = first_seen.setdefault(definition.name, positions)
-        if earlier is not positions:
-            line = earlier.locate(("name",))[0]
-            problems.append(positions.problem(("name",), (
-                f"another workflow in this file is already named {definition.name!r} "
-                f"(line {line}); names must be unique")))
-    if problems:
-        raise DefinitionError(problems)
-    return results
-
-
-def _stamp(path: Path, shown: str) -> Stamp:
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", shown)]) from None
-    return (info.st_mtime_ns, info.st_size)
-
-
-def _stamp_or_none(path: Path) -> Stamp | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return (info.st_mtime_ns, info.st_size)
-
-
-def _read_text(path: Path) -> str:
-    try:
-        check_size(path.stat().st_size, str(path))  # before reading: a 50 MB file is refused unread
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        message = f"file is not UTF-8 text ({exc.reason} at byte {exc.start})"
-        raise DefinitionError([Problem(message, str(path))]) from None
-    except OSError as exc:
-        raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None
 
 
 def refuse_paths(name: str) -> None:

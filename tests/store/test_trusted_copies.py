@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from aromcp_workflows.app.instances import TRUST_AFTER
+from aromcp_workflows.app.live import TRUST_AFTER
 from tests.server.srv_helpers import make_project
 
 RELAY = """
