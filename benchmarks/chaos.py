@@ -209,11 +209,11 @@ def print_report(rounds: list[Round], args: argparse.Namespace) -> None:
           f"checked, anomalies {t['anomalies'] or 'none'} ({t['seconds']} s)")
 
 
-def markdown(report: dict[str, Any]) -> str:
-    """The results table of docs/reliability.md, from the `--json` report of a campaign."""
-    t = report["totals"]
+def markdown(reports: list[dict[str, Any]]) -> str:
+    """The results table of docs/reliability.md, from the `--json` reports of a campaign (one, or one
+    per setup when the setups ran as processes of their own)."""
     by_setup: dict[str, dict[str, Any]] = {}
-    for r in report["rounds"]:
+    for r in [r for report in reports for r in report["rounds"]]:
         row = by_setup.setdefault(r["setup"], {"rounds": 0, "faults": {}, "instances": 0, "steps": 0, "acks": 0,
                                                "commands": 0, "lost": 0, "resent": 0, "refusals": 0, "reruns": 0,
                                                "anomalies": 0, "seconds": 0.0})
@@ -236,18 +236,20 @@ def markdown(report: dict[str, Any]) -> str:
 
     rows = list(by_setup.values())
     kinds = sorted({kind for row in rows for kind in row["faults"]})
-    add("rounds", [str(r["rounds"]) for r in rows], str(t["rounds"]))
+    add("rounds", [str(r["rounds"]) for r in rows], str(sum(r["rounds"] for r in rows)))
     for kind in kinds:
         add(f"faults: `{kind}`", [f"{r['faults'].get(kind, 0):,}" if kind in r["faults"] else "—" for r in rows],
             f"{sum(r['faults'].get(kind, 0) for r in rows):,}")
-    add("faults in all", [f"{sum(r['faults'].values()):,}" for r in rows], f"{t['faults_total']:,}")
+    add("faults in all", [f"{sum(r['faults'].values()):,}" for r in rows],
+        f"{sum(sum(r['faults'].values()) for r in rows):,}")
     for label, key in (("instances", "instances"), ("steps completed", "steps"),
                        ("acknowledged answers checked", "acks"), ("command runs checked", "commands"),
                        ("answers lost with a fault (then sent again)", "lost"), ("calls sent again", "resent"),
                        ("store refusals while the disk was full (nothing kept)", "refusals"),
                        ("reruns after a host death", "reruns"), ("anomalies", "anomalies")):
         add(label, [f"{r[key]:,}" for r in rows], f"{sum(r[key] for r in rows):,}")
-    add("time", [f"{r['seconds'] / 60:.0f} min" for r in rows], f"{t['seconds'] / 60:.0f} min")
+    add("time (the rounds' own)", [f"{r['seconds'] / 60:.0f} min" for r in rows],
+        f"{sum(r['seconds'] for r in rows) / 60:.0f} min")
     return "\n".join(lines) + "\n"
 
 
@@ -270,10 +272,11 @@ def main() -> int:
     parser.add_argument("--dir", help="where rounds run (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep each round's directory")
     parser.add_argument("--json", metavar="FILE", help="write the figures and anomalies as JSON")
-    parser.add_argument("--markdown", metavar="JSON", help="only print the results table of a --json report")
+    parser.add_argument("--markdown", metavar="JSON", nargs="+",
+                        help="only print the results table of --json reports (several: one table)")
     args = parser.parse_args()
     if args.markdown:
-        print(markdown(json.loads(Path(args.markdown).read_text())), end="")
+        print(markdown([json.loads(Path(name).read_text()) for name in args.markdown]), end="")
         return 0
     if args.server_tree:
         SERVER_TREE[0] = Path(args.server_tree).resolve()

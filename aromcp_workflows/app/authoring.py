@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.app.definitions import current_file, edited_bundle, same_definition, same_definitions
 from aromcp_workflows.app.errors import ServiceError, refusals
+from aromcp_workflows.app.parts import ServicePart
 from aromcp_workflows.app.results import (
     Blocker,
     BranchCoverage,
@@ -26,21 +27,12 @@ from aromcp_workflows.app.results import (
 from aromcp_workflows.definition.loader import WorkflowBundle
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.instances import InstanceRegistry
-    from aromcp_workflows.definition import WorkflowLoader
     from aromcp_workflows.interpreter import WorkflowRun
-    from aromcp_workflows.safety.masking import Masker
     from aromcp_workflows.store import InstanceRecord
 
 
-class AuthoringApi:
+class AuthoringApi(ServicePart):
     """Coverage, recording and migration (mixed into `WorkflowService`)."""
-
-    instances: InstanceRegistry
-    loader: WorkflowLoader
-
-    def masker(self, workflow_id: str, latest: bool = True) -> Masker:
-        raise NotImplementedError  # WorkflowService's
 
     def coverage(self, workflow_id: str) -> Coverage:
         """The branches the instance took of its workflow and of each one it includes, read

@@ -8,27 +8,17 @@ views themselves are built in `app/views.py` from what `explain/` finds.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aromcp_workflows.app.errors import refusals
 from aromcp_workflows.app.page_results import InstancePageView, InstanceView, StateAt
+from aromcp_workflows.app.parts import ServicePart
 from aromcp_workflows.definition import DefinitionError
 from aromcp_workflows.store import InstanceFilter
 
-if TYPE_CHECKING:
-    from aromcp_workflows.app.instances import InstanceRegistry
-    from aromcp_workflows.definition import WorkflowLoader
-    from aromcp_workflows.safety.masking import Masker
 
-
-class WatchingApi:
+class WatchingApi(ServicePart):
     """The web view's reads (mixed into `WorkflowService`)."""
-
-    instances: InstanceRegistry
-    loader: WorkflowLoader
-
-    def masker(self, workflow_id: str, latest: bool = True) -> Masker:
-        raise NotImplementedError  # WorkflowService's
 
     def instance_page(self, statuses: list[str] | None = None, workflow: str | None = None,
                       project_dir: str | None = None, page: int = 1, per_page: int = 50) -> InstancePageView:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.app.errors import ServiceError, refusals
+from aromcp_workflows.app.parts import ServicePart
 from aromcp_workflows.app.results import (
     DefinitionView,
     Plan,
@@ -28,14 +29,12 @@ from aromcp_workflows.definition import DefinitionError, WorkflowLoader, Workflo
 from aromcp_workflows.definition.loader import WorkflowBundle
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.instances import InstanceRegistry
+    pass
 
 
-class WorkflowsApi:
+class WorkflowsApi(ServicePart):
     """Workflows before any instance (mixed into `WorkflowService`)."""
 
-    instances: InstanceRegistry
-    loader: WorkflowLoader
     resolver: WorkflowResolver
 
     def _engine(self) -> Any:
