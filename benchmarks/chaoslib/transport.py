@@ -125,7 +125,11 @@ class StdioTransport:
         request_id = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         generation.waiting[request_id] = future
-        self._send(generation, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        try:
+            self._send(generation, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        except Lost:
+            generation.waiting.pop(request_id, None)  # nobody will await it: no "exception never retrieved"
+            raise
         try:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
