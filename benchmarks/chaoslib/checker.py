@@ -285,9 +285,20 @@ def _check_plan(plan: Plan, chaos: Side, reference: Side, views: dict[str, Insta
         return
     if view.status != ref.status or got_state != want_state:
         diff = differences(json.loads(got_state), json.loads(want_state))
-        findings.add("final_state", key, f"status {view.status} (fault-free: {ref.status}); state differs at "
-                                         + "; ".join(diff))
+        findings.add("final_state", key, f"status {view.status} (fault-free: {ref.status}){why_failed(view)}; "
+                                         "state differs at " + "; ".join(diff))
     if got != want:
         wrong = sorted(t for t in set(got) | set(want) if got.get(t) != want.get(t))
         thread = wrong[0]
         findings.add("wrong_resume", key, f"thread {thread}: completed {got.get(thread)} vs {want.get(thread)}")
+
+
+def why_failed(view: InstanceView) -> str:
+    """What the history says made an instance fail (its last event of a failure), to read in the report."""
+    if view.status != "failed":
+        return ""
+    failures = [e for e in view.history if "fail" in e.kind or (e.data or {}).get("error")]
+    if not failures:
+        return ", no failure in its history"
+    last = failures[-1]
+    return f", failed at {last.step_id}: {last.kind} {json.dumps(last.data)[:300]}"
