@@ -66,7 +66,7 @@ bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_replicas.py --sticky
 
-## chaos: the long fault campaign (about an hour and a quarter, 2,000 faults; needs PostgreSQL
+## chaos: the long fault campaign (about an hour and a half, 2,000 faults; needs PostgreSQL
 ## and root for the tmpfs and the pid namespaces): docs/reliability.md
 chaos: $(STAMP)
 	$(BIN)/python benchmarks/chaos.py --seed 100 --rounds 20 --faults 50 --gap 0.2,1.0 --json chaos-report.json
