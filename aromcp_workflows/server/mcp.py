@@ -103,17 +103,17 @@ def serve(project_dir: str | None = None, store: str | None = None, allowed_file
         if http is None:
             server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer)
             _stop_commands_on_signals(observer)
-            _take_over_orphans(server)
+            _take_over_orphans(server, store)
             server.run()
         else:
-            _serve_http(factory, level, allowed_files, http, observer)
+            _serve_http(factory, level, allowed_files, http, store, observer)
     finally:
         if observer is not None:
             observer.shutdown()
 
 
 def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_files: tuple[str, ...],
-                options: HttpOptions, observer: Observer | None = None) -> None:
+                options: HttpOptions, store: str | None, observer: Observer | None = None) -> None:
     """Bind first (a port in use changes nothing, not even a token file), then decide how
     clients are checked, then serve."""
     from dataclasses import replace
@@ -132,7 +132,7 @@ def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_file
         app = mcp_app(server, limits, hosts)
         notices = [f"serving MCP (streamable HTTP) at {options.url}", auth.notice, *_mount_ui(server, app, options)]
         _stop_commands_on_signals(observer)
-        _take_over_orphans(server)
+        _take_over_orphans(server, store)
         print("\n".join(f"aromcp-workflows: {line}" for line in notices), file=sys.stderr, flush=True)
         anyio.run(serve_http, app, options, limits, sock, level)
     finally:
@@ -152,20 +152,24 @@ def _mount_ui(server: MCPServer, app: Any, options: HttpOptions) -> list[str]:
     return [f"web view at {url_of(options.host, options.port, UI_PATH + '/', view)}"]
 
 
-def _take_over_orphans(server: MCPServer) -> None:
-    """When a server of this machine died leaving commands running (or ended, unrecorded),
-    adopt them now, in the background: the service (store, V8) is built only if there are
-    any, so a normal start stays as fast as ever."""
+def _take_over_orphans(server: MCPServer, store: str | None) -> None:
+    """When a server of this machine died leaving commands of this store running (or ended,
+    unrecorded), adopt them now, in the background: the service (store, V8) is built only if
+    there are any, so a normal start stays as fast as ever."""
     import threading
 
     from aromcp_workflows.shell.rundir import orphans
 
     service = getattr(server, "service", None)
-    if service is None or not orphans():
+    if service is None or not orphans():  # the common start: none (those of a deleted store are removed)
         return
 
     def adopt() -> None:
         try:
+            from aromcp_workflows.store import store_location
+
+            if not orphans(store=store_location(store)):
+                return  # another store's: its own server adopts them
             found = service().take_over_orphans()
             log.info("taking over %d command(s) left by a server that died", found)
         except Exception:

@@ -250,9 +250,14 @@ def _write(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def orphans(root: Path | None = None) -> list[RunDir]:
+def orphans(root: Path | None = None, store: str | None = None) -> list[RunDir]:
     """The run directories under the commands root whose command was started by a server of
-    this machine that is gone: results (or running commands) nobody will take otherwise."""
+    this machine that is gone: results (or running commands) nobody will take otherwise.
+    With `store`, only those of that store (the only ones its server can adopt).
+
+    A finished orphan whose store was a file that no longer exists is removed on the way:
+    no server can ever take its result, and left there it would make every server that
+    starts on this machine build its service to look at it."""
     from aromcp_workflows.shell import owner as owners
 
     base, me = root or commands_root(), owners.current()
@@ -263,7 +268,17 @@ def orphans(root: Path | None = None) -> list[RunDir]:
     found = []
     for name in names:
         candidate = RunDir(base / name)
-        server = owners.Owner.from_data((candidate.meta() or {}).get("server"))
-        if server is not None and me.shares_pids_with(server) and not owners.runs(server):
+        meta = candidate.meta() or {}
+        server = owners.Owner.from_data(meta.get("server"))
+        if server is None or not me.shares_pids_with(server) or owners.runs(server):
+            continue
+        if _store_file_gone(meta.get("store")) and candidate.state() != "running":
+            candidate.remove()
+        elif store is None or meta.get("store") == store:
             found.append(candidate)
     return found
+
+
+def _store_file_gone(store: Any) -> bool:
+    """Whether `store` names a store file (not a database URL) that does not exist."""
+    return isinstance(store, str) and bool(store) and "://" not in store and not os.path.exists(store)

@@ -80,6 +80,7 @@ __all__ = [
     "note_caught_up",
     "open_store",
     "resolve_store_path",
+    "store_location",
     "utc_now",
 ]
 
@@ -105,6 +106,17 @@ def resolve_store_path(path: str | os.PathLike[str] | None = None) -> Path:
     else:
         return default_store_path()
     return chosen.expanduser().absolute()
+
+
+def store_location(path: str | os.PathLike[str] | None = None) -> str:
+    """What a store opened from `path` (see `open_store`) gives as its location
+    (`Store.path`): the URL with its password masked, or the resolved file."""
+    chosen = str(path) if path is not None and str(path) != "" else os.environ.get(ENV_VAR, "")
+    if is_postgres_url(chosen):
+        from aromcp_workflows.store.pg_connect import redact
+
+        return redact(chosen)
+    return str(resolve_store_path(path))
 
 
 def open_store(

@@ -244,3 +244,39 @@ async def test_a_server_started_after_a_death_takes_over_without_being_called(tm
         assert len(events(machine, wid, "shell_adopted")) == 1
     finally:
         await machine.close()
+
+
+async def test_orphans_of_another_store_are_left_and_of_a_deleted_store_removed(tmp_path: Path) -> None:
+    """A server adopts the orphans of its own store only; one whose store file is gone can
+    never be adopted, and is removed by the next server of the machine (left there, every
+    server starting on the machine built its service at start to look at it)."""
+    machine = Machine(tmp_path, sleep=0.2)
+    try:
+        first = await machine.server()
+        await shell_started(machine, first)
+        await first.kill()
+        deadline = time.monotonic() + 20
+        while len(machine.runs()) < 2:  # the command ends while no server runs
+            assert time.monotonic() < deadline, "the command did not end"
+            await asyncio.sleep(0.05)
+        left = list(machine.commands.iterdir())
+        assert len(left) == 1
+
+        other_store = tmp_path / "other.sqlite3"
+        other = await RawServer(serve_args(machine.project, other_store),
+                                server_env(machine.home, other_store, **machine.env), machine.project,
+                                tmp_path / "other.stderr").start()
+        await other.call_tool("workflow_list", {"include_global": False})
+        await other.close()
+        assert left[0].exists(), "a server of another store took this store's orphan"
+        assert not other_store.exists(), "a server with only another store's orphans opened its store at start"
+
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{machine.store}{suffix}").unlink(missing_ok=True)
+        again = await RawServer(serve_args(machine.project, other_store),
+                                server_env(machine.home, other_store, **machine.env), machine.project,
+                                tmp_path / "again.stderr").start()
+        await again.close()
+        assert not left[0].exists(), "the orphan of a deleted store was left behind"
+    finally:
+        await machine.close()
