@@ -33,6 +33,13 @@ class Pending(Protocol):
     def result(self) -> int: ...
 
 
+def not_saved(workflow_id: str | None, exc: Exception) -> str:
+    """What a call says when the store could not save its change (a deferred save here, a
+    save waited for in the instance layer): nothing of it was kept."""
+    return (f"workflow {workflow_id or '?'}: the store could not save this change ({exc}); nothing of this call "
+            "was kept — fix the store (disk space, permissions, connection) and retry the call")
+
+
 class CommitLost(Exception):
     """A deferred save lost to another writer: nothing of the call was kept; run it again."""
 
@@ -82,8 +89,7 @@ def settle(pending: Pending, workflow_id: str = "") -> None:
     except (NotFoundError, OutcomeUnknownError) as exc:
         raise CommitFailed(f"workflow {workflow_id or '?'}: {exc}") from None
     except StoreError as exc:
-        raise CommitFailed(f"workflow {workflow_id or '?'}: the store could not save this change ({exc}); nothing "
-                           "of this call was kept — fix the store and retry the call") from None
+        raise CommitFailed(not_saved(workflow_id, exc)) from None
 
 
 def confirmed_quietly(pending: Confirmations) -> None:

@@ -93,6 +93,8 @@ class InstanceRegistry(LiveInstances):
                                                                                  start_key=start_key), run)
         with self._guard:
             self._live[run.workflow_id] = LiveInstance(run, *kept(run, record))
+            if record.project_dir == self.scope:
+                self._in_project.add(run.workflow_id)  # `_in_scope` need not load it to know
 
     # -- transactions --------------------------------------------------------------------------
     def transact(self, workflow_id: str, change: Callable[[WorkflowRun], T],
@@ -199,9 +201,7 @@ class InstanceRegistry(LiveInstances):
         except OutcomeUnknownError as exc:
             raise ServiceError(f"workflow {record.workflow_id}: {exc}") from None
         except StoreError as exc:
-            raise ServiceError(f"workflow {record.workflow_id}: the store could not save this change ({exc}); "
-                               "nothing of this call was kept — fix the store (disk space, permissions) and "
-                               "retry the call") from None
+            raise ServiceError(confirm.not_saved(record.workflow_id, exc)) from None
         if self.observer is not None:
             self._observe(record, events, run)
 

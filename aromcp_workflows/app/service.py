@@ -286,7 +286,7 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
         from aromcp_workflows.shell.rundir import orphans
 
         store = self.instances.store.path
-        found = [(d, meta) for d in orphans() if (meta := d.meta()) is not None and meta.get("store") == store]
+        found = [(d, meta) for d in orphans(store=store) if (meta := d.meta()) is not None]
         for run_dir, meta in found:
             thread = meta.get("thread_id")
             threading.Thread(target=self._adopt_orphan, args=(run_dir, str(meta.get("workflow_id")),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.parts import ServicePart
@@ -27,9 +27,6 @@ from aromcp_workflows.app.results import (
 )
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver, check, load_valid_bundle
 from aromcp_workflows.definition.loader import WorkflowBundle
-
-if TYPE_CHECKING:
-    pass
 
 
 class WorkflowsApi(ServicePart):

@@ -11,10 +11,7 @@ import argparse
 import functools
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 from aromcp_workflows.cli.common import print_json, service_for
 

@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("aromcp_workflows")
 SHUTDOWN_FLUSH_S = 2.0  # how long a signalled server waits for its last spans to be exported
-# Only the hints that differ from the protocol's defaults (not read-only, destructive, not
-# idempotent, open world) are sent; destructive and idempotent mean nothing for a read-only
-# tool.  A tool that runs workflow steps (commands, other tools) has all the defaults.
 INSTRUCTIONS = (
     "Runs YAML workflows one atomic step at a time. Loop: workflow_start, then perform each "
     "step and report it with workflow_step_complete (its answer carries next_step and messages; "
@@ -156,8 +153,6 @@ def _take_over_orphans(server: MCPServer, store: str | None) -> None:
     """When a server of this machine died leaving commands of this store running (or ended,
     unrecorded), adopt them now, in the background: the service (store, V8) is built only if
     there are any, so a normal start stays as fast as ever."""
-    import threading
-
     from aromcp_workflows.shell.rundir import orphans
 
     service = getattr(server, "service", None)

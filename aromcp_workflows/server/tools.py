@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("aromcp_workflows")
 
+# Only the hints that differ from the protocol's defaults (not read-only, destructive, not
+# idempotent, open world) are sent; destructive and idempotent mean nothing for a read-only
+# tool.  A tool that runs workflow steps (commands, other tools) has all the defaults.
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(destructive_hint=False, open_world_hint=False)
 RUNS = None

@@ -104,8 +104,8 @@ class PendingSave:
                 raise pg_send.Broken("no connection")
             first = min(self._sent.rows(), default=None)
             if first is None:  # compare-and-set found another version (or no instance): which?
-                found = db.fetch("read", VERSION, (write.workflow_id,))
-                raise save_refused(write.workflow_id, write.expected, found[0] if found else None, db.path)
+                found = self._conn.execute(VERSION, (write.workflow_id,)).fetchone() if self._conn else None
+                raise save_refused(write.workflow_id, write.expected, found, db.path)
         except pg_send.Refused as exc:
             raise StoreError(f"Could not save an instance in the workflow store {db.path}: {exc}") from None
         except pg_send.Broken as exc:
