@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.store import pg_send
 from aromcp_workflows.store.base import ConflictError, NotFoundError, OutcomeUnknownError, StoreError
+from aromcp_workflows.store.pg_connect import import_psycopg
 from aromcp_workflows.store.pg_pool import POOL_TIMEOUT_S, Committed, StorePool
 from aromcp_workflows.store.pg_statements import SAVED, VERSION
 from aromcp_workflows.store.records import InstanceRecord
@@ -104,8 +105,7 @@ class PendingSave:
                 raise pg_send.Broken("no connection")
             first = min(self._sent.rows(), default=None)
             if first is None:  # compare-and-set found another version (or no instance): which?
-                found = self._conn.execute(VERSION, (write.workflow_id,)).fetchone() if self._conn else None
-                raise save_refused(write.workflow_id, write.expected, found, db.path)
+                raise save_refused(write.workflow_id, write.expected, self._winner(), db.path)
         except pg_send.Refused as exc:
             raise StoreError(f"Could not save an instance in the workflow store {db.path}: {exc}") from None
         except pg_send.Broken as exc:
@@ -114,6 +114,20 @@ class PendingSave:
         finally:
             self._release()
         return note_committed(self.record, self.plan, first)
+
+    def _winner(self) -> Any:
+        """The instance's `version` row after a compare-and-set that wrote nothing (None: no
+        such instance), read on the save's own connection; when that connection breaks (PostgreSQL
+        restarted just then), read again through the pool, which waits for PostgreSQL: nothing
+        was committed, so the caller is owed the conflict, not the broken connection."""
+        psycopg, _ = import_psycopg()
+        params = (self.write.workflow_id,)
+        try:
+            return self._conn.execute(VERSION, params).fetchone()
+        except psycopg.Error:
+            self._release(broken=True)
+        rows = self.db.fetch("read", VERSION, params)
+        return rows[0] if rows else None
 
     def _send_again(self, conn: psycopg.Connection[Any]) -> int | None:
         """The statement once more, the ordinary way (after a broken connection, nothing committed)."""

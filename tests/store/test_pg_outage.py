@@ -196,3 +196,26 @@ async def test_a_step_completed_while_postgresql_restarts_answers_normally(
         assert last.structured_content["status"] == "completed"
         state = (await client.call_tool("workflow_state_read", {"workflow_id": wid})).structured_content
     assert state["state"]["answers"] == ["one", "two"]
+
+
+def test_a_save_that_lost_to_another_writer_says_so_when_its_connection_breaks(pg_url: str, relayed_url: str,
+                                                                              relay: PgRelay) -> None:
+    """Found by the campaign (seed 140): a save whose compare-and-set found another version
+    reads which version won; when its connection broke on that read, the raw psycopg error
+    reached the agent as an internal error instead of the conflict it is."""
+    from aromcp_workflows.store import ConflictError
+
+    mine, other = PostgresStore(relayed_url), PostgresStore(pg_url)
+    try:
+        record = created(mine)
+        theirs = other.load("wf_1")
+        save_step(other, theirs, 7)  # another replica wrote version 2 first
+        relay.lose_request("SELECT version FROM instances")
+        with pytest.raises(ConflictError) as lost:
+            save_step(mine, record, 1)
+        assert relay.fired.is_set()
+        assert "expected version 1, found version 2" in str(lost.value)
+    finally:
+        mine.close()
+        other.close()
+    assert stored(pg_url, "wf_1") == (2, ["started", "step_completed"], {"n": 7})
