@@ -251,25 +251,30 @@ class Driver:
             return None
         key = (workflow_id, busy.thread_id, busy.step_id)
         request = ShellRequest(busy.thread_id, busy.step_id, "", Path("."), {}, None, 0)
+        folder = RunDir(Path(run_dir))
         self.in_flight.start(key)
         try:
             deadline = claim.get("deadline")
-            result = adopt(RunDir(Path(run_dir)), deadline if isinstance(deadline, int | float) else time.time(),
+            result = adopt(folder, deadline if isinstance(deadline, int | float) else time.time(),
                            None, [self._lease_renewal(workflow_id, request)])
-            if result is None:
-                why = ("before it started" if not RunDir(Path(run_dir)).file("pid").exists() else
-                       "and the command was killed before it recorded its exit status (its machine or container "
-                       "stopped?)")
+            claimed: Claimed | None = None
+            if result is None:  # nothing to take: it runs (again) once released
+                why = NOT_TAKEN.get(folder.state(), NOT_TAKEN["killed"])
                 self.transact(workflow_id, lambda run: run.release_shell(busy.thread_id, busy.step_id,
                                                                          f"{reason}, {why}", mine))
-                RunDir(Path(run_dir)).remove()
-                return None
-            claimed = self.transact(workflow_id, lambda run: self._claim(run, run.finish_shell(request, result,
-                                                                                             me.data())))
-            RunDir(Path(run_dir)).remove()
+            else:
+                claimed = self.transact(workflow_id, lambda run: self._claim(run, run.finish_shell(request, result,
+                                                                                                 me.data())))
+            folder.remove()  # what it says is committed now: nobody needs its files any more
             return claimed
         finally:
             self.in_flight.end(key)
+
+
+# Why an adopted command left no result to take (`RunDir.state()` once it has ended).
+NOT_TAKEN = {"never_started": "before it started",
+             "killed": "and the command was killed before it recorded its exit status (its machine or container "
+                       "stopped?)"}
 
 
 def _handed_out(claimed: Claimed) -> bool:
