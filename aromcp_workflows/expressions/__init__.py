@@ -8,12 +8,13 @@ import mini-racer; V8 starts on first use.
 from aromcp_workflows.expressions.analysis import Reads, analyse, js_truthy
 from aromcp_workflows.expressions.engine import ExpressionEngine, reads_of
 from aromcp_workflows.expressions.errors import MISSING, ExpressionError
-from aromcp_workflows.expressions.runtime import EngineStats
+from aromcp_workflows.expressions.runtime import EngineStats, EngineUnavailable
 from aromcp_workflows.expressions.template import parse_template, path_to_key, to_text
 
 __all__ = [
     "MISSING",
     "EngineStats",
+    "EngineUnavailable",
     "ExpressionEngine",
     "ExpressionError",
     "Reads",

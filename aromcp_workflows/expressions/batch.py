@@ -95,7 +95,12 @@ def _limit_message(kind: str, rt: Runtime) -> str:
 
 def run_calls(rt: Runtime, calls: list[Call], table: ValueTable,
               max_chars: int) -> list[Any]:
-    """Evaluate independent calls; return per call a value, MISSING, or ExpressionError."""
+    """Evaluate independent calls; return per call a value, MISSING, or ExpressionError.
+
+    A call whose V8 child died without answering (`Interrupted.lost`) is run again alone on a
+    fresh child before it is blamed: the child may have died of something not its doing
+    (killed from outside, by an operator or the OOM killer), and a transform that really
+    kills V8 does so twice.  A limit V8 itself reports is the call's own at once."""
     defs = _defs(c.fn for c in calls)
     items = [[c.fn.fn_id, c.args, c.this] for c in calls]
     raw: list[Any] = [None] * len(calls)
@@ -116,7 +121,7 @@ def run_calls(rt: Runtime, calls: list[Call], table: ValueTable,
                 else:
                     start = i
                 continue
-            if stop - start == 1:
+            if stop - start == 1 and (step or not exc.lost):  # alone, and V8 said so (or died twice)
                 raw[start] = [2, exc.kind, _limit_message(exc.kind, rt)]
                 start += 1
                 step = False

@@ -19,6 +19,7 @@ stdout (the child's stderr is the server's, for V8's own fatal messages).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import signal
@@ -30,7 +31,15 @@ from typing import Any, Literal
 
 from aromcp_workflows.expressions.pipe import read_message, write_message
 from aromcp_workflows.expressions.pool import Pool, PoolHooks
-from aromcp_workflows.expressions.runtime import EngineStats, FunctionDef, Interrupted, RuntimeFailure
+from aromcp_workflows.expressions.runtime import (
+    EngineStats,
+    EngineUnavailable,
+    FunctionDef,
+    Interrupted,
+    RuntimeFailure,
+)
+
+log = logging.getLogger("aromcp_workflows")
 
 WATCHDOG_SLACK_S = 10.0  # on top of twice the timeout: a child that hangs is killed
 MAX_ATTEMPTS = 3  # a call is preempted once; a stray late signal may cost one more run
@@ -50,14 +59,18 @@ class _Child:
     """One V8 child process and the counters it last reported."""
 
     def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
-                                     close_fds=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
+                                         close_fds=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        except OSError as exc:  # EAGAIN, ENOMEM, EMFILE: the machine's state, not the workflow's
+            raise EngineUnavailable(f"could not start a V8 process: {exc.strerror or exc}") from exc
         self.stats: dict[str, int] = {}
         weakref.finalize(self, _stop, self.proc)  # no child outlives its engine
         assert self.proc.stdout is not None
         if read_message(self.proc.stdout) is None:  # it has its SIGUSR1 handler from here on
             _stop(self.proc)
-            raise RuntimeFailure("the V8 child process exited while starting; see the server's stderr")
+            raise EngineUnavailable(f"the V8 process exited while starting (exit status {self.proc.returncode}; "
+                                    "see the server's stderr)")
 
     def exchange(self, request: dict[str, Any], body: bytes, watchdog_s: float) -> tuple[dict[str, Any], bytes]:
         proc = self.proc
@@ -118,7 +131,7 @@ class ProcessV8Runtime:
             raise Interrupted("timeout", None)
         if "interrupted" in answer:
             kind: Literal["timeout", "memory"] = "timeout" if answer["interrupted"] == "timeout" else "memory"
-            raise Interrupted(kind, answer.get("reached"))
+            raise Interrupted(kind, answer.get("reached"), lost=bool(answer.get("lost")))
         if "failure" in answer:
             raise RuntimeFailure(answer["failure"])
         return json.loads(result)
@@ -134,7 +147,7 @@ class ProcessV8Runtime:
                 gone = "exit"  # it abandoned a V8 still running a promise job, and exited
         except ChildDied as died:
             gone = died.kind
-            answer, result = {"interrupted": died.kind, "reached": None}, b""
+            answer, result = {"interrupted": died.kind, "reached": None, "lost": True}, b""
         except BaseException:
             gone = "memory"  # interrupted mid-exchange: the child's pipe is out of step
             raise
@@ -142,6 +155,9 @@ class ProcessV8Runtime:
             if gone is not None:
                 self._fold(child, lost=gone != "exit")
                 _stop(child.proc)
+                if gone != "exit":
+                    log.warning("V8 child %d was lost in a call (%s; exit status %s)", child.proc.pid, gone,
+                                child.proc.returncode)
             preempted = self._pool.release(child, gone is None)
         if preempted and (answer.get("preempted") or gone not in (None, "exit")):
             return None, b""

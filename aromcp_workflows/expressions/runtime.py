@@ -51,12 +51,15 @@ class EngineStats:
 
 
 class Interrupted(Exception):
-    """V8 stopped a call: `kind` timeout (how far it got known) or memory (context replaced)."""
+    """V8 stopped a call: `kind` timeout (how far it got known) or memory (context replaced).
+    `lost`: no answer came at all (the V8 child process died), so the cause may not be the
+    call's own (see `batch.run_calls`)."""
 
-    def __init__(self, kind: Literal["timeout", "memory"], reached: dict[str, Any] | None):
+    def __init__(self, kind: Literal["timeout", "memory"], reached: dict[str, Any] | None, lost: bool = False):
         super().__init__(kind)
         self.kind = kind
         self.reached = reached
+        self.lost = lost
 
 
 class Preempted(BaseException):
@@ -67,6 +70,12 @@ class Preempted(BaseException):
 
 class RuntimeFailure(Exception):
     """An error in our own JavaScript plumbing (never user code): a bug to report."""
+
+
+class EngineUnavailable(RuntimeFailure):
+    """No V8 process could be started (the machine is out of processes, memory or file
+    descriptors, or the child died while starting): the server's trouble, not the
+    workflow's, and passing.  The call that needed it changes nothing and may be sent again."""
 
 
 class Runtime(Protocol):

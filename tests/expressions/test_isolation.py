@@ -3,9 +3,16 @@ not the server), in this process on request (`AROMCP_V8_ISOLATION=thread`)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
 import pytest
 
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
+from aromcp_workflows.expressions.isolation import ProcessV8Runtime
 
 
 @pytest.mark.parametrize("mode", ["process", "thread"])
@@ -40,3 +47,39 @@ def test_a_fatal_v8_error_costs_one_evaluation_not_the_process() -> None:
 def test_unknown_isolation_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="AROMCP_V8_ISOLATION"):
         ExpressionEngine(isolation="fiber")
+
+
+SLOW = "(() => { const t = Date.now(); while (Date.now() - t < 700) {} return input + 1 })()"
+
+
+def _kill_children_soon(pids: Callable[[], list[int]], after_s: float) -> threading.Thread:
+    def kill() -> None:
+        time.sleep(after_s)
+        for pid in pids():
+            os.kill(pid, signal.SIGKILL)
+
+    thread = threading.Thread(target=kill)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("how", ["transform", "template"])
+def test_a_v8_child_killed_from_outside_costs_a_rerun_not_the_step(how: str) -> None:
+    """A V8 child can die of something that is not its transform's doing (an operator's or the
+    OOM killer's SIGKILL): the call runs once more on a fresh child before the transform is
+    blamed.  Before, the first death was reported as the transform exceeding the memory limit,
+    and the step (with its workflow) failed for good."""
+    engine = ExpressionEngine(isolation="process")
+    try:
+        assert engine.evaluate("'warm'", {}) == "warm"
+        runtime = engine._rt
+        assert isinstance(runtime, ProcessV8Runtime)
+        killer = _kill_children_soon(runtime.child_pids, 0.25)
+        if how == "transform":
+            assert engine.test_transform(SLOW, 41) == 42
+        else:
+            assert engine.evaluate(SLOW.replace("input", "n"), {"n": 41}) == 42
+        killer.join()
+        assert engine.stats.out_of_memory == 1  # the child was lost once, and counted
+    finally:
+        engine.close()
