@@ -233,28 +233,59 @@ class Driver:
                 return taken
         return self.transact(workflow_id, lambda run: self._claim(run, run.advance(thread_id)), _handed_out)
 
+    def take_back(self, workflow_id: str, thread_id: str | None) -> Callable[[], Answer] | None:
+        """Claim now a command of this machine that a dead server left running or ended unrecorded
+        (the claim renews its lease), so that no server elsewhere sees the lease run out while this
+        one is still starting.  What is left (waiting for it, committing its result, going on as
+        the thread's next step would) is returned to be run in the background; None when the
+        command is not this server's to take (done already, or claimed by a live server)."""
+        busy = self.transact(workflow_id, lambda run: run.busy_shell(thread_id))
+        reason = None if busy is None else owners.abandoned(busy.claim, owners.current(), time.time())
+        if busy is None or reason is None:
+            return None
+        mine = self._claim_abandoned(workflow_id, busy, reason)
+        if mine is None:
+            return None
+
+        def rest() -> Answer:
+            claimed = self._take_result(workflow_id, busy, reason, mine)
+            return self.next_step(workflow_id, thread_id) if claimed is None else self._settle(claimed, thread_id, None)
+
+        return rest
+
     def _adopt(self, workflow_id: str, busy: Busy, reason: str) -> Claimed | None:
         """Take over a command nobody runs any more.  On this machine its run directory tells
         where it stands: it is waited for and its result committed (None returned when the
         claim changed meanwhile: look again); it never started, and runs now for the first
         time; or it was killed before it could record its status, and runs again.  Elsewhere
         (or a claim without a run directory) it is released after the lease: it runs again."""
+        mine = self._claim_abandoned(workflow_id, busy, reason)
+        return None if mine is None else self._take_result(workflow_id, busy, reason, mine)
+
+    def _claim_abandoned(self, workflow_id: str, busy: Busy, reason: str) -> dict[str, Any] | None:
+        """Make this server the runner of an abandoned command of this machine (its new claim,
+        committed), or release one of another machine (None: it runs again when asked)."""
         claim, me = busy.claim, owners.current()
         owner = owners.Owner.from_data(claim.get("owner"))
-        run_dir = claim.get("run_dir")
-        if not isinstance(run_dir, str) or owner is None or not me.shares_pids_with(owner):
+        if not isinstance(claim.get("run_dir"), str) or owner is None or not me.shares_pids_with(owner):
             self.transact(workflow_id, lambda run: run.release_shell(busy.thread_id, busy.step_id, reason, claim))
             return None
         mine = {**claim, "owner": me.data(), "lease_until": time.time() + owners.lease_seconds(), "owner_pid": me.pid}
         if not self.transact(workflow_id, lambda run: run.adopt_shell(busy.thread_id, busy.step_id, claim, mine,
                                                                       reason)):
             return None
+        return mine
+
+    def _take_result(self, workflow_id: str, busy: Busy, reason: str, mine: dict[str, Any]) -> Claimed | None:
+        """Wait for a command claimed by `_claim_abandoned` (renewing its lease) and commit its
+        result; or release it when it left none (it runs again)."""
+        me = owners.current()
         key = (workflow_id, busy.thread_id, busy.step_id)
         request = ShellRequest(busy.thread_id, busy.step_id, "", Path("."), {}, None, 0)
-        folder = RunDir(Path(run_dir))
+        folder = RunDir(Path(str(mine["run_dir"])))
         self.in_flight.start(key)
         try:
-            deadline = claim.get("deadline")
+            deadline = mine.get("deadline")
             result = adopt(folder, deadline if isinstance(deadline, int | float) else time.time(),
                            None, [self._lease_renewal(workflow_id, request)])
             claimed: Claimed | None = None

@@ -277,10 +277,10 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
     # -- commands left behind by a server that died -------------------------------------
     def take_over_orphans(self) -> int:
         """Adopt the commands of this store that servers of this machine started and left
-        behind when they died (`shell.rundir.orphans`): each is waited for in a thread of its
-        own and its result committed, as the next call on its thread would do — but at once,
-        before a server on another machine sees its lease expire and runs it again.  Returns
-        how many were found."""
+        behind when they died (`shell.rundir.orphans`).  Each is claimed here and now (its
+        lease renewed: a server on another machine must not see it run out and run the
+        command again while this one starts), then waited for in a thread of its own and its
+        result committed, as the next call on its thread would do.  Returns how many were found."""
         import threading
 
         from aromcp_workflows.shell.rundir import orphans
@@ -289,16 +289,23 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
         found = [(d, meta) for d in orphans(store=store) if (meta := d.meta()) is not None]
         for run_dir, meta in found:
             thread = meta.get("thread_id")
-            threading.Thread(target=self._adopt_orphan, args=(run_dir, str(meta.get("workflow_id")),
-                                                              None if thread in (None, "main") else str(thread)),
+            workflow_id, thread_id = str(meta.get("workflow_id")), None if thread in (None, "main") else str(thread)
+            try:
+                rest = self.driver.take_back(workflow_id, thread_id)
+            except Exception as exc:  # a broken instance must not stop the server: its next call reports it
+                log.warning("could not take over the command left in %s: %s", run_dir.path, exc)
+                continue
+            threading.Thread(target=self._adopt_orphan, args=(run_dir, workflow_id, thread_id, rest),
                              name="aromcp-adopt", daemon=True).start()
         return len(found)
 
-    def _adopt_orphan(self, run_dir: RunDir, workflow_id: str, thread_id: str | None) -> None:
-        """Ask for the thread's next step (which adopts its command), then drop a run directory
-        no claim names any more (its result was committed before its server could remove it)."""
+    def _adopt_orphan(self, run_dir: RunDir, workflow_id: str, thread_id: str | None,
+                      rest: Callable[[], object] | None) -> None:
+        """Take the claimed command's result (`rest`) and go on as the thread's next step would;
+        then drop a run directory no claim names any more (its result was committed before its
+        server could remove it)."""
         try:
-            self.driver.next_step(workflow_id, thread_id)
+            (rest or (lambda: self.driver.next_step(workflow_id, thread_id)))()
             named = self.instances.read(workflow_id, lambda run, _: str(run_dir.path) in json.dumps(
                 run.thread(thread_id).to_json().get("pending") or {}))
         except Exception as exc:  # a broken instance must not stop the server: its next call reports it

@@ -130,6 +130,11 @@ class WorkflowRun(Machine):
         follow_up = self.settle(ctx, request.step_id, lambda: shell_steps.shell_finished(ctx, request, result))
         return follow_up if follow_up is not None else self.advance(thread.thread_id)
 
+    def busy_shell(self, thread_id: str | None) -> Busy | None:
+        """The thread's server-side command in flight, with its claim (None: it waits on none)."""
+        thread = self.thread(thread_id)
+        return shell_steps.busy(thread) if thread.pending is not None and thread.pending.kind == "shell" else None
+
     def claim_shell(self, thread_id: str, step_id: str, claim: dict[str, Any]) -> bool:
         """Record who runs a pending command (owner, lease): the instance layer's data."""
         return shell_steps.claim(self.thread(thread_id), step_id, claim)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("aromcp_workflows")
 SHUTDOWN_FLUSH_S = 2.0  # how long a signalled server waits for its last spans to be exported
+CLAIM_BEFORE_SERVING_S = 10  # at most, before a server answers, to claim the commands a dead one left
 INSTRUCTIONS = (
     "Runs YAML workflows one atomic step at a time. Loop: workflow_start, then perform each "
     "step and report it with workflow_step_complete (its answer carries next_step and messages; "
@@ -151,8 +152,11 @@ def _mount_ui(server: MCPServer, app: Any, options: HttpOptions) -> list[str]:
 
 def _take_over_orphans(server: MCPServer, store: str | None) -> None:
     """When a server of this machine died leaving commands of this store running (or ended,
-    unrecorded), adopt them now, in the background: the service (store, V8) is built only if
-    there are any, so a normal start stays as fast as ever."""
+    unrecorded), adopt them now: the service (store, V8) is built only if there are any, so a
+    normal start stays as fast as ever.  Their claims are made before the server answers
+    anything (for at most `CLAIM_BEFORE_SERVING_S`: a store that does not answer must not keep
+    the server from starting), since until then a replica elsewhere may see a lease run out
+    and run a command again; waiting for the commands goes on in the background."""
     from aromcp_workflows.shell.rundir import orphans
 
     service = getattr(server, "service", None)
@@ -170,7 +174,12 @@ def _take_over_orphans(server: MCPServer, store: str | None) -> None:
         except Exception:
             log.warning("could not take over the commands left by a server that died", exc_info=True)
 
-    threading.Thread(target=adopt, name="aromcp-orphans", daemon=True).start()
+    claiming = threading.Thread(target=adopt, name="aromcp-orphans", daemon=True)
+    claiming.start()
+    claiming.join(CLAIM_BEFORE_SERVING_S)
+    if claiming.is_alive():
+        log.warning("still taking over the commands left by a server that died after %d s; serving meanwhile",
+                    CLAIM_BEFORE_SERVING_S)
 
 
 def _stop_commands_on_signals(observer: Observer | None = None) -> None:

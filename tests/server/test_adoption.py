@@ -280,3 +280,29 @@ async def test_orphans_of_another_store_are_left_and_of_a_deleted_store_removed(
         assert not left[0].exists(), "the orphan of a deleted store was left behind"
     finally:
         await machine.close()
+
+
+async def test_the_next_server_claims_an_orphan_before_it_answers_anything(tmp_path: Path) -> None:
+    """Found by the fault campaign (replicas, seeds 142 and 143): a replica killed twice in a
+    row was started again each time, but killed (or, the second time, reached by the other
+    replica's lease check) before its background adoption had claimed the command, so the
+    other replica saw the dead server's lease run out and ran the command again although
+    its host lived.  The claim (which renews the lease) is now made before the server
+    answers its first request; only the wait for the command runs in the background."""
+    machine = Machine(tmp_path, sleep=3.0)
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        await first.kill()
+        await machine.server()  # its handshake answered: nothing else asked of it
+        adopted = events(machine, wid, "shell_adopted")
+        assert len(adopted) == 1, "the orphan was not claimed before the server answered"
+        assert [line.split()[0] for line in machine.runs()] == ["start"]  # still running: claimed, not done
+        deadline = time.monotonic() + 30
+        while not [e for e in events(machine, wid, "step_completed") if e.get("type") == "shell_command"]:
+            assert time.monotonic() < deadline, "the orphan's result was not taken"
+            await asyncio.sleep(0.05)
+        assert [line.split()[0] for line in machine.runs()] == ["start", "end"]
+        assert len(events(machine, wid, "shell_adopted")) == 1
+    finally:
+        await machine.close()
