@@ -143,3 +143,14 @@ def test_the_web_view_alone_keeps_the_same_rule(tmp_path: Path, bind: str) -> No
             for host in (f"ui.internal:{port}", f"127.0.0.1:{port}", f"localhost:{port}"):
                 allowed = get(base + path, host, f"http://{host}")
                 assert allowed.status_code == 200, (path, host, allowed.status_code, allowed.text[:200])
+
+
+def test_a_bad_allowed_host_stops_the_web_view_alone_before_it_listens(tmp_path: Path) -> None:
+    project, store = make_project(tmp_path / "project"), tmp_path / "store.sqlite3"
+    (tmp_path / "home").mkdir()
+    done = subprocess.run([PYTHON, "-m", "aromcp_workflows", "--project-dir", str(project), "ui", "--store", str(store),
+                           "--port", "0", "--allowed-host", "http://ui.internal"], cwd=project, capture_output=True,
+                          text=True, env=server_env(tmp_path / "home", store), timeout=60)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert done.stderr == ("error: --allowed-host 'http://ui.internal' is not a host name or address with an optional "
+                           ":PORT (e.g. mcp.internal, mcp.internal:8443, 10.0.0.5, [fd00::5])\n")
