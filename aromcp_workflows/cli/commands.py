@@ -26,6 +26,11 @@ def register_commands(commands: Any) -> None:
     _register_install(commands)
 
 
+# `serve --http` and `ui` check Host and Origin by the one rule (server/http_hosts.py)
+ALLOWED_HOST_HELP = ("a name clients reach the server by (Host/Origin checks, against DNS rebinding; the bind "
+                     "address and loopback are always allowed); repeatable")
+
+
 def _register_ui(commands: Any) -> None:
     ui = commands.add_parser("ui", help="a live web view of the instances in the store",
                              description="Serve a local web page over the instance store (the one `serve` uses, "
@@ -38,6 +43,7 @@ def _register_ui(commands: Any) -> None:
     ui.add_argument("--open", action="store_true", help="open the page in the default browser")
     ui.add_argument("--actions", action="store_true",
                     help="allow cancel, retry and fork from the page (each needs the token the printed URL carries)")
+    ui.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]", help=ALLOWED_HOST_HELP)
     ui.set_defaults(handler=cmd_ui)
 
 
@@ -119,9 +125,7 @@ def _register_serve(commands: Any) -> None:
     auth.add_argument("--auth-token-file", metavar="FILE", help="the bearer token clients must send (also: "
                                                                  "$AROMCP_HTTP_TOKEN)")
     auth.add_argument("--no-auth", action="store_true", help="no token at all (loopback only)")
-    auth.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]",
-                      help="a name clients reach the server by (Host/Origin checks; the bind address and loopback "
-                           "are always allowed)")
+    auth.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]", help=ALLOWED_HOST_HELP)
     auth.add_argument("--token-verifier", metavar="MODULE:NAME",
                       help="an identity provider's token verifier instead of a token (docs/security.md)")
     auth.add_argument("--auth-issuer-url", metavar="URL", help="with --token-verifier: where clients get tokens")
@@ -183,7 +187,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if failed is not None:
         return failed
     service = functools.cache(lambda: service_for(args))
-    return run_ui(service, args.host, args.port, args.actions, args.open)
+    return run_ui(service, args.host, args.port, args.actions, args.open, args.allowed_host)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

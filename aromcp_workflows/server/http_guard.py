@@ -3,9 +3,10 @@
 The MCP SDK builds the app (sessions, the bearer middleware of `http_auth`); around it:
 
 - **Host and Origin** are checked on every bind, not only the three loopback names the
-  SDK knows: the allowed hosts are the bind address, the `--allowed-host` names, and
-  loopback.  A foreign Host gets 421 and a foreign Origin 403 before the request is read,
-  so a web page that rebinds its name to this server's address reaches nothing.
+  SDK knows, and for the whole app (`/mcp`, and `/ui` when the web view is mounted): the
+  one rule of `http_hosts` (the bind address, the `--allowed-host` names, loopback).  A
+  foreign Host gets 421 and a foreign Origin 403 before the request is read, so a web page
+  that rebinds its name to this server's address reaches nothing.
 - **Sessions** (the session-based protocol generation, up to 2025-11-25) cost the server
   a task and its buffers each: one client (its token and its address) may hold
   `AROMCP_HTTP_SESSIONS_PER_CLIENT` at once (503 beyond), all clients together
@@ -21,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import socket
 import time
 from collections import defaultdict
@@ -35,10 +35,11 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError
+from aromcp_workflows.server.http_hosts import HostEntryError, HostGuard, HostRule, listening_socket, respond
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-UNSPECIFIED = frozenset({"0.0.0.0", "::", "[::]"})
-HOST_ENTRY = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._-]+))(?::(?P<port>[0-9]{1,5}))?")
+# The SDK's own Host/Origin check stays off: `HostGuard` in front of the whole app (/mcp and
+# /ui alike) applies the one rule, with one wording, before any app reads the request.
+SDK_HOSTS_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 SESSION_GRACE_S = 1.0  # the SDK's idle timer starts a moment after ours: count a session a little longer
 LIMITS = {  # variable: (default, what it bounds)
     "AROMCP_HTTP_SESSIONS_PER_CLIENT": (32, "open sessions of one client (token and address)"),
@@ -76,55 +77,16 @@ class HttpLimits:
 
 
 # -- Host and Origin -------------------------------------------------------------------------
-def host_check(options: HttpOptions) -> TransportSecuritySettings:
-    """DNS-rebinding protection for whatever address the server is bound to."""
-    hosts: list[str] = []
-    origins: list[str] = []
-    bind = [] if options.host in UNSPECIFIED else [options.host]
-    for entry in (*LOOPBACK_HOSTS, *bind, *options.allowed_hosts):
-        host, port = split_host(entry)
-        more_hosts, more_origins = _allowed(host, port)
-        hosts += more_hosts
-        origins += more_origins
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=list(dict.fromkeys(hosts)),
-                                     allowed_origins=list(dict.fromkeys(origins)))
-
-
-def split_host(entry: str) -> tuple[str, int | None]:
-    """`name`, `name:port`, `[v6]`, `[v6]:port` or a bare IPv6 address → (host as a Host
-    header writes it, port or None); anything else is refused with what to write instead."""
-    text = entry.strip().lower()
-    if text.count(":") > 1 and not text.startswith("["):
-        text = f"[{text}]"  # a bare IPv6 address (the bind address)
-    match = HOST_ENTRY.fullmatch(text)
-    port = int(match["port"]) if match is not None and match["port"] else None
-    if match is None or (port is not None and not 0 < port < 65536):
-        raise HttpSetupError(f"--allowed-host {entry!r} is not a host name or address with an optional :PORT "
-                             "(e.g. mcp.internal, mcp.internal:8443, 10.0.0.5, [fd00::5])")
-    return (f"[{match['v6']}]" if match["v6"] else match["name"]), port
-
-
-def _allowed(host: str, port: int | None) -> tuple[list[str], list[str]]:
-    """The Host and Origin values that name `host` (any port when `port` is None)."""
-    if port is None:
-        return [f"{host}:*", host], [f"http://{host}:*", f"https://{host}:*", f"http://{host}", f"https://{host}"]
-    hosts, origins = [f"{host}:{port}"], [f"http://{host}:{port}", f"https://{host}:{port}"]
-    for default, scheme in ((80, "http"), (443, "https")):
-        if port == default:  # a client leaves the scheme's default port out of Host and Origin
-            hosts.append(host)
-            origins.append(f"{scheme}://{host}")
-    return hosts, origins
+def host_rule(options: HttpOptions) -> HostRule:
+    """The one Host/Origin rule (`http_hosts`) for this bind and its `--allowed-host` names,
+    or `HttpSetupError` for an entry that names no host."""
+    try:
+        return HostRule.for_bind(options.host, options.allowed_hosts)
+    except HostEntryError as exc:
+        raise HttpSetupError(str(exc)) from None
 
 
 # -- responses of our own --------------------------------------------------------------------
-async def respond(send: Send, status: int, body: bytes, content_type: bytes, close: bool = False) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
-    if close:
-        headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 def json_rpc_error(message: str) -> bytes:
     """A JSON-RPC error without an id, as the SDK answers a request it refuses."""
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": message}}).encode()
@@ -283,25 +245,6 @@ class SessionQuota:
             use.last_seen = time.monotonic()
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket made as asyncio makes its own (from `getaddrinfo`, so its
-    protocol is TCP and the connections it accepts get TCP_NODELAY: without it an answer
-    written in two parts waits for a delayed ACK).  OSError when it cannot be."""
-    family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM,
-                                                         flags=socket.AI_PASSIVE)[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        sock.bind(address)
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
 def bind(options: HttpOptions) -> socket.socket:
     """The server's listening socket, or `HttpSetupError` (exit status 1) saying why not."""
     try:
@@ -357,17 +300,20 @@ def header_deadline_protocol(seconds: float) -> type[Any]:
     return HeaderDeadline
 
 
-def mcp_app(server: Any, limits: HttpLimits, hosts: TransportSecuritySettings) -> Any:
-    """The SDK's streamable-HTTP app (sessions, the bearer middleware), with our limits."""
+def mcp_app(server: Any, limits: HttpLimits) -> Any:
+    """The SDK's streamable-HTTP app (sessions, the bearer middleware), with our limits;
+    Host and Origin are left to `serve_http`'s guard."""
     return server.streamable_http_app(session_idle_timeout=limits.session_idle_s, max_sessions=limits.max_sessions,
-                                      transport_security=hosts, max_request_body_size=limits.max_body_bytes)
+                                      transport_security=SDK_HOSTS_OFF, max_request_body_size=limits.max_body_bytes)
 
 
-async def serve_http(app: Any, options: HttpOptions, limits: HttpLimits, sock: socket.socket, log_level: str) -> None:
-    """Run `app` behind the checks above, on uvicorn, on `sock`."""
+async def serve_http(app: Any, options: HttpOptions, limits: HttpLimits, rule: HostRule, sock: socket.socket,
+                     log_level: str) -> None:
+    """Run `app` (/mcp, and /ui when mounted) behind the checks above, on uvicorn, on
+    `sock`: the Host/Origin rule first, so a refused request is not even read."""
     import uvicorn
 
-    guarded = BodyDeadline(SessionQuota(app, limits), limits)
+    guarded = HostGuard(BodyDeadline(SessionQuota(app, limits), limits), rule)
     config = uvicorn.Config(guarded, host=options.host, port=options.port, log_level=log_level.lower(),
                             http=header_deadline_protocol(limits.header_timeout_s), timeout_graceful_shutdown=1)
     await uvicorn.Server(config).serve(sockets=[sock])

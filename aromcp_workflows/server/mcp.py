@@ -119,34 +119,35 @@ def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_file
     import anyio
 
     from aromcp_workflows.server.http_auth import resolve_auth
-    from aromcp_workflows.server.http_guard import HttpLimits, bind, host_check, mcp_app, serve_http
+    from aromcp_workflows.server.http_guard import HttpLimits, bind, host_rule, mcp_app, serve_http
 
-    limits, hosts = HttpLimits.from_env(), host_check(options)
+    limits, rule = HttpLimits.from_env(), host_rule(options)
     sock = bind(options)
     try:
         options = replace(options, port=sock.getsockname()[1])  # port 0: the one picked
         auth = resolve_auth(options)
         server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer, auth=auth)
-        app = mcp_app(server, limits, hosts)
+        app = mcp_app(server, limits)
         notices = [f"serving MCP (streamable HTTP) at {options.url}", auth.notice, *_mount_ui(server, app, options)]
         _stop_commands_on_signals(observer)
         _take_over_orphans(server, store)
         print("\n".join(f"aromcp-workflows: {line}" for line in notices), file=sys.stderr, flush=True)
-        anyio.run(serve_http, app, options, limits, sock, level)
+        anyio.run(serve_http, app, options, limits, rule, sock, level)
     finally:
         sock.close()
 
 
 def _mount_ui(server: MCPServer, app: Any, options: HttpOptions) -> list[str]:
-    """`--ui`: the web view at /ui of the same app, over the tools' own service (it keeps its
-    own rules: reads open on this address, actions behind its launch token); where it is."""
+    """`--ui`: the web view at /ui of the same app, over the tools' own service, behind the
+    same Host/Origin guard as /mcp (reads open to who passes it, actions behind the view's
+    launch token); where it is."""
     if not options.ui:
         return []
     from aromcp_workflows.web.run import UI_PATH, mount_ui, url_of
 
     service = getattr(server, "service", None)
     assert service is not None, "build_server gives the server its service"
-    view = mount_ui(app, service, options.host, options.ui_actions)
+    view = mount_ui(app, service, options.ui_actions)
     return [f"web view at {url_of(options.host, options.port, UI_PATH + '/', view)}"]
 
 

@@ -6,8 +6,9 @@ instance's masker, then `safety.redact.redact` for error texts).  The page itsel
 static HTML, CSS and JavaScript shipped in `web/static/`: nothing is built at install and
 nothing is fetched from the network when it runs.
 
-Reading is open to whoever reaches the address (the default is 127.0.0.1, and a Host
-header naming any other host is refused, against DNS rebinding).  Changing anything —
+Reading is open to whoever reaches the address and passes the server's Host/Origin guard
+(`server/http_hosts.py`, in front of this app whether it runs alone or at /ui: a Host or
+Origin of another host is refused, against DNS rebinding).  Changing anything —
 cancel, retry, fork — needs `actions` on (`--actions`), the per-launch token printed in
 the URL (sent back by the page in the `X-Aromcp-Token` header), and an `Origin` that is
 this very server: otherwise 403, and nothing changes.
@@ -23,8 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -40,7 +39,6 @@ STATIC = Path(__file__).with_name("static")
 TOKEN_HEADER = "x-aromcp-token"
 POLL_S = 0.4  # how often an open instance page's stream asks the store for the version
 STREAM_S = 300.0  # a stream ends after this long; the browser reconnects by itself
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -170,7 +168,8 @@ class WebView:
         return _json(result, masker)
 
     # -- the app ---------------------------------------------------------------------------
-    def app(self, allowed_hosts: list[str] | None = None) -> Starlette:
+    def app(self) -> Starlette:
+        """The routes as an app; whoever serves it puts `HostGuard` in front (`web/run.py`)."""
         routes = [
             Route("/", self.page),
             Route("/instances/{workflow_id}", self.page),
@@ -183,8 +182,7 @@ class WebView:
             Route("/api/instances/{workflow_id}/{action}", self.action, methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
-        middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or ["*"])]
-        return Starlette(routes=routes, middleware=middleware)
+        return Starlette(routes=routes)
 
 
 def _cancel(service: WorkflowService, workflow_id: str) -> Any:
@@ -206,14 +204,6 @@ ACTIONS: dict[str, Callable[[WorkflowService, str], Any]] = {"cancel": _cancel, 
 # The page's own files only: no inline script, no other origin, no framing.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'self'; form-action 'none'")
-
-
-def allowed_hosts_for(host: str) -> list[str] | None:
-    """The Host headers to accept: the loopback names when bound to loopback (a page on
-    another site that points its own name at 127.0.0.1 is refused), else any."""
-    if host in LOOPBACK or host.startswith("127."):
-        return ["127.0.0.1", "localhost", "::1", "[::1]", host]
-    return None
 
 
 async def _call(action: Callable[[], Any]) -> Any:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aromcp_workflows.web.app import WebView, allowed_hosts_for
+from aromcp_workflows.server.http_hosts import HostEntryError, HostGuard, HostRule, listening_socket
+from aromcp_workflows.web.app import WebView
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -22,26 +23,19 @@ class PortError(Exception):
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (port 0: any free port), or a `PortError` that says why not."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP, as asyncio's own listeners: accepted connections then get TCP_NODELAY (an
-    # answer written in two parts would otherwise wait for a delayed ACK)
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    """The server's listening socket (`listening_socket`: one IPv6 behaviour for `serve
+    --http` and `ui`), or a `PortError` that says why not and what to change."""
     try:
-        sock.bind((host, port))
+        return listening_socket(host, port)
     except OSError as exc:
-        sock.close()
         raise PortError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
                         "(0 picks a free one) or --host") from None
-    sock.listen(128)
-    return sock
 
 
 def url_of(host: str, port: int, path: str, view: WebView) -> str:
     """The address to open; with actions on it carries the launch token, as Jupyter's does."""
-    shown = f"[{host}]" if ":" in host else host
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else shown
+    bare = host.strip("[]")
+    shown = "127.0.0.1" if bare in ("0.0.0.0", "::") else (f"[{bare}]" if ":" in bare else bare)
     token = f"?token={view.token}" if view.actions else ""
     return f"http://{shown}:{port}{path}{token}"
 
@@ -54,12 +48,15 @@ def serve_app(app: Any, sock: socket.socket, log_level: str = "warning") -> None
     uvicorn.Server(config).run(sockets=[sock])
 
 
-def run_ui(service: Callable[[], WorkflowService], host: str, port: int, actions: bool, open_browser: bool) -> int:
-    """`aromcp-workflows ui`: serve the web view and print its URL (stdout), until Ctrl-C."""
+def run_ui(service: Callable[[], WorkflowService], host: str, port: int, actions: bool, open_browser: bool,
+           allowed_hosts: Sequence[str] = ()) -> int:
+    """`aromcp-workflows ui`: serve the web view behind the Host/Origin guard `serve --http`
+    uses, and print its URL (stdout), until Ctrl-C."""
     view = WebView(service, actions=actions)
     try:
+        rule = HostRule.for_bind(host, allowed_hosts)
         sock = listen(host, port)
-    except PortError as exc:
+    except (HostEntryError, PortError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     url = url_of(host, sock.getsockname()[1], "/", view)
@@ -69,14 +66,15 @@ def run_ui(service: Callable[[], WorkflowService], host: str, port: int, actions
         import webbrowser
 
         webbrowser.open(url)
-    serve_app(view.app(allowed_hosts_for(host)), sock)
+    serve_app(HostGuard(view.app(), rule), sock)
     return 0
 
 
-def mount_ui(app: Starlette, service: Callable[[], WorkflowService], host: str, actions: bool = False) -> WebView:
-    """`serve --http --ui`: the web view at /ui of the MCP server's own app (its own token for actions)."""
+def mount_ui(app: Starlette, service: Callable[[], WorkflowService], actions: bool = False) -> WebView:
+    """`serve --http --ui`: the web view at /ui of the MCP server's own app (its own token
+    for actions); `serve_http`'s Host/Origin guard stands in front of both."""
     from starlette.routing import Mount
 
     view = WebView(service, actions=actions)
-    app.router.routes.insert(0, Mount(UI_PATH, app=view.app(allowed_hosts_for(host))))
+    app.router.routes.insert(0, Mount(UI_PATH, app=view.app()))
     return view

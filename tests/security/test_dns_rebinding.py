@@ -14,11 +14,14 @@ Origin given).  The token is sent, so only the header check can refuse.
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2
 import pytest
-from srv_helpers import TOKEN, make_project, serving_http
+from srv_helpers import PYTHON, TOKEN, free_port, make_project, server_env, serving_http, stop, wait_for_port
 
 pytestmark = pytest.mark.slow
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -67,3 +70,87 @@ def test_an_allowed_host_with_a_port_allows_that_port_only(tmp_path: Path) -> No
         url = f"http://127.0.0.2:{server.port}/mcp"
         assert initialize(url, "proxy.internal:443", "https://proxy.internal").status_code == 200
         assert initialize(url, "proxy.internal:8080").status_code == 421
+
+
+# -- the web view: the same rule as /mcp ----------------------------------------------------------
+# The web view's reads need no token, so before the one guard a page that rebound its name to
+# a server bound to 0.0.0.0 read every instance through /ui (the web view checked Host only
+# on a loopback bind), while `--allowed-host` names were refused there on a loopback bind.
+UI_PATHS = ("/ui/", "/ui/api/instances", "/ui/api/config", "/ui/static/app.js")
+
+
+def get(url: str, host: str, origin: str | None = None) -> httpx2.Response:
+    headers = {"Host": host} | ({"Origin": origin} if origin is not None else {})
+    return httpx2.get(url, headers=headers, timeout=30)
+
+
+def assert_refused(response: httpx2.Response, status: int, named: str) -> None:
+    """Refused with the status, a text naming what was refused and the flag that allows it."""
+    assert response.status_code == status, (named, response.status_code, response.text[:300])
+    assert named in response.text and "--allowed-host" in response.text, response.text
+
+
+def test_the_web_view_beside_mcp_refuses_a_foreign_host_and_origin(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    with serving_http(tmp_path, project, "--ui", "--allowed-host", "mcp.internal", host="0.0.0.0") as server:
+        port, base = server.port, f"http://127.0.0.1:{server.port}"
+        evil, evil_origin = f"evil.example:{port}", f"http://evil.example:{port}"
+        for path in UI_PATHS:
+            assert_refused(get(base + path, evil, evil_origin), 421, f"'{evil}'")
+            assert_refused(get(base + path, f"127.0.0.1:{port}", evil_origin), 403, f"'{evil_origin}'")
+            for host in (f"mcp.internal:{port}", f"127.0.0.1:{port}", f"localhost:{port}"):
+                allowed = get(base + path, host, f"http://{host}")
+                assert allowed.status_code == 200, (path, host, allowed.status_code, allowed.text[:200])
+        assert_refused(initialize(f"{base}/mcp", evil, evil_origin), 421, f"'{evil}'")  # one wording for both
+        assert_refused(initialize(f"{base}/mcp", f"localhost:{port}", evil_origin), 403, f"'{evil_origin}'")
+
+
+def test_an_allowed_host_reaches_the_web_view_on_a_loopback_bind(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    with serving_http(tmp_path, project, "--ui", "--allowed-host", "mcp.internal", host="127.0.0.2") as server:
+        base = f"http://127.0.0.2:{server.port}"
+        for path in UI_PATHS:
+            allowed = get(base + path, f"mcp.internal:{server.port}")
+            assert allowed.status_code == 200, (path, allowed.status_code, allowed.text[:200])
+            assert_refused(get(base + path, f"evil.example:{server.port}"), 421, "'evil.example")
+
+
+@contextmanager
+def serving_ui(tmp_path: Path, host: str, *more: str) -> Iterator[int]:
+    """`aromcp-workflows ui` (the web view alone) on a free port of `host`; stopped on leaving."""
+    project, port = make_project(tmp_path / "project"), free_port("127.0.0.1")
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    store = tmp_path / "store.sqlite3"
+    proc = subprocess.Popen([PYTHON, "-m", "aromcp_workflows", "--project-dir", str(project), "ui", "--store",
+                             str(store), "--host", host, "--port", str(port), *more], cwd=project,
+                            env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, proc)
+        yield port
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("bind", ["127.0.0.1", "0.0.0.0"])
+def test_the_web_view_alone_keeps_the_same_rule(tmp_path: Path, bind: str) -> None:
+    with serving_ui(tmp_path, bind, "--allowed-host", "ui.internal") as port:
+        base = f"http://127.0.0.1:{port}"
+        for path in ("/", "/api/instances", "/static/app.js"):
+            assert_refused(get(base + path, f"evil.example:{port}"), 421, f"'evil.example:{port}'")
+            assert_refused(get(base + path, f"127.0.0.1:{port}", "http://evil.example"), 403, "'http://evil.example'")
+            for host in (f"ui.internal:{port}", f"127.0.0.1:{port}", f"localhost:{port}"):
+                allowed = get(base + path, host, f"http://{host}")
+                assert allowed.status_code == 200, (path, host, allowed.status_code, allowed.text[:200])
+
+
+def test_a_bad_allowed_host_stops_the_web_view_alone_before_it_listens(tmp_path: Path) -> None:
+    project, store = make_project(tmp_path / "project"), tmp_path / "store.sqlite3"
+    (tmp_path / "home").mkdir()
+    done = subprocess.run([PYTHON, "-m", "aromcp_workflows", "--project-dir", str(project), "ui", "--store", str(store),
+                           "--port", "0", "--allowed-host", "http://ui.internal"], cwd=project, capture_output=True,
+                          text=True, env=server_env(tmp_path / "home", store), timeout=60)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert done.stderr == ("error: --allowed-host 'http://ui.internal' is not a host name or address with an optional "
+                           ":PORT (e.g. mcp.internal, mcp.internal:8443, 10.0.0.5, [fd00::5])\n")

@@ -1,7 +1,8 @@
 """The web view's HTTP API in process (Starlette's test client over the real app and a real
 SQLite store): what each route answers, that no response carries a secret, that actions
 need --actions, the launch token and the page's own Origin, and that a foreign Host is
-refused.  The browser tests (test_browser.py) drive the same app through Chromium."""
+refused by the guard `aromcp-workflows ui` puts in front (the same one as `serve --http`'s).
+The browser tests (test_browser.py) drive the same app through Chromium."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from starlette.testclient import TestClient
 from web_helpers import SECRET, Project, fan_out_midway, finish_task
 
-from aromcp_workflows.web.app import WebView, allowed_hosts_for
+from aromcp_workflows.server.http_hosts import HostGuard, HostRule
+from aromcp_workflows.web.app import WebView
 
 BASE = "http://127.0.0.1:8780"
 
@@ -19,7 +21,7 @@ BASE = "http://127.0.0.1:8780"
 def client(project: Project, actions: bool = False) -> tuple[TestClient, WebView, Any]:
     service = project.service()
     view = WebView(lambda: service, actions=actions)
-    return TestClient(view.app(allowed_hosts_for("127.0.0.1")), base_url=BASE), view, service
+    return TestClient(HostGuard(view.app(), HostRule.for_bind("127.0.0.1")), base_url=BASE), view, service
 
 
 def test_instances_page_newest_first_filtered_and_counted(project: Project) -> None:
@@ -138,7 +140,8 @@ def test_actions_need_the_flag_the_token_and_the_origin(project: Project, action
 
 def test_a_foreign_host_and_an_unknown_instance(project: Project) -> None:
     web, _, _ = client(project)
-    assert web.get("/api/instances", headers={"Host": "attacker.example:8780"}).status_code == 400
+    foreign = web.get("/api/instances", headers={"Host": "attacker.example:8780"})
+    assert foreign.status_code == 421 and "--allowed-host attacker.example" in foreign.text
     missing = web.get("/api/instances/wf_nope")
     assert missing.status_code == 404 and "No workflow instance with id 'wf_nope'" in missing.json()["error"]
     page = web.get("/")
