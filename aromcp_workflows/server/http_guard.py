@@ -246,9 +246,10 @@ class SessionQuota:
 
 
 def bind(options: HttpOptions) -> socket.socket:
-    """The server's listening socket, or `HttpSetupError` (exit status 1) saying why not."""
+    """The server's socket, bound but not listening yet (the server listens once it can answer:
+    see `server.mcp`), or `HttpSetupError` (exit status 1) saying why not."""
     try:
-        return listening_socket(options.host, options.port)
+        return listening_socket(options.host, options.port, listen=False)
     except OSError as exc:
         raise HttpSetupError(f"cannot listen on {options.host} port {options.port}: {exc.strerror or exc}",
                              exit_code=1) from None

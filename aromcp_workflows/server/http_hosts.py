@@ -148,14 +148,19 @@ class HostGuard:
             await respond(send, refused.status, refused.text.encode(), b"text/plain; charset=utf-8")
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
+BACKLOG = 2048  # connections the kernel holds before they are accepted
+
+
+def listening_socket(host: str, port: int, listen: bool = True) -> socket.socket:
     """A listening TCP socket on host:port (port 0: a free one), made as asyncio makes its
     own (from `getaddrinfo`, so its protocol is TCP and the connections it accepts get
     TCP_NODELAY: without it an answer written in two parts waits for a delayed ACK).
 
     IPv6: `[::1]` and `::1` are the same address; `::` is every address, IPv4 ones too (dual
     stack, set here rather than left to the system's `net.ipv6.bindv6only`), as 0.0.0.0 is
-    every IPv4 one and as the host rule treats them alike.  OSError when it cannot be."""
+    every IPv4 one and as the host rule treats them alike.  OSError when it cannot be.
+    `listen=False`: bound only (the port is this process's, nobody can connect yet); the
+    caller calls `listen(BACKLOG)` once it is ready to answer."""
     family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM,
                                                          flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
@@ -164,7 +169,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         sock.bind(address)
-        sock.listen(2048)
+        if listen:
+            sock.listen(BACKLOG)
     except OSError:
         sock.close()
         raise

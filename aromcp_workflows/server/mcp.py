@@ -113,13 +113,16 @@ def serve(project_dir: str | None = None, store: str | None = None, allowed_file
 def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_files: tuple[str, ...],
                 options: HttpOptions, store: str | None, observer: Observer | None = None) -> None:
     """Bind first (a port in use changes nothing, not even a token file), then decide how
-    clients are checked, then serve."""
+    clients are checked, take back the commands a dead server left (`_take_over_orphans`),
+    and only then listen: until it can answer, a replica refuses connections, so neither a
+    client nor a load balancer's check takes it for started while its claims are not made."""
     from dataclasses import replace
 
     import anyio
 
     from aromcp_workflows.server.http_auth import resolve_auth
     from aromcp_workflows.server.http_guard import HttpLimits, bind, host_rule, mcp_app, serve_http
+    from aromcp_workflows.server.http_hosts import BACKLOG
 
     limits, rule = HttpLimits.from_env(), host_rule(options)
     sock = bind(options)
@@ -131,6 +134,7 @@ def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_file
         notices = [f"serving MCP (streamable HTTP) at {options.url}", auth.notice, *_mount_ui(server, app, options)]
         _stop_commands_on_signals(observer)
         _take_over_orphans(server, store)
+        sock.listen(BACKLOG)  # only now can a client (or a load balancer's check) connect
         print("\n".join(f"aromcp-workflows: {line}" for line in notices), file=sys.stderr, flush=True)
         anyio.run(serve_http, app, options, limits, rule, sock, level)
     finally:

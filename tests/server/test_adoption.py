@@ -18,13 +18,14 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rawstdio import RawServer
-from srv_helpers import serve_args, server_env
+from srv_helpers import PYTHON, TOKEN, free_port, serve_args, server_env, stop, wait_for_port
 
 pytestmark = pytest.mark.slow
 
@@ -304,5 +305,31 @@ async def test_the_next_server_claims_an_orphan_before_it_answers_anything(tmp_p
             await asyncio.sleep(0.05)
         assert [line.split()[0] for line in machine.runs()] == ["start", "end"]
         assert len(events(machine, wid, "shell_adopted")) == 1
+    finally:
+        await machine.close()
+
+
+async def test_a_replica_listens_only_once_it_has_claimed_the_orphans(tmp_path: Path) -> None:
+    """Over HTTP the port used to listen from the start, so a harness (or a load balancer)
+    took a restarted replica for up and could kill it again before its claims were made
+    (the campaign's CI-sized round, seed 5: killed every 4 s, the replica never claimed, and
+    the other replica ran the command again after the lease).  Now the socket is bound at
+    once but listens only after the claims: a connection that succeeds means they are made."""
+    machine = Machine(tmp_path, sleep=3.0)
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        await first.kill()
+        port = free_port()
+        env = server_env(machine.home, machine.store, **machine.env, AROMCP_HTTP_TOKEN=TOKEN)
+        with open(tmp_path / "http.stderr", "wb") as stderr:
+            replica = subprocess.Popen([PYTHON, *serve_args(machine.project, machine.store, "--http", "--port",
+                                                            str(port))], cwd=machine.project, env=env,
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            wait_for_port(port, replica)
+            assert len(events(machine, wid, "shell_adopted")) == 1, "it listened before it claimed the orphan"
+        finally:
+            stop(replica)
     finally:
         await machine.close()
