@@ -17,12 +17,18 @@ import pytest
 
 from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError
 from aromcp_workflows.server.http_guard import bind
+from aromcp_workflows.server.http_hosts import BACKLOG
 from aromcp_workflows.web.run import PortError, listen
 
-OPENERS: dict[str, Callable[[str, int], socket.socket]] = {
-    "serve --http": lambda host, port: bind(HttpOptions(host=host, port=port)),
-    "ui": listen,
-}
+
+def serve_socket(host: str, port: int) -> socket.socket:
+    """`serve --http`'s socket as it serves: bound at once, listening once its claims are made."""
+    sock = bind(HttpOptions(host=host, port=port))
+    sock.listen(BACKLOG)
+    return sock
+
+
+OPENERS: dict[str, Callable[[str, int], socket.socket]] = {"serve --http": serve_socket, "ui": listen}
 
 
 def has_ipv6_loopback() -> bool:
