@@ -15,7 +15,6 @@ are `AuthoringApi`'s (`app/authoring.py`), and the web view's reads `WatchingApi
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -55,7 +54,7 @@ from aromcp_workflows.app.start_keys import start_key, started_before
 from aromcp_workflows.app.watching import WatchingApi
 from aromcp_workflows.app.workflows import WorkflowsApi
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
-from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.interpreter import Busy, WorkflowRun
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.rundir import RunDir
@@ -306,8 +305,7 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
         server could remove it)."""
         try:
             (rest or (lambda: self.driver.next_step(workflow_id, thread_id)))()
-            named = self.instances.read(workflow_id, lambda run, _: str(run_dir.path) in json.dumps(
-                run.thread(thread_id).to_json().get("pending") or {}))
+            named = self.instances.read(workflow_id, lambda run, _: _names(run.busy_shell(thread_id), run_dir))
         except Exception as exc:  # a broken instance must not stop the server: its next call reports it
             log.warning("could not take over the command left in %s: %s", run_dir.path, exc)
             return
@@ -361,3 +359,8 @@ def _instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus
                           current_steps=list(record.current_steps), progress=counts,
                           error=run.masker().mask_text(run.error) if run.error else None, version=record.version,
                           forked_from=None if run.forked_from is None else ForkOrigin(**run.forked_from))
+
+
+def _names(busy: Busy | None, run_dir: RunDir) -> bool:
+    """Whether a thread's command in flight is the one of `run_dir` (its claim names it)."""
+    return busy is not None and busy.claim.get("run_dir") == str(run_dir.path)
