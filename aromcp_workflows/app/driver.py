@@ -72,8 +72,9 @@ class InFlight:
         self._guard = threading.Lock()
 
     def start(self, key: tuple[str, str, str]) -> None:
+        """Mark a command as run (or waited for) here; marking it again changes nothing."""
         with self._guard:
-            self._events[key] = threading.Event()
+            self._events.setdefault(key, threading.Event())
 
     def end(self, key: tuple[str, str, str]) -> None:
         with self._guard:
@@ -246,9 +247,14 @@ class Driver:
         mine = self._claim_abandoned(workflow_id, busy, reason)
         if mine is None:
             return None
+        key = (workflow_id, busy.thread_id, busy.step_id)
+        self.in_flight.start(key)  # ours from now: no call of this server adopts it again
 
         def rest() -> Answer:
-            claimed = self._take_result(workflow_id, busy, reason, mine)
+            try:
+                claimed = self._take_result(workflow_id, busy, reason, mine)
+            finally:
+                self.in_flight.end(key)  # (ended there already, unless it failed before its wait)
             return self.next_step(workflow_id, thread_id) if claimed is None else self._settle(claimed, thread_id, None)
 
         return rest
