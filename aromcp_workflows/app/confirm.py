@@ -28,7 +28,7 @@ class Pending(Protocol):
 
     def poll(self) -> str: ...  # "in", "waiting" or "broken"
 
-    def fileno(self) -> int | None: ...  # readable when its answer comes
+    def watch(self) -> int | None: ...  # a descriptor of its own, readable when its answer comes
 
     def result(self) -> int: ...
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -146,17 +147,21 @@ async def _answered(item: Any) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ANSWER_WAIT_S
     while (state := item.poll()) == "waiting":
-        fd, left = item.fileno(), deadline - loop.time()
-        if fd is None or left <= 0:
+        left = deadline - loop.time()
+        fd = item.watch() if left > 0 else None
+        if fd is None:
             return False
         readable: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(fd, _resolve, readable)
-        timer = loop.call_later(left, _resolve, readable)
         try:
-            await readable
+            loop.add_reader(fd, _resolve, readable)
+            timer = loop.call_later(left, _resolve, readable)
+            try:
+                await readable
+            finally:
+                timer.cancel()
+                loop.remove_reader(fd)
         finally:
-            timer.cancel()
-            loop.remove_reader(fd)
+            os.close(fd)  # our duplicate (`watch`): the connection's own socket is not ours to close
     return state == "in"
 
 

@@ -10,6 +10,7 @@ sends the statement again only when nothing was committed (`StorePool.write_once
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -64,7 +65,7 @@ class PendingSave:
     def poll(self) -> str:
         """Without waiting (never even for the lock: the event loop asks): "in" when
         `result()` would only read an answer that has come (or give an outcome known
-        already), "waiting" while the answer is on its way (`fileno` turns readable as it
+        already), "waiting" while the answer is on its way (`watch` turns readable as it
         comes), "broken" when `result()` has a failure to handle or another thread is at it
         (it may wait for PostgreSQL to come back)."""
         if not self._lock.acquire(blocking=False):
@@ -76,11 +77,21 @@ class PendingSave:
         finally:
             self._lock.release()
 
-    def fileno(self) -> int | None:
+    def watch(self) -> int | None:
+        """A duplicate of the connection's socket, readable as its answer comes; the caller
+        closes it.  A duplicate, because another thread may find the connection broken and
+        close it meanwhile: the event loop must never watch a descriptor number that was
+        closed (the loop refuses it) or reused by another socket (the loop would take it
+        from whoever owns it).  None when there is nothing to wait for on the loop."""
         if not self._lock.acquire(blocking=False):
             return None
         try:
-            return None if self._sent is None or self._outcome is not None else self._sent.fileno()
+            if self._sent is None or self._outcome is not None:
+                return None
+            try:
+                return os.dup(self._sent.fileno())
+            except OSError:
+                return None
         finally:
             self._lock.release()
 

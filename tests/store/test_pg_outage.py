@@ -11,7 +11,9 @@ statement itself (nothing was committed), or holds it while the cluster restarts
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -219,3 +221,52 @@ def test_a_save_that_lost_to_another_writer_says_so_when_its_connection_breaks(p
         mine.close()
         other.close()
     assert stored(pg_url, "wf_1") == (2, ["started", "step_completed"], {"n": 7})
+
+
+def test_the_descriptor_a_reply_waits_on_outlives_a_connection_another_thread_closes(pg_url: str) -> None:
+    """Found by the campaign (replicas, seed 177): the reply waited for its save's answer on the
+    event loop with the connection's own socket number, and another thread that found the
+    connection broken closed it in between; the loop refused the closed number ("[Errno 9] Bad
+    file descriptor" reached the agent), and a number reused by another socket would have been
+    taken from its owner.  `watch()` now gives a duplicate, valid until its waiter closes it.
+
+    Made real here: the save waits on a row lock held by another session, its backend is
+    terminated, and a thread's `result()` finds the connection broken, closes it, and sends
+    the save again once the lock is gone."""
+    import psycopg
+
+    store = PostgresStore(pg_url)
+    try:
+        record = created(store)
+        with psycopg.connect(pg_url, autocommit=False) as locker:
+            locker.execute("SELECT 1 FROM instances WHERE workflow_id = 'wf_1' FOR UPDATE")
+            record.state = {"n": 1}
+            pending = store.begin_save(record, record.version, [HistoryEvent(kind="step_completed", data={"n": 1})])
+            assert pending.poll() == "waiting"
+            fd = pending.watch()
+            assert fd is not None
+            with psycopg.connect(pg_url, autocommit=True) as watcher:
+                watcher.execute("SELECT pg_terminate_backend(%s)", (_waiting_backend(watcher),))
+            done: list[int] = []
+            finisher = threading.Thread(target=lambda: done.append(pending.result()))
+            finisher.start()
+            time.sleep(0.5)  # the finisher has found the connection broken and closed it
+            locker.commit()  # the lock goes: the save sent again commits
+            finisher.join(30)
+        assert done == [2]
+        os.fstat(fd)  # still ours, still open: nothing another thread did closed it
+        os.close(fd)
+    finally:
+        store.close()
+    assert stored(pg_url, "wf_1") == (2, ["started", "step_completed"], {"n": 1})
+
+
+def _waiting_backend(conn: Any) -> int:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                            "AND datname = current_database()").fetchall()
+        if rows:
+            return int(rows[0][0])
+        time.sleep(0.02)
+    raise AssertionError("the save never waited on the lock")
