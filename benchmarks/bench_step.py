@@ -217,6 +217,8 @@ def written(pid: int) -> int:
 def growth(probe: Any, server_pid: int, instances: dict[str, Instance], steps: int) -> dict[str, dict[str, float]]:
     """Store bytes, bytes written by the server and history rows per step, each instance stepping alone."""
     out: dict[str, dict[str, float]] = {}
+    if steps <= 0:  # --growth-steps 0: round trips only
+        return out
     for label, instance in instances.items():
         before, rows_before = probe.sizes(), probe.history_rows(instance.workflow_id)
         before["server write() bytes"] = written(server_pid)
