@@ -247,14 +247,10 @@ class Driver:
         mine = self._claim_abandoned(workflow_id, busy, reason)
         if mine is None:
             return None
-        key = (workflow_id, busy.thread_id, busy.step_id)
-        self.in_flight.start(key)  # ours from now: no call of this server adopts it again
+        self.in_flight.start((workflow_id, busy.thread_id, busy.step_id))  # ours now: no call adopts it again
 
         def rest() -> Answer:
-            try:
-                claimed = self._take_result(workflow_id, busy, reason, mine)
-            finally:
-                self.in_flight.end(key)  # (ended there already, unless it failed before its wait)
+            claimed = self._take_result(workflow_id, busy, reason, mine)  # ends what `start` marked
             return self.next_step(workflow_id, thread_id) if claimed is None else self._settle(claimed, thread_id, None)
 
         return rest
@@ -285,12 +281,12 @@ class Driver:
     def _take_result(self, workflow_id: str, busy: Busy, reason: str, mine: dict[str, Any]) -> Claimed | None:
         """Wait for a command claimed by `_claim_abandoned` (renewing its lease) and commit its
         result; or release it when it left none (it runs again)."""
-        me = owners.current()
         key = (workflow_id, busy.thread_id, busy.step_id)
-        request = ShellRequest(busy.thread_id, busy.step_id, "", Path("."), {}, None, 0)
-        folder = RunDir(Path(str(mine["run_dir"])))
         self.in_flight.start(key)
         try:
+            me = owners.current()
+            request = ShellRequest(busy.thread_id, busy.step_id, "", Path("."), {}, None, 0)
+            folder = RunDir(Path(str(mine["run_dir"])))
             deadline = mine.get("deadline")
             result = adopt(folder, deadline if isinstance(deadline, int | float) else time.time(),
                            None, [self._lease_renewal(workflow_id, request)])

@@ -72,7 +72,7 @@ class RuntimeFailure(Exception):
     """An error in our own JavaScript plumbing (never user code): a bug to report."""
 
 
-class EngineUnavailable(RuntimeFailure):
+class EngineUnavailable(Exception):
     """No V8 process could be started (the machine is out of processes, memory or file
     descriptors, or the child died while starting): the server's trouble, not the
     workflow's, and passing.  The call that needed it changes nothing and may be sent again."""

@@ -135,7 +135,7 @@ class PendingSave:
         params = (self.write.workflow_id,)
         try:
             return self._conn.execute(VERSION, params).fetchone()
-        except psycopg.Error:
+        except psycopg.OperationalError:  # the connection broke; any other error is a bug to see
             self._release(broken=True)
         rows = self.db.fetch("read", VERSION, params)
         return rows[0] if rows else None

@@ -109,6 +109,22 @@ def events(machine: Machine, wid: str, kind: str) -> list[dict[str, Any]]:
         store.close()
 
 
+
+async def orphaned(machine: Machine) -> str:
+    """An instance whose command runs on while its server is SIGKILLed (its id)."""
+    first = await machine.server()
+    wid, _ = await shell_started(machine, first)
+    await first.kill()
+    return wid
+
+
+async def result_committed(machine: Machine, wid: str, why: str) -> None:
+    """Wait until the instance's command result is in its history (`why`: what failed if not)."""
+    deadline = time.monotonic() + 30
+    while not [e for e in events(machine, wid, "step_completed") if e.get("type") == "shell_command"]:
+        assert time.monotonic() < deadline, why
+        await asyncio.sleep(0.05)
+
 async def test_a_command_running_when_its_server_died_is_adopted(tmp_path: Path) -> None:
     machine = Machine(tmp_path, sleep=1.5)
     try:
@@ -233,14 +249,9 @@ async def test_a_server_started_after_a_death_takes_over_without_being_called(tm
     on another machine would otherwise see the lease run out and run it again)."""
     machine = Machine(tmp_path, sleep=1.0)
     try:
-        first = await machine.server()
-        wid, _ = await shell_started(machine, first)
-        await first.kill()
+        wid = await orphaned(machine)
         await machine.server()  # started, never called
-        deadline = time.monotonic() + 30
-        while not [e for e in events(machine, wid, "step_completed") if e.get("type") == "shell_command"]:
-            assert time.monotonic() < deadline, "the orphan was not taken over"
-            await asyncio.sleep(0.05)
+        await result_committed(machine, wid, "the orphan was not taken over")
         assert [line.split()[0] for line in machine.runs()] == ["start", "end"]
         assert len(events(machine, wid, "shell_adopted")) == 1
     finally:
@@ -292,17 +303,12 @@ async def test_the_next_server_claims_an_orphan_before_it_answers_anything(tmp_p
     answers its first request; only the wait for the command runs in the background."""
     machine = Machine(tmp_path, sleep=3.0)
     try:
-        first = await machine.server()
-        wid, _ = await shell_started(machine, first)
-        await first.kill()
+        wid = await orphaned(machine)
         await machine.server()  # its handshake answered: nothing else asked of it
         adopted = events(machine, wid, "shell_adopted")
         assert len(adopted) == 1, "the orphan was not claimed before the server answered"
         assert [line.split()[0] for line in machine.runs()] == ["start"]  # still running: claimed, not done
-        deadline = time.monotonic() + 30
-        while not [e for e in events(machine, wid, "step_completed") if e.get("type") == "shell_command"]:
-            assert time.monotonic() < deadline, "the orphan's result was not taken"
-            await asyncio.sleep(0.05)
+        await result_committed(machine, wid, "the orphan's result was not taken")
         assert [line.split()[0] for line in machine.runs()] == ["start", "end"]
         assert len(events(machine, wid, "shell_adopted")) == 1
     finally:
@@ -317,9 +323,7 @@ async def test_a_replica_listens_only_once_it_has_claimed_the_orphans(tmp_path: 
     once but listens only after the claims: a connection that succeeds means they are made."""
     machine = Machine(tmp_path, sleep=3.0)
     try:
-        first = await machine.server()
-        wid, _ = await shell_started(machine, first)
-        await first.kill()
+        wid = await orphaned(machine)
         port = free_port()
         env = server_env(machine.home, machine.store, **machine.env, AROMCP_HTTP_TOKEN=TOKEN)
         with open(tmp_path / "http.stderr", "wb") as stderr:
