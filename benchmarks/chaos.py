@@ -66,6 +66,12 @@ class Round:
     seconds: float = 0.0
     disk: str = ""
     hosts_apart: bool = False
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: start, faults, drain, reference, check
+
+    def lap(self, phase: str, since: float) -> float:
+        now = time.monotonic()
+        self.phases[phase] = round(now - since, 1)
+        return now
 
     def rerun(self, args: argparse.Namespace) -> str:
         return (f".venv/bin/python benchmarks/chaos.py --setups {self.setup} --seed {self.seed} --rounds 1 "
@@ -97,7 +103,8 @@ async def run_round(setup_name: str, seed: int, args: argparse.Namespace, workdi
     answers, log, faults = Answers(), CallLog(), FaultLog()
     try:
         await setup.start()
-        outcomes, used = await _drive(setup, rng, args, answers, log, faults, seed, setup_name)
+        result.lap("start", started)
+        outcomes, used = await _drive(setup, rng, args, answers, log, faults, seed, setup_name, result)
     except BaseException:  # stopped or broken: leave no server, cluster, mount or namespace behind
         try:
             await asyncio.shield(setup.close())
@@ -106,11 +113,14 @@ async def run_round(setup_name: str, seed: int, args: argparse.Namespace, workdi
         raise
     await setup.close()
     try:
+        lap = time.monotonic()
         reference = Reference(root / "reference")
         ref_outcomes = await reference.run(used, answers)
+        lap = result.lap("reference", lap)
         result.findings = check(used, Side(setup.store_location, setup.project, outcomes),
                                 Side(str(reference.store), reference.project, ref_outcomes), log,
                                 setup.dead_hosts, expect_refusals=setup_name == "sqlite")
+        result.lap("check", lap)
     finally:
         setup.cleanup()
         if result.findings.anomalies:
@@ -125,8 +135,9 @@ async def run_round(setup_name: str, seed: int, args: argparse.Namespace, workdi
 
 
 async def _drive(setup: Any, rng: random.Random, args: argparse.Namespace, answers: Answers, log: CallLog,
-                 faults: FaultLog, seed: int, prefix: str) -> tuple[dict[str, Outcome], list[Plan]]:
+                 faults: FaultLog, seed: int, prefix: str, result: Round) -> tuple[dict[str, Outcome], list[Plan]]:
     """Keep `concurrency` instances running while the faults are injected, then drain."""
+    driving = time.monotonic()
     pool = iter(plans(seed, 100_000, prefix))
     used: list[Plan] = []
     agents: dict[asyncio.Task[Outcome], Agent] = {}
@@ -153,11 +164,13 @@ async def _drive(setup: Any, rng: random.Random, args: argparse.Namespace, answe
             if not injecting.done():
                 more()
     injecting.result()
+    lap = result.lap("faults", driving)
     drain_until = time.monotonic() + args.drain
     for agent in agents.values():
         agent.deadline = drain_until
     for task, agent in list(agents.items()):
         outcomes[agent.plan.key] = await task
+    result.lap("drain", lap)
     return outcomes, used
 
 
@@ -198,7 +211,7 @@ def print_report(rounds: list[Round], args: argparse.Namespace) -> None:
         print(f"[{r.setup} seed {r.seed}] {r.seconds:.0f} s, faults {r.faults}, {f.instances} instances, "
               f"{f.steps} steps, {f.acks_checked} acknowledged answers checked, {r.lost} answers lost "
               f"({r.resent} resends), {f.store_refusals} store refusals, {f.reruns_after_host_death} reruns after "
-              f"{r.faults.get('host_death', 0)} host deaths: {verdict}", flush=True)
+              f"{r.faults.get('host_death', 0)} host deaths: {verdict}; phases {r.phases}", flush=True)
         for kind, key, detail in f.anomalies[:20]:
             print(f"    {kind} {key}: {detail[:400]}")
         if f.anomalies:
@@ -291,7 +304,7 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"totals": totals(rounds), "rounds": [
             {"setup": r.setup, "seed": r.seed, "seconds": r.seconds, "faults": r.faults, "disk": r.disk,
-             "hosts_apart": r.hosts_apart, "calls": r.calls, "lost": r.lost, "resent": r.resent,
+             "hosts_apart": r.hosts_apart, "phases": r.phases, "calls": r.calls, "lost": r.lost, "resent": r.resent,
              "findings": {**{k: v for k, v in vars(r.findings).items() if k != "anomalies"},
                           "anomalies": r.findings.anomalies},
              "rerun": r.rerun(args)} for r in rounds]}, indent=2))

@@ -52,7 +52,9 @@ class Reference:
         self.transport = InMemoryTransport(self.server)
         self.outcomes: dict[str, Outcome] = {}
 
-    async def run(self, plans: list[Plan], answers: Answers, concurrency: int = 8) -> dict[str, Outcome]:
+    async def run(self, plans: list[Plan], answers: Answers, concurrency: int = 24) -> dict[str, Outcome]:
+        """Mostly waiting (the commands' pauses, the tool threads): 200 plans took 10.0 s eight at
+        a time and 6.4-7.4 s with 16 to 64 at a time on 2 cores."""
         gate = asyncio.Semaphore(concurrency)
         log = CallLog()
 
