@@ -274,9 +274,10 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
                          migrations=moves or None)
 
     # -- commands left behind by a server that died -------------------------------------
-    def take_over_orphans(self) -> int:
+    def take_over_orphans(self, run_dirs: list[RunDir] | None = None) -> int:
         """Adopt the commands of this store that servers of this machine started and left
-        behind when they died (`shell.rundir.orphans`).  Each is claimed here and now (its
+        behind when they died (`shell.rundir.orphans`; `run_dirs` when the caller has just
+        looked them up).  Each is claimed here and now (its
         lease renewed: a server on another machine must not see it run out and run the
         command again while this one starts), then waited for in a thread of its own and its
         result committed, as the next call on its thread would do.  Returns how many were found."""
@@ -284,8 +285,9 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
 
         from aromcp_workflows.shell.rundir import orphans
 
-        store = self.instances.store.path
-        found = [(d, meta) for d in orphans(store=store) if (meta := d.meta()) is not None]
+        if run_dirs is None:
+            run_dirs = orphans(store=self.instances.store.path)
+        found = [(d, meta) for d in run_dirs if (meta := d.meta()) is not None]
         for run_dir, meta in found:
             thread = meta.get("thread_id")
             workflow_id, thread_id = str(meta.get("workflow_id")), None if thread in (None, "main") else str(thread)

@@ -172,9 +172,10 @@ def _take_over_orphans(server: MCPServer, store: str | None) -> None:
         try:
             from aromcp_workflows.store import store_location
 
-            if not orphans(store=store_location(store)):
+            mine = orphans(store=store_location(store))
+            if not mine:
                 return  # another store's: its own server adopts them
-            found = service().take_over_orphans()
+            found = service().take_over_orphans(mine)
             log.info("taking over %d command(s) left by a server that died", found)
         except Exception:
             log.warning("could not take over the commands left by a server that died", exc_info=True)
