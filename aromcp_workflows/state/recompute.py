@@ -153,6 +153,13 @@ class V8Cache:
     def key(self, name: str, ahead: int = 0) -> str:
         return f"{self.uid}:{name}:{self.versions.get(name, 0) + ahead}"
 
+    def replaced(self, name: str) -> None:
+        """`name` got a value V8 did not compute (another process's commit, caught up): what
+        V8 holds under its key is no longer the value, so the next recompute sends it, under
+        a key V8 has never held."""
+        self.cached.discard(name)
+        self.versions[name] = self.versions.get(name, 0) + 1
+
 
 @dataclass
 class RecomputeOutcome:

@@ -178,8 +178,9 @@ class StateTiers:
     def restore_value(self, tier: str, name: str, value: Any) -> None:
         """Put back a top-level value exactly as another process committed it (`MISSING`:
         gone), computed values included: no transform runs, nothing is marked dirty
-        (the store already holds it).  The tier dict is replaced, not changed in place,
-        as every write here does."""
+        (the store already holds it), and a computed value is no longer taken from V8's
+        copy (`V8Cache.replaced`): the next recompute reads it as restored.  The tier dict
+        is replaced, not changed in place, as every write here does."""
         if tier not in ("raw", "state", "computed"):
             raise StateError(f"cannot restore a value of tier {tier!r}")
         with self._lock:
@@ -197,6 +198,7 @@ class StateTiers:
                 self._state = updated
             else:
                 self._computed = updated
+                self._v8_cache.replaced(name)
             if (tier, name) in self._dirty:  # no longer a known number of appends to the stored list
                 self._dirty[(tier, name)] = None
 

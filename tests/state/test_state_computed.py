@@ -238,3 +238,25 @@ def test_v8_keeps_a_bounded_number_of_values_however_many_stores():
         assert eng.stats.v8_calls - calls == 1  # a recent store's value is still in V8
     finally:
         eng.close()
+
+
+def test_a_recompute_after_a_restored_computed_value_reads_the_restored_value(engine):
+    """Another server process's commit comes in by `restore_value` (catching up by deltas):
+    a computed field it changed must be read as restored by the next recompute, not as V8
+    last held it. Found by the fault campaign (CI-sized seed 5): a replica that had computed
+    `filtered_files` as [] at the start caught up with the other replica's ten files, then
+    recomputed `summary` from the [] its V8 still held under the old key — `files: 0`."""
+    specs = [C("listed", ["raw.items"], False, "input.filter(x => x !== 'skip')"),
+             C("summary", ["computed.listed", "raw.marks"], False,
+               "({count: input[0].length, marks: Object.keys(input[1]).length})")]
+    here = StateTiers(engine, specs)
+    here.initialize({"raw": {"items": [], "marks": {}}})
+    assert here.computed["summary"] == {"count": 0, "marks": 0}
+    elsewhere = StateTiers(engine, specs)  # the other replica, from the same start
+    elsewhere.initialize({"raw": {"items": [], "marks": {}}})
+    elsewhere.apply([Update("raw.items", "set", ["a", "skip", "b"])])
+    for written in elsewhere.take_dirty():  # its commit, as a delta, caught up here
+        here.restore_value(written.tier, written.name, written.value)
+    assert here.computed["listed"] == ["a", "b"]
+    here.apply([Update("raw.marks.first", "set", True)])
+    assert here.computed["summary"] == {"count": 2, "marks": 1}

@@ -488,3 +488,57 @@ def test_a_snapshot_with_its_delta_keeps_the_deltas_since_the_previous_one(locat
     store.save(record, 6)  # a snapshot without a delta: nothing to catch up by
     assert store.deltas_since("wf_keep", 5) is None and store.load("wf_keep").state == {"n": 5}
     store.close()
+
+
+RELAY = """\
+name: relay
+description: "a computed field over a computed field, its inputs answered on two replicas"
+default_state:
+  raw: {items: "", marks: {}}
+state_schema:
+  computed:
+    listed:
+      from: raw.items
+      transform: "input.split(',').filter(x => x && x !== 'skip')"
+    summary:
+      from: ["computed.listed", "raw.marks"]
+      transform: "({count: input[0].length, marks: Object.keys(input[1]).length})"
+steps:
+  - id: items
+    type: user_input
+    prompt: "Which items?"
+    state_update: {path: raw.items}
+  - id: mark
+    type: user_input
+    prompt: "A mark?"
+    state_update: {path: raw.marks.first}
+  - id: report
+    type: user_message
+    message: "{{ summary.count }} items, {{ summary.marks }} marks"
+"""
+
+
+def test_a_replica_that_caught_up_recomputes_from_the_caught_up_values(tmp_path: Path, location: str) -> None:
+    """The first replica computes `listed` as [] at the start; the second answers the items;
+    the first catches up (by deltas) and recomputes `summary` when the mark comes. It must
+    read `listed` as caught up, not the [] its V8 still held (the fault campaign's CI-sized
+    seed 5 ended `standards:fix` with `summary.files: 0` that way)."""
+    first = server_on(tmp_path, location, {"relay": RELAY})
+    second = server_on(tmp_path, location)
+
+    async def drive() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(first) as one, Client(second) as two:
+            started = await ok(one, "workflow_start", {"workflow": "relay"})
+            wid = started["workflow_id"]
+            asked = await ok(one, "workflow_get_next_step", {"workflow_id": wid})
+            assert asked["step"]["id"] == "items", asked
+            await ok(two, "workflow_step_complete", {"workflow_id": wid, "step_id": "items",
+                                                     "result": "a,skip,b"})
+            marked = await ok(one, "workflow_step_complete", {"workflow_id": wid, "step_id": "mark", "result": "yes"})
+            state = await ok(two, "workflow_state_read", {"workflow_id": wid})
+            return marked, state["state"]
+
+    marked, state = asyncio.run(drive())
+    assert state["listed"] == ["a", "b"]
+    assert state["summary"] == {"count": 2, "marks": 1}, state
+    assert "2 items, 1 marks" in json.dumps(marked), marked
