@@ -5,7 +5,7 @@ inside the call: the reply is built and encoded while the statement travels to
 PostgreSQL and commits, and the reply is let out only once the commit is confirmed.
 The MCP layer opens a `Confirmations` list for each call (`collecting`); the instance
 layer adds to it the saves it sent without waiting (`InstanceRegistry.transact` with
-`defer`, on a store that has `begin_save`); the MCP layer confirms them all
+`defer`, on a store that `SavesLater`); the MCP layer confirms them all
 (`confirm`) before the reply leaves.  Nothing acknowledged can be lost: no reply is sent
 before its commit, and a commit that failed turns the reply into a rerun of the call
 (`CommitLost`, the change was not kept) or an error.  Outside a tool call (the CLI, the
@@ -20,17 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-
-class Pending(Protocol):
-    """A save on its way (`store.pg_pending.PendingSave`)."""
-
-    def poll(self) -> str: ...  # "in", "waiting" or "broken"
-
-    def watch(self) -> int | None: ...  # a descriptor of its own, readable when its answer comes
-
-    def result(self) -> int: ...
+if TYPE_CHECKING:  # the store package is not imported before the first call needs it
+    from aromcp_workflows.store.base import SentSave
 
 
 def not_saved(workflow_id: str | None, exc: Exception) -> str:
@@ -48,7 +41,7 @@ class CommitFailed(Exception):
     """A deferred save failed (the text says why and what to do): the call's reply is this error."""
 
 
-Confirmations = list[Pending]
+Confirmations = list["SentSave"]
 _COLLECTING: ContextVar[Confirmations | None] = ContextVar("aromcp_pending_commits", default=None)
 
 
@@ -71,13 +64,13 @@ def may_defer() -> bool:
     return _COLLECTING.get() is not None
 
 
-def add(pending: Pending) -> None:
+def add(pending: SentSave) -> None:
     found = _COLLECTING.get()
     assert found is not None, "a save was deferred outside a tool call: nobody would confirm it"
     found.append(pending)
 
 
-def settle(pending: Pending, workflow_id: str = "") -> None:
+def settle(pending: SentSave, workflow_id: str = "") -> None:
     """Wait for one deferred save; what its failure means for the call that made it.  (The
     store is imported here, not above: the MCP layer imports this module at start-up.)"""
     from aromcp_workflows.store.base import ConflictError, NotFoundError, OutcomeUnknownError, StoreError

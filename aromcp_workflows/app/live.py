@@ -24,13 +24,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from aromcp_workflows.app import confirm
 from aromcp_workflows.app.catch_up import apply_to_run
 from aromcp_workflows.app.commits import Baseline, baseline_of, threads_for_run
 from aromcp_workflows.app.errors import refusals
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import WorkflowRun
-from aromcp_workflows.store import CommitsSince, InstanceRecord, NotFoundError, Store, note_caught_up
+from aromcp_workflows.store import CommitsSince, InstanceRecord, NotFoundError, SentSave, Store, note_caught_up
 
 T = TypeVar("T")
 EngineFactory = Callable[[], Any]
@@ -46,7 +45,7 @@ class LiveInstance:
     dropped: bool = False  # forgotten: a failed change may have left uncommitted work in `run`
     streak: int = 0  # times in a row the store said this copy was current
     checked: bool = True  # whether this turn's holder got a copy checked against the store
-    unconfirmed: tuple[confirm.Pending, InstanceRecord] | None = None  # a save sent, not yet confirmed
+    unconfirmed: tuple[SentSave, InstanceRecord] | None = None  # a save sent, not yet confirmed
 
 
 def without_body(record: InstanceRecord) -> InstanceRecord:

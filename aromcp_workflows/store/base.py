@@ -242,6 +242,40 @@ class Store(Protocol):
         ...
 
 
+class SentSave(Protocol):
+    """A save sent to the database and not answered yet (`SavesLater.begin_save`)."""
+
+    def poll(self) -> str: ...  # "in", "waiting" or "broken"
+
+    def watch(self) -> int | None: ...  # a descriptor of its own, readable when its answer comes
+
+    def result(self) -> int:
+        """The new version once committed (waiting for it); raises what `Store.save` raises."""
+        ...
+
+
+@runtime_checkable
+class SavesLater(Protocol):
+    """A store whose save can be sent now and answered later (PostgreSQL: the statement
+    travels and commits while the server builds its reply, `app.confirm`).  An in-process
+    store (SQLite) saves at once and is not one."""
+
+    def begin_save(
+        self,
+        record: InstanceRecord,
+        expected_version: int,
+        events: Iterable[HistoryEvent] = (),
+        *,
+        encoded: Mapping[str, str] | None = None,
+        delta: str | None = None,
+        snapshot: bool = False,
+        definition: Mapping[str, Any] | None = None,
+    ) -> SentSave:
+        """`Store.save`, sent now; `result()` answers it and brings `record` up to the new
+        version, as `save` does."""
+        ...
+
+
 # -- deltas: what a commit changed, applied to the last full snapshot on load ----------------
 DELTA_COLUMNS = ("state", "threads")
 
