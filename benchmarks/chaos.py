@@ -45,6 +45,20 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+
+def _server_tree(argv: list[str]) -> Path | None:
+    """`--server-tree DIR`, read before the package is imported: the reference run and the
+    checker's reads then use the servers' own code, and editing this checkout while a campaign
+    runs cannot mix two versions of the package in the harness."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--server-tree")
+    tree = pre.parse_known_args(argv)[0].server_tree
+    return Path(tree).resolve() if tree else None
+
+
+if (_TREE := _server_tree(sys.argv[1:])) is not None:
+    sys.path.insert(0, str(_TREE))
+
 from chaoslib.agent import Agent, CallLog, Outcome  # noqa: E402
 from chaoslib.checker import Findings, Side, check  # noqa: E402
 from chaoslib.reference import Reference  # noqa: E402
@@ -280,8 +294,9 @@ def main() -> int:
     parser.add_argument("--drain", type=float, default=90.0, help="seconds the last instances get to finish")
     parser.add_argument("--no-keys", action="store_true", help="start without idempotency keys (shows why they exist)")
     parser.add_argument("--no-auth", action="store_true", help="no bearer token for the HTTP replicas")
-    parser.add_argument("--server-tree", metavar="DIR", help="run the servers from another checkout of the "
-                        "project (an earlier commit, to see what the campaign finds there)")
+    parser.add_argument("--server-tree", metavar="DIR", help="run the servers, the fault-free reference and the "
+                        "checker's reads on the package of another checkout (an earlier commit, to see what the "
+                        "campaign finds there; or a frozen copy, so that editing this one cannot disturb a run)")
     parser.add_argument("--dir", help="where rounds run (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep each round's directory")
     parser.add_argument("--json", metavar="FILE", help="write the figures and anomalies as JSON")
@@ -291,8 +306,8 @@ def main() -> int:
     if args.markdown:
         print(markdown([json.loads(Path(name).read_text()) for name in args.markdown]), end="")
         return 0
-    if args.server_tree:
-        SERVER_TREE[0] = Path(args.server_tree).resolve()
+    if _TREE is not None:
+        SERVER_TREE[0] = _TREE
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="aromcp-chaos-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     rounds: list[Round] = []

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+if not any(Path(entry, "aromcp_workflows").is_dir() for entry in sys.path if entry):
+    sys.path.append(str(REPO))  # not installed, no --server-tree: this checkout's package
 
 from aromcp_workflows.runner.answers import AnswerBook  # noqa: E402
 
