@@ -151,7 +151,6 @@ async def run_round(setup_name: str, seed: int, args: argparse.Namespace, workdi
 async def _drive(setup: Any, rng: random.Random, args: argparse.Namespace, answers: Answers, log: CallLog,
                  faults: FaultLog, seed: int, prefix: str, result: Round) -> tuple[dict[str, Outcome], list[Plan]]:
     """Keep `concurrency` instances running while the faults are injected, then drain."""
-    driving = time.monotonic()
     pool = iter(plans(seed, 100_000, prefix))
     used: list[Plan] = []
     agents: dict[asyncio.Task[Outcome], Agent] = {}
@@ -164,6 +163,22 @@ async def _drive(setup: Any, rng: random.Random, args: argparse.Namespace, answe
         agent = Agent(setup.transport, plan, answers, log, float("inf"), use_key=not args.no_keys)
         agents[asyncio.create_task(agent.run())] = agent
 
+    try:
+        return await _keep_going(agents, injecting, more, outcomes, args, prefix, result), used
+    except BaseException:  # stopped from outside: the agents give up instead of resending forever
+        for agent in agents.values():
+            agent.deadline = 0.0
+        for task in [*agents, injecting]:
+            task.cancel()
+        raise
+
+
+async def _keep_going(agents: dict[asyncio.Task[Outcome], Agent], injecting: asyncio.Task[None],
+                      more: Any, outcomes: dict[str, Outcome], args: argparse.Namespace, prefix: str,
+                      result: Round) -> dict[str, Outcome]:
+    """Start instances as others finish while the faults go on, then give the last ones
+    until the drain deadline; every instance's outcome by its plan's key."""
+    driving = time.monotonic()
     for _ in range(args.concurrency):
         more()
     while not injecting.done():
@@ -185,7 +200,7 @@ async def _drive(setup: Any, rng: random.Random, args: argparse.Namespace, answe
     for task, agent in list(agents.items()):
         outcomes[agent.plan.key] = await task
     result.lap("drain", lap)
-    return outcomes, used
+    return outcomes
 
 
 async def _inject(setup: Any, rng: random.Random, args: argparse.Namespace, faults: FaultLog) -> None:
