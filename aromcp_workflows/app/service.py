@@ -277,10 +277,10 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
     def take_over_orphans(self, run_dirs: list[RunDir] | None = None) -> int:
         """Adopt the commands of this store that servers of this machine started and left
         behind when they died (`shell.rundir.orphans`; `run_dirs` when the caller has just
-        looked them up).  Each is claimed here and now (its
-        lease renewed: a server on another machine must not see it run out and run the
-        command again while this one starts), then waited for in a thread of its own and its
-        result committed, as the next call on its thread would do.  Returns how many were found."""
+        looked them up).  Each is claimed here and now (its lease renewed: a server on
+        another machine must not see it run out and run the command again while this one
+        starts), then waited for in a thread of its own and its result committed, as the
+        next call on its thread would do.  Returns how many were found."""
         import threading
 
         from aromcp_workflows.shell.rundir import orphans
