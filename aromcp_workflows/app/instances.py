@@ -44,7 +44,6 @@ from aromcp_workflows.store import (
     InstanceSummary,
     KeyTakenError,
     OutcomeUnknownError,
-    SavesLater,
     StartKey,
     Store,
     StoreError,
@@ -175,11 +174,11 @@ class InstanceRegistry(LiveInstances):
             return False
         record, expected = commit.record, live.record.version
         definition = record.definition if commit.definition_changed else None
-        store = self.store
-        if deferred and isinstance(store, SavesLater) and not journal.checkpoints and self.observer is None:
-            pending = store.begin_save(record, expected, history_events(journal, record.version + 1),
-                                       encoded=commit.encoded, delta=commit.delta,
-                                       snapshot=commit.encoded is not None, definition=definition)
+        sender = self.saves_later
+        if deferred and sender is not None and not journal.checkpoints and self.observer is None:
+            pending = sender.begin_save(record, expected, history_events(journal, record.version + 1),
+                                        encoded=commit.encoded, delta=commit.delta,
+                                        snapshot=commit.encoded is not None, definition=definition)
             confirm.add(pending)
             live.unconfirmed, live.baseline = (pending, record), commit.baseline
             return True

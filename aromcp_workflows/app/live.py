@@ -29,7 +29,15 @@ from aromcp_workflows.app.commits import Baseline, baseline_of, threads_for_run
 from aromcp_workflows.app.errors import refusals
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.interpreter import WorkflowRun
-from aromcp_workflows.store import CommitsSince, InstanceRecord, NotFoundError, SentSave, Store, note_caught_up
+from aromcp_workflows.store import (
+    CommitsSince,
+    InstanceRecord,
+    NotFoundError,
+    SavesLater,
+    SentSave,
+    Store,
+    note_caught_up,
+)
 
 T = TypeVar("T")
 EngineFactory = Callable[[], Any]
@@ -77,6 +85,7 @@ class LiveInstances:
         self.scope = scope
         self._engine_factory = engine_factory
         self._store: Store | None = None
+        self._saves_later: SavesLater | None = None  # the store, when it is one
         self._engine: Any = None
         self._prompt: str | None = None
         self._live: dict[str, LiveInstance] = {}
@@ -88,8 +97,17 @@ class LiveInstances:
         if self._store is None:
             with self._guard:
                 if self._store is None:
-                    self._store = self._store_factory()
+                    store = self._store_factory()
+                    self._saves_later = store if isinstance(store, SavesLater) else None
+                    self._store = store
         return self._store
+
+    @property
+    def saves_later(self) -> SavesLater | None:
+        """The store, if its saves can be sent now and answered later (`SavesLater`; asked
+        once: an isinstance against a protocol costs microseconds, a step's budget is ~1 ms)."""
+        self.store  # noqa: B018 - opens it
+        return self._saves_later
 
     @property
     def opened(self) -> bool:
