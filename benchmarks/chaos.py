@@ -38,6 +38,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,8 +89,9 @@ class Round:
         return now
 
     def rerun(self, args: argparse.Namespace) -> str:
+        tree = f" --server-tree {args.server_tree}" if args.server_tree else ""
         return (f".venv/bin/python benchmarks/chaos.py --setups {self.setup} --seed {self.seed} --rounds 1 "
-                f"--faults {args.faults} --concurrency {args.concurrency} --gap {args.gap}")
+                f"--faults {args.faults} --concurrency {args.concurrency} --gap {args.gap}{tree}")
 
 
 def _dump_tasks() -> None:
@@ -174,7 +176,7 @@ async def _drive(setup: Any, rng: random.Random, args: argparse.Namespace, answe
 
 
 async def _keep_going(agents: dict[asyncio.Task[Outcome], Agent], injecting: asyncio.Task[None],
-                      more: Any, outcomes: dict[str, Outcome], args: argparse.Namespace, prefix: str,
+                      more: Callable[[], None], outcomes: dict[str, Outcome], args: argparse.Namespace, prefix: str,
                       result: Round) -> dict[str, Outcome]:
     """Start instances as others finish while the faults go on, then give the last ones
     until the drain deadline; every instance's outcome by its plan's key."""

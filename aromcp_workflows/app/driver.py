@@ -247,10 +247,9 @@ class Driver:
         mine = self._claim_abandoned(workflow_id, busy, reason)
         if mine is None:
             return None
-        self.in_flight.start((workflow_id, busy.thread_id, busy.step_id))  # ours now: no call adopts it again
 
         def rest() -> Answer:
-            claimed = self._take_result(workflow_id, busy, reason, mine)  # ends what `start` marked
+            claimed = self._take_result(workflow_id, busy, reason, mine)
             return self.next_step(workflow_id, thread_id) if claimed is None else self._settle(claimed, thread_id, None)
 
         return rest
@@ -266,7 +265,9 @@ class Driver:
 
     def _claim_abandoned(self, workflow_id: str, busy: Busy, reason: str) -> dict[str, Any] | None:
         """Make this server the runner of an abandoned command of this machine (its new claim,
-        committed), or release one of another machine (None: it runs again when asked)."""
+        committed, and the command marked in flight here, so no other call adopts it while
+        `_take_result` is still to come), or release one of another machine (None: it runs
+        again when asked)."""
         claim, me = busy.claim, owners.current()
         owner = owners.Owner.from_data(claim.get("owner"))
         if not isinstance(claim.get("run_dir"), str) or owner is None or not me.shares_pids_with(owner):
@@ -276,13 +277,14 @@ class Driver:
         if not self.transact(workflow_id, lambda run: run.adopt_shell(busy.thread_id, busy.step_id, claim, mine,
                                                                       reason)):
             return None
+        self.in_flight.start((workflow_id, busy.thread_id, busy.step_id))
         return mine
 
     def _take_result(self, workflow_id: str, busy: Busy, reason: str, mine: dict[str, Any]) -> Claimed | None:
         """Wait for a command claimed by `_claim_abandoned` (renewing its lease) and commit its
-        result; or release it when it left none (it runs again)."""
+        result; or release it when it left none (it runs again).  Ends the in-flight mark the
+        claim made."""
         key = (workflow_id, busy.thread_id, busy.step_id)
-        self.in_flight.start(key)
         try:
             me = owners.current()
             request = ShellRequest(busy.thread_id, busy.step_id, "", Path("."), {}, None, 0)
