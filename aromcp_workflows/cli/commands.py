@@ -26,7 +26,7 @@ def register_commands(commands: Any) -> None:
     _register_install(commands)
 
 
-# `serve --http` and `ui` check Host and Origin by the one rule (server/http_hosts.py)
+# `serve --http` and `ui` check Host and Origin by the one rule (http/hosts.py)
 ALLOWED_HOST_HELP = ("a name clients reach the server by (Host/Origin checks, against DNS rebinding; the bind "
                      "address and loopback are always allowed); repeatable")
 

@@ -4,7 +4,7 @@ The MCP SDK builds the app (sessions, the bearer middleware of `http_auth`); aro
 
 - **Host and Origin** are checked on every bind, not only the three loopback names the
   SDK knows, and for the whole app (`/mcp`, and `/ui` when the web view is mounted): the
-  one rule of `http_hosts` (the bind address, the `--allowed-host` names, loopback).  A
+  one rule of `http.hosts` (the bind address, the `--allowed-host` names, loopback).  A
   foreign Host gets 421 and a foreign Origin 403 before the request is read, so a web page
   that rebinds its name to this server's address reaches nothing.
 - **Sessions** (the session-based protocol generation, up to 2025-11-25) cost the server
@@ -34,8 +34,8 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, Transpo
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aromcp_workflows.http import HostEntryError, HostGuard, HostRule, listening_socket, respond
 from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError
-from aromcp_workflows.server.http_hosts import HostEntryError, HostGuard, HostRule, listening_socket, respond
 
 # The SDK's own Host/Origin check stays off: `HostGuard` in front of the whole app (/mcp and
 # /ui alike) applies the one rule, with one wording, before any app reads the request.
@@ -78,7 +78,7 @@ class HttpLimits:
 
 # -- Host and Origin -------------------------------------------------------------------------
 def host_rule(options: HttpOptions) -> HostRule:
-    """The one Host/Origin rule (`http_hosts`) for this bind and its `--allowed-host` names,
+    """The one Host/Origin rule (`http.hosts`) for this bind and its `--allowed-host` names,
     or `HttpSetupError` for an entry that names no host."""
     try:
         return HostRule.for_bind(options.host, options.allowed_hosts)

@@ -120,9 +120,9 @@ def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_file
 
     import anyio
 
+    from aromcp_workflows.http import BACKLOG
     from aromcp_workflows.server.http_auth import resolve_auth
     from aromcp_workflows.server.http_guard import HttpLimits, bind, host_rule, mcp_app, serve_http
-    from aromcp_workflows.server.http_hosts import BACKLOG
 
     limits, rule = HttpLimits.from_env(), host_rule(options)
     sock = bind(options)

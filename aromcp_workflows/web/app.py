@@ -7,7 +7,7 @@ static HTML, CSS and JavaScript shipped in `web/static/`: nothing is built at in
 nothing is fetched from the network when it runs.
 
 Reading is open to whoever reaches the address and passes the server's Host/Origin guard
-(`server/http_hosts.py`, in front of this app whether it runs alone or at /ui: a Host or
+(`http/hosts.py`, in front of this app whether it runs alone or at /ui: a Host or
 Origin of another host is refused, against DNS rebinding).  Changing anything —
 cancel, retry, fork — needs `actions` on (`--actions`), the per-launch token printed in
 the URL (sent back by the page in the `X-Aromcp-Token` header), and an `Origin` that is

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aromcp_workflows.server.http_hosts import HostEntryError, HostGuard, HostRule, listening_socket
+from aromcp_workflows.http import HostEntryError, HostGuard, HostRule, listening_socket
 from aromcp_workflows.web.app import WebView
 
 if TYPE_CHECKING:

@@ -125,6 +125,24 @@ def test_interpreter_handlers_do_not_import_the_loop() -> None:
         assert "aromcp_workflows.interpreter.run" not in graph[module], module
 
 
+def _package_graph() -> dict[str, set[str]]:
+    """Which of our packages each package imports (a module of it imports a module of them)."""
+    packages: dict[str, set[str]] = defaultdict(set)
+    for module, targets in _graph().items():
+        source = module.split(".")[1] if "." in module else ""
+        for target in targets:
+            dest = target.split(".")[1] if "." in target else ""
+            if source and dest and source != dest:
+                packages[source].add(dest)
+    return packages
+
+
+def test_no_package_circle() -> None:
+    """Two packages that import each other, even through modules that do not, are one room
+    with two doors: the floors allow it on one floor, this does not."""
+    assert _cycles(_package_graph()) == []
+
+
 def test_layers_import_only_downwards() -> None:
     wrong = []
     for module, targets in _graph().items():

@@ -1,4 +1,4 @@
-"""The one Host/Origin rule (`server/http_hosts.py`) at its edges, over real HTTP.
+"""The one Host/Origin rule (`http/hosts.py`) at its edges, over real HTTP.
 
 The DNS-rebinding tests (test_dns_rebinding.py) start the real commands; here the guard
 stands in front of a small app on a real uvicorn in a thread (on `listening_socket`, as the
@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from aromcp_workflows.server.http_hosts import HostEntryError, HostGuard, HostRule, listening_socket
+from aromcp_workflows.http.hosts import HostEntryError, HostGuard, HostRule, listening_socket
 
 
 async def ok(request: Any) -> PlainTextResponse:

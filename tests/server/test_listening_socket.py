@@ -1,5 +1,5 @@
 """One listening socket for `serve --http` (`http_guard.bind`) and `ui` (`web.run.listen`):
-both call `http_hosts.listening_socket`, so an address means the same to both.
+both call `http.listening_socket`, so an address means the same to both.
 
 They used to differ: `serve --http` bound `::` to IPv6 only while `ui` left it to the
 system (dual stack on Linux by default) and printed a 127.0.0.1 URL for it; `ui --host
@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import pytest
 
+from aromcp_workflows.http import BACKLOG
 from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError
 from aromcp_workflows.server.http_guard import bind
-from aromcp_workflows.server.http_hosts import BACKLOG
 from aromcp_workflows.web.run import PortError, listen
 
 

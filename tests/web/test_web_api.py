@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 from web_helpers import SECRET, Project, fan_out_midway, finish_task
 
-from aromcp_workflows.server.http_hosts import HostGuard, HostRule
+from aromcp_workflows.http import HostGuard, HostRule
 from aromcp_workflows.web.app import WebView
 
 BASE = "http://127.0.0.1:8780"
