@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.app.definitions import current_file, edited_bundle, same_definition, same_definitions
-from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.parts import ServicePart
 from aromcp_workflows.app.results import (
     Blocker,
@@ -25,6 +24,7 @@ from aromcp_workflows.app.results import (
     WorkflowCoverage,
 )
 from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.instances.errors import ServiceError, refusals
 
 if TYPE_CHECKING:
     from aromcp_workflows.interpreter import WorkflowRun
@@ -91,7 +91,8 @@ class AuthoringApi(ServicePart):
         def change(run: WorkflowRun) -> None:
             if run.status not in ("running", "waiting"):
                 raise ServiceError(f"instance {workflow_id} is {run.status}: only a waiting or running instance "
-                                   "moves onto an edited workflow (a finished one keeps the definition it ran)")
+                                   "moves onto an edited workflow (a finished one keeps the definition it ran)",
+                                   "conflict")
             move = plan_move(run, new)
             result.plan = move.notes
             result.blockers = [Blocker(message=b.message, file=b.file, line=b.line) for b in move.blockers]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.instances import InstanceRegistry
     from aromcp_workflows.definition import WorkflowLoader
+    from aromcp_workflows.instances.registry import InstanceRegistry
     from aromcp_workflows.safety.masking import Masker
 
 

@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aromcp_workflows.app import rebuild
-from aromcp_workflows.app.errors import ServiceError
-from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import Forked, ForkOrigin, Retried
+from aromcp_workflows.instances import rebuild
+from aromcp_workflows.instances.errors import ServiceError
+from aromcp_workflows.instances.registry import InstanceRegistry
 from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.state import StateError, Update
 from aromcp_workflows.store import Body, InstanceRecord
@@ -52,7 +52,7 @@ def retry(registry: InstanceRegistry, workflow_id: str) -> Retried:
     record = registry.load(workflow_id)
     if record.status != "failed":
         raise ServiceError(f"workflow {workflow_id} is {record.status}, not failed: only a failed instance can be "
-                           "retried (fork makes a new instance from any point of this one)")
+                           "retried (fork makes a new instance from any point of this one)", "conflict")
     run = registry.run_from(record, Body(record.version, record.state, record.threads))
     step_id = _failed_step_id(run, workflow_id)
     counters, retries = dict(run.counters), run.retries
@@ -76,11 +76,11 @@ def _failed_step_id(run: WorkflowRun, workflow_id: str) -> str:
     failed = run.failed_step()
     if failed is None or failed.step_id is None:
         raise ServiceError(f"workflow {workflow_id} failed outside any step ({run.error}); there is no step to run "
-                           "again — fork it from a step or version instead")
+                           "again — fork it from a step or version instead", "conflict")
     if failed.by_exit:
         raise ServiceError(f"workflow {workflow_id} ended at its own `exit` step {failed.step_id} with status "
                            "failed; running that step again would end it the same way — fork it from an "
-                           "earlier step with the state changed instead")
+                           "earlier step with the state changed instead", "conflict")
     return failed.step_id
 
 
@@ -96,7 +96,7 @@ def fork(registry: InstanceRegistry, workflow_id: str, point: ForkPoint, edits: 
     if main.done:
         where = f"step {point.step_id}" if point.step_id else f"version {body.version}"
         raise ServiceError(f"at {where} workflow {workflow_id} had already ended ({main.status}); fork it at an "
-                           "earlier step or version (`aromcp-workflows debug` lists its steps)")
+                           "earlier step or version (`aromcp-workflows debug` lists its steps)", "conflict")
     origin = ForkOrigin(workflow_id=workflow_id, version=body.version, step_id=point.step_id,
                         checkpoint_id=point.checkpoint_id, edits=list(edits))
     run.rename(f"wf_{uuid.uuid4().hex[:12]}")
@@ -125,7 +125,7 @@ def _body_for(registry: InstanceRegistry, record: InstanceRecord, point: ForkPoi
             raise ServiceError(f"workflow {record.workflow_id} never handed out or started a step "
                                f"{point.step_id!r}; name a step as `aromcp-workflows debug` lists it (an agent "
                                "step, command or fan-out, with its task and loop iteration: "
-                               "fix_batch_1.fix_files.apply#2)")
+                               "fix_batch_1.fix_files.apply#2)", "not_found")
         return rebuild.body_at(registry.store, record, rebuild.opening_version(found, record.workflow_id))
     return Body(record.version, record.state, record.threads)
 

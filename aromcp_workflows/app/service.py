@@ -26,8 +26,6 @@ from aromcp_workflows.app import repair
 from aromcp_workflows.app.authoring import AuthoringApi
 from aromcp_workflows.app.definitions import changed_since_start
 from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
-from aromcp_workflows.app.errors import ServiceError, refusals
-from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import (
     CheckpointInfo,
     CheckpointTaken,
@@ -54,6 +52,8 @@ from aromcp_workflows.app.start_keys import start_key, started_before
 from aromcp_workflows.app.watching import WatchingApi
 from aromcp_workflows.app.workflows import WorkflowsApi
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
+from aromcp_workflows.instances.errors import ServiceError, refusals
+from aromcp_workflows.instances.registry import InstanceRegistry
 from aromcp_workflows.interpreter import Busy, WorkflowRun
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker

@@ -12,9 +12,9 @@ import hashlib
 import json
 from typing import Any
 
-from aromcp_workflows.app.errors import ServiceError, refusals
-from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import Started
+from aromcp_workflows.instances.errors import ServiceError, refusals
+from aromcp_workflows.instances.registry import InstanceRegistry
 from aromcp_workflows.store import StartKey
 
 MAX_KEY = 200  # characters of a workflow_start idempotency_key
@@ -37,7 +37,7 @@ def started_before(instances: InstanceRegistry, key: StartKey, workflow_id: str,
         raise ServiceError(
             f"idempotency_key {key.key!r} was already used in this project to start instance {workflow_id} "
             "with a different request (another workflow or other inputs); nothing was started. Resend "
-            "exactly the first request to get that instance again, or use a new key for a new start.")
+            "exactly the first request to get that instance again, or use a new key for a new start.", "conflict")
     with refusals():
         status, state = instances.read(workflow_id, lambda run, _: (run.status, run.states["main"].flattened()))
     return Started(workflow_id=workflow_id, status=status, state=state)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aromcp_workflows.app.errors import refusals
 from aromcp_workflows.app.page_results import InstancePageView, InstanceView, StateAt
 from aromcp_workflows.app.parts import ServicePart
 from aromcp_workflows.definition import DefinitionError
+from aromcp_workflows.instances.errors import refusals
 from aromcp_workflows.store import InstanceFilter
 
 

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app.errors import ServiceError, refusals
 from aromcp_workflows.app.parts import ServicePart
 from aromcp_workflows.app.results import (
     DefinitionView,
@@ -27,6 +26,7 @@ from aromcp_workflows.app.results import (
 )
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver, check, load_valid_bundle
 from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.instances.errors import ServiceError, refusals
 
 
 class WorkflowsApi(ServicePart):

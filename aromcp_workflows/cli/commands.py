@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.cli.common import print_json, service_for
+from aromcp_workflows.cli.common import print_json, refused, service_for
+from aromcp_workflows.errors import KindedError
 
 
 def register_commands(commands: Any) -> None:
@@ -197,15 +198,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from aromcp_workflows.app.errors import ServiceError
     from aromcp_workflows.app.results import InstanceStatus
-
     service = service_for(args)
     try:
         found = service.list_instances() if args.workflow_id is None else service.status(args.workflow_id)
-    except ServiceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except KindedError as exc:
+        return refused(exc)
     if args.json:
         print_json(found)
         return 0
@@ -231,8 +229,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from aromcp_workflows.app.errors import ServiceError
-
     if (args.workflow_id is None) == (args.workflow is None):
         print("error: name one instance (migrate ID) or a workflow (migrate --workflow NAME)", file=sys.stderr)
         return 2
@@ -245,9 +241,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             print(f"no waiting or running instance of {args.workflow} in {service.project_dir}")
             return 0
         results = [service.migrate(workflow_id, dry_run=args.dry_run) for workflow_id in ids]
-    except ServiceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except KindedError as exc:
+        return refused(exc)
     for result in results:
         _print_migration(result)
     return 1 if any(r.outcome == "refused" for r in results) else 0
@@ -275,16 +270,13 @@ def _shown(path: str | None) -> str:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """`workflow_complete(status="cancelled")` on this machine: for an instance no agent will finish."""
-    from aromcp_workflows.app.errors import ServiceError
-
     service = service_for(args)
     try:
         before = service.status(args.workflow_id).status
         service.complete(args.workflow_id, "cancelled")
         after = service.status(args.workflow_id).status
-    except ServiceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except KindedError as exc:
+        return refused(exc)
     if before == after:
         print(f"{args.workflow_id} was already {after}; nothing changed")
         return 0 if after == "cancelled" else 1

@@ -11,11 +11,18 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from aromcp_workflows.errors import ErrorKind, KindedError
+
 if TYPE_CHECKING:
     from aromcp_workflows.app.results import Result
     from aromcp_workflows.app.service import WorkflowService
 
 T = TypeVar("T")
+# A command that was understood and refused exits 1, whatever the kind of refusal (scripts
+# of earlier releases rely on it); 2 stays argparse's, for a command line that does not parse.
+EXIT_CODES: dict[ErrorKind, int] = {
+    "invalid": 1, "not_found": 1, "conflict": 1, "refused": 1, "not_saved": 1, "busy": 1, "unavailable": 1,
+}
 
 
 def service_for(args: argparse.Namespace) -> WorkflowService:
@@ -56,12 +63,14 @@ def pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
 
 def call(action: Callable[[], T]) -> T:
-    """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
-    from aromcp_workflows.app.errors import ServiceError
-    from aromcp_workflows.interpreter import InputError
-
+    """Run a service call; a refusal becomes `error: ...` and its kind's exit status."""
     try:
         return action()
-    except (ServiceError, InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
+    except KindedError as exc:
+        raise SystemExit(refused(exc)) from None
+
+
+def refused(exc: KindedError) -> int:
+    """Say a refusal on stderr, as one line; its exit status (`EXIT_CODES`)."""
+    print(f"error: {exc}", file=sys.stderr)
+    return EXIT_CODES[exc.kind]

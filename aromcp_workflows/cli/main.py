@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows import __version__
+from aromcp_workflows.errors import KindedError
 
 if TYPE_CHECKING:  # the definition package is imported by the commands that use it, so
     # `serve` starts as fast as a bare MCP server (README, "Performance")
@@ -53,18 +54,10 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         return int(args.handler(args))
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:
-        from aromcp_workflows.definition import DefinitionError
-        from aromcp_workflows.store import StoreError
+    except KindedError as exc:  # a store that cannot be opened or reached, a workflow that does not load, ...
+        from aromcp_workflows.cli.store_cmd import store_error_exit
 
-        if isinstance(exc, StoreError):  # a store that cannot be opened or reached: one line
-            from aromcp_workflows.cli.store_cmd import store_error_exit
-
-            return store_error_exit(exc)
-        if not isinstance(exc, DefinitionError):
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return store_error_exit(exc)
 
 
 def build_parser() -> argparse.ArgumentParser:

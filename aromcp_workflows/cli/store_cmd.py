@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aromcp_workflows.errors import KindedError
 
 
 def register_store_commands(commands: Any) -> None:
@@ -33,12 +36,14 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def store_error_exit(exc: Exception) -> int:
-    """Print a store error as one line; the exit code says whose mistake it is."""
+def store_error_exit(exc: KindedError) -> int:
+    """Print a refusal as one line; the exit code says whose mistake it is (2: a store URL
+    that cannot be one, a mistake of the command line)."""
+    from aromcp_workflows.cli.common import refused
     from aromcp_workflows.store.pg_connect import StoreURLError
 
-    print(f"error: {exc}", file=sys.stderr)
-    return 2 if isinstance(exc, StoreURLError) else 1
+    code = refused(exc)
+    return 2 if isinstance(exc, StoreURLError) else code
 
 
 def cmd_store_migrate(args: argparse.Namespace) -> int:

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from aromcp_workflows.errors import ErrorKind, KindedError
+
 Severity = Literal["error", "warning"]
 
 
@@ -42,7 +44,7 @@ class Problem:
         return asdict(self)
 
 
-class DefinitionError(Exception):
+class DefinitionError(KindedError):
     """A workflow could not be loaded; carries every problem found, not just the first."""
 
     def __init__(self, problems: Iterable[Problem]):
@@ -56,6 +58,8 @@ class DefinitionError(Exception):
 
 class WorkflowNotFound(DefinitionError):
     """No file for a workflow name; the message lists where we looked and what exists."""
+
+    kind: ErrorKind = "not_found"
 
     def __init__(self, name: str, searched: list[str], available: list[str]):
         self.name = name

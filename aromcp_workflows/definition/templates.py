@@ -11,10 +11,13 @@ one of the task's inputs or `task_id`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from aromcp_workflows.definition.errors import did_you_mean
+
+if TYPE_CHECKING:
+    from aromcp_workflows.expressions import ExpressionError
 
 NEVER_CLOSED = "template opens '{{' but never closes it with '}}'"
 NEVER_OPENED = "template closes '}}' that was never opened"
@@ -37,7 +40,7 @@ def template_problems(text: str, inputs: Collection[str],
     try:
         template = parse_template(text)
     except ExpressionError as exc:
-        return [_parse_message(str(exc.js_message or exc))]
+        return [_parse_message(exc)]
     problems: list[str] = []
     for part in template.parts:
         if not isinstance(part, ExprPart):
@@ -61,15 +64,15 @@ def template_problems(text: str, inputs: Collection[str],
         # an include_workflow may pass any input to a workflow that declares none (the seed's
         # shared/check-standards.yaml reads inputs.files so), and only declared ones otherwise
         unless = " unless an include_workflow passes it" if not inputs else ""
-        for message in unknown:
-            if warnings is not None and "(did you mean" not in message:
+        for message, close in unknown:
+            if warnings is not None and not close:
                 warnings.append(message + ": workflow_start accepts only declared inputs, so it is "
                                 f"undefined{unless}; declare it under 'inputs'")
             else:
                 problems.append(message)
         if task_inputs is not None and "task" in reads.names:
-            problems += _unknown_keys(reads.keys_of("task"), [*task_inputs, "task_id"], "task",
-                                      "the sub-agent task has no input")
+            problems += [message for message, _ in _unknown_keys(reads.keys_of("task"), [*task_inputs, "task_id"],
+                                                                 "task", "the sub-agent task has no input")]
     return problems
 
 
@@ -98,22 +101,26 @@ def command_problem(command: str) -> str | None:
 
 
 def _unknown_keys(keys: Collection[str] | None, known: Collection[str], root: str,
-                  what: str) -> list[str]:
-    if not keys:
-        return []
-    return [f"template reads {root}.{key}, but {what} {key!r}{did_you_mean(key, known)}"
-            for key in sorted(keys) if key not in known]
+                  what: str) -> list[tuple[str, bool]]:
+    """Each key read that is not `known`: the problem, and whether a known name is close
+    to it (a likely typo: an error, where an unknown name alone may be a warning)."""
+    found = []
+    for key in sorted(keys or ()):
+        if key not in known:
+            close = did_you_mean(key, known)
+            found.append((f"template reads {root}.{key}, but {what} {key!r}{close}", bool(close)))
+    return found
 
 
-def _parse_message(message: str) -> str:
-    if message.startswith("cannot find the closing"):
+def _parse_message(exc: ExpressionError) -> str:
+    from aromcp_workflows.expressions import UnclosedTemplate, UnknownFilter
+
+    if isinstance(exc, UnclosedTemplate):
         return NEVER_CLOSED
-    unknown = re.match(r"unknown filter '([^']*)' \(known: ([^)]*)\)", message)
-    if unknown:
-        name, known = unknown.group(1), unknown.group(2).split(", ")
-        return (f"template uses unknown filter {name!r}{did_you_mean(name, known)}; "
-                f"filters are: {', '.join(known)}")
-    return f"template: {message}"
+    if isinstance(exc, UnknownFilter):
+        return (f"template uses unknown filter {exc.name!r}{did_you_mean(exc.name, exc.known)}; "
+                f"filters are: {', '.join(exc.known)}")
+    return f"template: {exc.js_message or exc}"
 
 
 def unbalanced_braces(text: str) -> str | None:

@@ -7,7 +7,7 @@ import mini-racer; V8 starts on first use.
 
 from aromcp_workflows.expressions.analysis import Reads, analyse, js_truthy
 from aromcp_workflows.expressions.engine import ExpressionEngine, reads_of
-from aromcp_workflows.expressions.errors import MISSING, ExpressionError
+from aromcp_workflows.expressions.errors import MISSING, ExpressionError, UnclosedTemplate, UnknownFilter
 from aromcp_workflows.expressions.runtime import EngineStats, EngineUnavailable
 from aromcp_workflows.expressions.template import parse_template, path_to_key, to_text
 
@@ -18,6 +18,8 @@ __all__ = [
     "ExpressionEngine",
     "ExpressionError",
     "Reads",
+    "UnclosedTemplate",
+    "UnknownFilter",
     "analyse",
     "js_truthy",
     "parse_template",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aromcp_workflows.expressions.errors import MISSING, ErrorKind, ExpressionError
+from aromcp_workflows.expressions.errors import MISSING, ExpressionError, JsFailure
 from aromcp_workflows.expressions.runtime import FunctionDef, Interrupted, Runtime
 
 Source = Any  # int | None | dict (see module docstring)
@@ -83,7 +83,7 @@ class Call:
     this: Source = None
     origin: str = ""
 
-    def error(self, kind: ErrorKind, message: str) -> ExpressionError:
+    def error(self, kind: JsFailure, message: str) -> ExpressionError:
         return ExpressionError(self.fn.source, self.origin, message, kind)
 
 
@@ -276,7 +276,7 @@ def _absorb(items: list[ChainItem], outcomes: list[ChainOutcome | None],
     return start + len(parts)
 
 
-def _item_error(item: ChainItem, kind: ErrorKind, message: str) -> ExpressionError:
+def _item_error(item: ChainItem, kind: JsFailure, message: str) -> ExpressionError:
     if kind == "validation" and item.validate is not None:
         return ExpressionError(item.validate.fn.source, item.call.origin, message, kind)
     return item.call.error(kind, message)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-ErrorKind = Literal["syntax", "runtime", "timeout", "memory", "validation", "shell"]
+JsFailure = Literal["syntax", "runtime", "timeout", "memory", "validation", "shell"]
 
 
 class _Missing:
@@ -42,11 +42,11 @@ class ExpressionError(Exception):
     syntax | runtime | timeout | memory | validation | shell), so the user can fix the YAML.
     """
 
-    def __init__(self, expression: str, origin: str, js_message: str, kind: ErrorKind) -> None:
+    def __init__(self, expression: str, origin: str, js_message: str, kind: JsFailure) -> None:
         self.expression = expression
         self.origin = origin
         self.js_message = js_message
-        self.kind: ErrorKind = kind
+        self.kind: JsFailure = kind
         shown = expression if len(expression) <= 300 else expression[:300] + "..."
         where = f" in {origin}" if origin else ""
         super().__init__(f"{_KIND_TEXT[kind]}{where}: {js_message} (expression: {shown.strip()})")
@@ -59,6 +59,18 @@ class ExpressionError(Exception):
             "expression": self.expression,
             "origin": self.origin,
         }
+
+
+class UnclosedTemplate(ExpressionError):
+    """A `{{` whose closing `}}` cannot be found."""
+
+
+class UnknownFilter(ExpressionError):
+    """A `| name` filter that does not exist; `name` and the `known` ones, for a suggestion."""
+
+    def __init__(self, expression: str, name: str, known: list[str]) -> None:
+        super().__init__(expression, "", f"unknown filter '{name}' (known: {', '.join(known)})", "syntax")
+        self.name, self.known = name, known
 
 
 _KIND_TEXT: dict[str, str] = {

@@ -18,6 +18,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal, Protocol
 
+from aromcp_workflows.errors import ErrorKind, KindedError
+
 _PRELUDE: str | None = None
 DRAIN_GRACE_S = 0.2  # promise jobs get the rest of the time limit, and at least this
 PREEMPT_SETTLE_S = 1.0  # a preempted script must be gone within this, or V8 is abandoned
@@ -72,10 +74,12 @@ class RuntimeFailure(Exception):
     """An error in our own JavaScript plumbing (never user code): a bug to report."""
 
 
-class EngineUnavailable(Exception):
+class EngineUnavailable(KindedError):
     """No V8 process could be started (the machine is out of processes, memory or file
     descriptors, or the child died while starting): the server's trouble, not the
     workflow's, and passing.  The call that needed it changes nothing and may be sent again."""
+
+    kind: ErrorKind = "unavailable"
 
 
 class Runtime(Protocol):

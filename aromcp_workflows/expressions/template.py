@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from aromcp_workflows.expressions.errors import MISSING, ExpressionError
+from aromcp_workflows.expressions.errors import MISSING, ExpressionError, UnclosedTemplate, UnknownFilter
 from aromcp_workflows.expressions.lexer import LexError, Token, find_template_end, tokenize
 
 FILTERS = frozenset({"path_to_key", "json", "length", "default", "raw"})
@@ -73,7 +73,7 @@ def parse_template(text: str) -> Template:
         try:
             end = find_template_end(text, start + 2)
         except LexError as exc:
-            raise ExpressionError(text, "", f"cannot find the closing '}}}}': {exc}", "syntax") from None
+            raise UnclosedTemplate(text, "", f"cannot find the closing '}}}}': {exc}", "syntax") from None
         if start > pos:
             parts.append(text[pos:start])
         parts.append(parse_expression(text[start + 2:end]))
@@ -123,8 +123,7 @@ def parse_expression(src: str) -> ExprPart:
 def _parse_filter(src: str, toks: list[Token]) -> Filter:
     name = toks[0].text
     if name not in FILTERS:
-        raise ExpressionError(src, "", f"unknown filter '{name}' (known: "
-                              f"{', '.join(sorted(FILTERS))})", "syntax")
+        raise UnknownFilter(src, name, sorted(FILTERS))
     if len(toks) == 1:
         return Filter(name)
     if toks[1].text != "(" or toks[-1].text != ")" or name != "default":

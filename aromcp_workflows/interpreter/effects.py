@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.errors import ErrorKind, KindedError
+
 
 @dataclass
 class Answer:
@@ -111,8 +113,11 @@ class Journal:
         return bool(self.events or self.checkpoints)
 
 
-class RunError(Exception):
-    """A request the run cannot serve (unknown task or step id): a tool error."""
+class RunError(KindedError):
+    """A request the run cannot serve (unknown task or step id: `not_found`; a step that is not
+    the current one: `conflict`): a tool error."""
+
+    kind: ErrorKind = "not_found"
 
 
 def now_iso() -> str:

@@ -12,10 +12,11 @@ from typing import Any
 
 from aromcp_workflows.definition.errors import did_you_mean
 from aromcp_workflows.definition.workflow import InputSpec
+from aromcp_workflows.errors import KindedError
 from aromcp_workflows.safety.masking import is_sensitive
 
 
-class InputError(ValueError):
+class InputError(KindedError, ValueError):
     """Inputs that do not match the declaration; `problems` lists every one."""
 
     def __init__(self, workflow: str, problems: list[str]):

@@ -199,7 +199,7 @@ class WorkflowRun(Machine):
             raise RunError(f"step_id {step_id!r} was never delivered to {where} of workflow {self.workflow_id}; "
                            "call workflow_get_next_step to get the current step")
         raise RunError(f"step_id {step_id!r} is not the current step of {where}; the current step is "
-                       f"{current!r}: complete that one (workflow_get_next_step shows it)")
+                       f"{current!r}: complete that one (workflow_get_next_step shows it)", kind="conflict")
 
     def agent_update(self, task_id: str | None, updates: list[Update], by: str = "agent") -> UpdateResult:
         """`workflow_state_update`: the agent writes state directly (same rules as steps);

@@ -171,8 +171,8 @@ class Stop:
 async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: str | Path | None,
                        env: dict[str, str] | None) -> RunOutcome:
     """The server has stopped (with its commands): mark the instance interrupted in its store."""
-    from aromcp_workflows.app.errors import ServiceError
     from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.instances.errors import ServiceError
 
     outcome = agent.outcome or RunOutcome(workflow="", workflow_id=agent.workflow_id, status="running")
     outcome.status = "interrupted"

@@ -32,7 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from aromcp_workflows.app.confirm import (
+from aromcp_workflows.instances.confirm import (
     CommitFailed,
     CommitLost,
     Confirmations,

@@ -77,7 +77,7 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
     @mcp.resource("workflow://{name}", name="workflow", description="A workflow definition (YAML source)",
                   mime_type="application/yaml")
     def workflow_resource(name: str) -> str:
-        from aromcp_workflows.app.errors import ServiceError
+        from aromcp_workflows.instances.errors import ServiceError
 
         try:
             info = holder.get().get_info(name)

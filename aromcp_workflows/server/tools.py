@@ -42,6 +42,7 @@ from aromcp_workflows.app.results import (
     WorkflowInfo,
     WorkflowList,
 )
+from aromcp_workflows.errors import KindedError
 from aromcp_workflows.server.elicit import UserInputGate
 
 if TYPE_CHECKING:
@@ -62,21 +63,20 @@ RUNS = None
 def tool_errors(tool: str) -> Iterator[None]:
     """What a tool's failure looks like to the client: the service's refusal as it is, a
     shutdown said plainly, anything unexpected as an internal error (logged in full)."""
-    from aromcp_workflows.app.errors import ServiceError
     from aromcp_workflows.expressions import EngineUnavailable
     from aromcp_workflows.shell.runner import ShellInterrupted
 
     try:
         yield
-    except ServiceError as exc:
-        raise ToolError(str(exc)) from None
-    except ShellInterrupted as exc:
-        raise ToolError(f"{exc}. Resume the instance (workflow_resume, then workflow_get_next_step) "
-                        "once a server is running again.") from None
     except EngineUnavailable as exc:
         log.warning("%s: %s", tool, exc)
         raise ToolError(f"The server {exc}; nothing was changed by this call. Retry it in a moment; if it "
                         "keeps failing, look at the server's resources (processes, memory, open files).") from None
+    except KindedError as exc:  # every kind is a tool error whose text says what to do (docs/mcp.md)
+        raise ToolError(str(exc)) from None
+    except ShellInterrupted as exc:
+        raise ToolError(f"{exc}. Resume the instance (workflow_resume, then workflow_get_next_step) "
+                        "once a server is running again.") from None
     except Exception as exc:
         log.exception("internal error in %s", tool)
         raise ToolError(f"internal error in {tool}: {type(exc).__name__}: {exc}. The instance was "

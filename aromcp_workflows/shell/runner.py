@@ -272,6 +272,8 @@ def _devnull() -> int:
 
 def _spawn_reason(exc: BaseException, command: str, env: dict[str, str] | None) -> str:
     """Why a command could not be started, in words an author can act on."""
+    # Python's own text is the only handle on this ValueError ("embedded null byte"): one of
+    # the two messages of another library this package reads (the other: store/pg_connect.py)
     if isinstance(exc, ValueError) and "null" in str(exc):
         return "the command or its environment contains a NUL byte, which no program can receive"
     if isinstance(exc, OSError) and exc.errno == 7:  # E2BIG

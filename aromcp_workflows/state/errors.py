@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from aromcp_workflows.errors import KindedError
 
-class StateError(Exception):
+
+class StateError(KindedError):
     """A refused update (bad path, read-only tier, wrong type) or a failed computed field.
 
     `path` names the offending update path, `field` the computed field, `cause` the

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from aromcp_workflows.errors import ErrorKind, KindedError
 from aromcp_workflows.store.records import (
     Body,
     Checkpoint,
@@ -28,12 +29,17 @@ from aromcp_workflows.store.records import (
 )
 
 
-class StoreError(Exception):
-    """Base class of every error the store raises on purpose."""
+class StoreError(KindedError):
+    """Base class of every error the store raises on purpose: by default, a write it could
+    not make (`not_saved`)."""
+
+    kind: ErrorKind = "not_saved"
 
 
 class NotFoundError(StoreError, KeyError):
     """No instance with this id exists in this store."""
+
+    kind: ErrorKind = "not_found"
 
     def __init__(self, workflow_id: str, store_path: str = "") -> None:
         where = f" in the store at {store_path}" if store_path else ""
@@ -53,6 +59,8 @@ class NotFoundError(StoreError, KeyError):
 
 class ConflictError(StoreError):
     """Another writer changed the instance since the caller loaded it; nothing was written."""
+
+    kind: ErrorKind = "conflict"
 
     def __init__(self, workflow_id: str, expected_version: int, found_version: int) -> None:
         if expected_version == 0:
@@ -76,10 +84,14 @@ class ConflictError(StoreError):
 class StoreOpenError(StoreError):
     """The store file could not be opened or created (path, reason and remedy in the text)."""
 
+    kind: ErrorKind = "unavailable"
+
 
 class KeyTakenError(StoreError):
     """`create` found its start key used already: nothing was written.  `workflow_id` is
     the instance that key started, `request` the fingerprint stored with it."""
+
+    kind: ErrorKind = "conflict"
 
     def __init__(self, key: str, workflow_id: str, request: str) -> None:
         super().__init__(f"start key {key!r} already started instance {workflow_id!r}")
@@ -92,6 +104,8 @@ class KeyTakenError(StoreError):
 class OutcomeUnknownError(StoreError):
     """The connection to the database broke while a write was in flight, and whether the
     write was committed could not be told afterwards: nothing may be assumed either way."""
+
+    kind: ErrorKind = "unavailable"
 
 
 @runtime_checkable

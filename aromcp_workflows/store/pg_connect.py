@@ -80,6 +80,8 @@ def pool_size_from_env() -> int:
 def open_message(where: str, exc: BaseException) -> str:
     """The one line a user sees when the store cannot be opened: what failed and the fix."""
     text = one_line(exc)
+    # libpq's text is the only handle on a connection that failed before any SQLSTATE: one of
+    # the two messages of another library this package reads (the other: shell/runner.py)
     if "does not exist" in text and "database" in text:
         todo = "create it (createdb, or CREATE DATABASE) or fix the database name in the URL"
     elif "refused" in text or "No such file" in text or "timeout" in text or "could not translate" in text:

@@ -129,7 +129,7 @@ class SqliteStore:
         """A sqlite3 error as a StoreError that names the file and what to do."""
         hint = (
             "another process held the write lock for too long; retry"
-            if "locked" in str(exc) or "busy" in str(exc)
+            if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
             else "check free disk space and that the file is writable"
         )
         return StoreError(f"Could not {action} the workflow store {self.path}: {exc}; {hint}.")

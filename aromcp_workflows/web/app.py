@@ -29,6 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from aromcp_workflows.errors import ErrorKind, KindedError
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.safety.redact import redact
 
@@ -39,6 +40,10 @@ STATIC = Path(__file__).with_name("static")
 TOKEN_HEADER = "x-aromcp-token"
 POLL_S = 0.4  # how often an open instance page's stream asks the store for the version
 STREAM_S = 300.0  # a stream ends after this long; the browser reconnects by itself
+HTTP_STATUS: dict[ErrorKind, int] = {  # a refusal's kind, as the status a browser understands
+    "invalid": 400, "not_found": 404, "conflict": 409, "refused": 403,
+    "not_saved": 503, "busy": 503, "unavailable": 503,
+}
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -98,9 +103,7 @@ class WebView:
 
     async def _refusal(self, workflow_id: str | None, exc: Exception) -> Response:
         """A service refusal as `{error}` with the status a browser understands, masked."""
-        from aromcp_workflows.app.errors import ServiceError
-
-        if not isinstance(exc, ServiceError):
+        if not isinstance(exc, KindedError):
             raise exc
         masker = None
         if workflow_id is not None:
@@ -109,8 +112,7 @@ class WebView:
             except Exception:
                 masker = None
         text = redact(str(exc), masker)
-        status = 404 if "No workflow instance with id" in str(exc) else 409
-        return JSONResponse({"error": text}, status_code=status)
+        return JSONResponse({"error": text, "kind": exc.kind}, status_code=HTTP_STATUS[exc.kind])
 
     async def events(self, request: Request) -> Response:
         """Server-sent events: `version` each time the instance's committed version changes

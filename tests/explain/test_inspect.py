@@ -121,7 +121,7 @@ def test_traces_survive_a_restart(project: Project, service: Any, traced: str) -
 
 
 def test_unknown_instance_is_an_error(service: Any) -> None:
-    from aromcp_workflows.app.errors import ServiceError
+    from aromcp_workflows.instances.errors import ServiceError
 
     with pytest.raises(ServiceError, match="wf_nope"):
         service.trace_transformations("wf_nope").model_dump()

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from explain_helpers import REPO, Project
 
-from aromcp_workflows.app.errors import ServiceError
 from aromcp_workflows.definition.resolver import is_workflow_file_name
+from aromcp_workflows.instances.errors import ServiceError
 from aromcp_workflows.interpreter import InputError
 
 SHIPPED = sorted(p.stem for p in (REPO / "workflows").glob("*.yaml") if is_workflow_file_name(p.name))

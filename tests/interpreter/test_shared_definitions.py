@@ -57,7 +57,7 @@ def service(tmp_path: Path) -> WorkflowService:
 
 
 def live(service: WorkflowService, workflow_id: str) -> Any:
-    return service.instances._live[workflow_id]
+    return service.instances.copies._live[workflow_id]
 
 
 def reload_all(service: WorkflowService, ids: list[str]) -> None:

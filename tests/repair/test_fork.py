@@ -123,7 +123,7 @@ async def test_a_point_the_store_compacted_away_is_refused_and_checkpoints_still
         server, service, monkeypatch):
     """With a full snapshot at every commit, the store keeps no old deltas: an early version
     cannot be rebuilt (refused, saying what can), while the checkpoint a fan-out takes can."""
-    from aromcp_workflows.app import commits
+    from aromcp_workflows.instances import commits
 
     monkeypatch.setattr(commits, "MAX_DELTAS", 0)
     async with Client(server, mode="legacy") as client:

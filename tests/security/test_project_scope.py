@@ -112,7 +112,7 @@ async def test_a_server_for_all_projects_serves_every_instance(two_projects) -> 
 
 def test_the_service_refuses_by_id_calls_on_other_projects_whatever_the_caller(two_projects) -> None:
     """The check is in the instance layer: the CLI, the runner and the tools all pass it."""
-    from aromcp_workflows.app.errors import ServiceError
+    from aromcp_workflows.instances.errors import ServiceError
 
     project_a, project_b, store, home = two_projects
     workflow_id = WorkflowService(project_dir=project_a, store_path=store, home=home).start("flow").workflow_id

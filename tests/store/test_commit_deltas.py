@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from aromcp_workflows.app.commits import MAX_DELTAS, encode, record_of, threads_for_run
-from aromcp_workflows.app.instances import InstanceRegistry
+from aromcp_workflows.instances.commits import MAX_DELTAS, encode, record_of, threads_for_run
+from aromcp_workflows.instances.live import LiveCopies
+from aromcp_workflows.instances.registry import InstanceRegistry
 from aromcp_workflows.store import InstanceRecord, SqliteStore, StoreError, open_store
 from aromcp_workflows.store.schema import MIGRATIONS
 from tests.server.srv_helpers import ProtocolAgent, make_project, ok
@@ -282,14 +283,14 @@ def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location:
     from aromcp_workflows.app.service import WorkflowService
 
     caught: list[str] = []
-    apply = InstanceRegistry._apply  # both ways of catching up (version check first, or in one trip) end here
+    apply = LiveCopies._apply  # both ways of catching up (version check first, or in one trip) end here
     fresh = WorkflowService(project_dir=tmp_path, store_path=location, home=tmp_path, all_projects=True).instances
 
-    def checked(self: InstanceRegistry, live: Any, progress: Any) -> bool:
+    def checked(self: LiveCopies, live: Any, progress: Any) -> bool:
         done = apply(self, live, progress)
         if done:
             fresh.forget(live.run.workflow_id)
-            with fresh._current(live.run.workflow_id) as reloaded:
+            with fresh.copies.current(live.run.workflow_id) as reloaded:
                 pass
             if reloaded.record.version != live.record.version:
                 return done  # the other replica committed meanwhile: nothing to compare with
@@ -299,7 +300,7 @@ def verified_catch_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, location:
             caught.append("".join(sorted({op[0] for text in progress.deltas for op in json.loads(text)})))
         return done
 
-    monkeypatch.setattr(InstanceRegistry, "_apply", checked)
+    monkeypatch.setattr(LiveCopies, "_apply", checked)
     yield caught
     fresh.store.close()
 

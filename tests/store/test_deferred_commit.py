@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from aromcp_workflows.app.live import TRUST_AFTER
+from aromcp_workflows.instances.live import TRUST_AFTER
 from aromcp_workflows.server.mcp import build_server
 from aromcp_workflows.store import PostgresStore
 

@@ -16,8 +16,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aromcp_workflows.app.commits import Baseline, _state_ops, encode
 from aromcp_workflows.expressions import ExpressionEngine
+from aromcp_workflows.instances.commits import Baseline, _state_ops, encode
 from aromcp_workflows.state import StateError, StateTiers, Update
 from aromcp_workflows.store import InstanceRecord
 from aromcp_workflows.store.base import apply_delta

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from aromcp_workflows.app.live import TRUST_AFTER
+from aromcp_workflows.instances.live import TRUST_AFTER
 from tests.server.srv_helpers import make_project
 
 RELAY = """
@@ -120,7 +120,7 @@ def test_alternating_services_keep_every_answer_once(pair: tuple[Any, Any]) -> N
 def test_a_copy_behind_one_full_snapshot_catches_up_by_deltas(pair: tuple[Any, Any]) -> None:
     """A snapshot keeps the deltas since the previous one: a copy a hundred commits behind,
     across a full snapshot, applies them instead of loading the instance whole."""
-    from aromcp_workflows.app.commits import MAX_DELTAS
+    from aromcp_workflows.instances.commits import MAX_DELTAS
 
     one, two = pair
     wid = one.start("relay").workflow_id
@@ -145,7 +145,7 @@ def test_a_copy_behind_two_full_snapshots_is_reloaded(pair: tuple[Any, Any]) -> 
     written: it is loaded afresh (this once looped forever, asking the store again and again)."""
     import threading
 
-    from aromcp_workflows.app.commits import MAX_DELTAS
+    from aromcp_workflows.instances.commits import MAX_DELTAS
 
     one, two = pair
     wid = one.start("relay").workflow_id
@@ -182,7 +182,7 @@ def test_copies_catching_up_across_each_others_snapshots_keep_the_store_whole(pa
     """Each process catches up across a snapshot the other wrote, then commits on top of
     it: its copy must know which snapshot the store now holds (a copy that remembered its
     own older one once wrote it back, and a load applied the deltas in between twice)."""
-    from aromcp_workflows.app.commits import MAX_DELTAS
+    from aromcp_workflows.instances.commits import MAX_DELTAS
 
     one, two = pair
     wid = one.start("relay").workflow_id
@@ -211,7 +211,7 @@ def test_two_processes_in_random_turns_across_many_snapshots(pair: tuple[Any, An
     other's snapshots: every read, and a fresh load after each turn, gives the model's list."""
     import random
 
-    from aromcp_workflows.app import commits
+    from aromcp_workflows.instances import commits
 
     monkeypatch.setattr(commits, "MAX_DELTAS", 4)
     one, two = pair

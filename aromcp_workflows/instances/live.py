@@ -1,19 +1,16 @@
 """The live copies of instances: loaded once, kept in memory, locked one call at a time,
 and kept current with what other server processes commit.
 
-`LiveInstances._current` hands a caller the live copy of an instance, locked and up to
-date: caught up by the deltas committed since (`app.catch_up`) when it can be, else
+`LiveCopies.current` hands a caller the live copy of an instance, locked and up to
+date: caught up by the deltas committed since (`instances.catch_up`) when it can be, else
 loaded whole.  A copy a failed change may have touched is dropped and never handed out
-again.  Committing changes to these copies is `InstanceRegistry`'s (app/instances.py),
-which is built on this class.
+again.  Committing changes to these copies is `InstanceRegistry`'s
+(`instances/registry.py`), which has one `LiveCopies`.
 
 The copies serve the instances of one project (`scope`, its directory as the store
-records it): every road that loads an instance by id passes `_load`, which answers an
+records it): every road that loads an instance by id passes `load`, which answers an
 instance of another project exactly as it answers an unknown id.  `scope=None` serves
 every project (`serve --all-projects`, the local CLI).
-
-The first use opens the store and the V8 engine, not the import: server start-up stays as
-fast as a bare MCP server.
 """
 
 from __future__ import annotations
@@ -22,25 +19,17 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from aromcp_workflows.app.catch_up import apply_to_run
-from aromcp_workflows.app.commits import Baseline, baseline_of, threads_for_run
-from aromcp_workflows.app.errors import refusals
 from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.instances.catch_up import apply_to_run
+from aromcp_workflows.instances.commits import Baseline, baseline_of, threads_for_run
+from aromcp_workflows.instances.errors import refusals
+from aromcp_workflows.instances.resources import Resources
 from aromcp_workflows.interpreter import WorkflowRun
-from aromcp_workflows.store import (
-    CommitsSince,
-    InstanceRecord,
-    NotFoundError,
-    SavesLater,
-    SentSave,
-    Store,
-    note_caught_up,
-)
+from aromcp_workflows.store import CommitsSince, InstanceRecord, NotFoundError, SentSave, Store, note_caught_up
 
 T = TypeVar("T")
-EngineFactory = Callable[[], Any]
 TRUST_AFTER = 8  # found current this many times in a row: a change relies on its compare-and-set
 
 
@@ -68,70 +57,31 @@ def kept(run: WorkflowRun, record: InstanceRecord) -> tuple[InstanceRecord, Base
     return without_body(record), baseline_of(run, record)
 
 
-def _sub_agent_prompt() -> str | None:
-    try:
-        from aromcp_workflows.integrations.prompts import sub_agent_prompt
+class LiveCopies:
+    """The live copies of one server process's instances, each current and locked in turn.
+    The registry (`instances.registry`) has one, and commits to the copies it hands out."""
 
-        return sub_agent_prompt()
-    except Exception:  # a missing prompt file must not stop a workflow: the built-in text serves
-        return None
-
-
-class LiveInstances:
-    """The live copies of one server process's instances (the base of `InstanceRegistry`)."""
-
-    def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory, scope: str | None):
-        self._store_factory = store_factory
+    def __init__(self, resources: Resources, scope: str | None):
+        self.resources = resources
         self.scope = scope
-        self._engine_factory = engine_factory
-        self._store: Store | None = None
-        self._saves_later: SavesLater | None = None  # the store, when it is one
-        self._engine: Any = None
-        self._prompt: str | None = None
         self._live: dict[str, LiveInstance] = {}
         self._in_project: set[str] = set()  # ids found to be of `scope`
         self._guard = threading.Lock()
 
     @property
     def store(self) -> Store:
-        if self._store is None:
-            with self._guard:
-                if self._store is None:
-                    store = self._store_factory()
-                    self._saves_later = store if isinstance(store, SavesLater) else None
-                    self._store = store
-        return self._store
+        return self.resources.store
 
-    @property
-    def saves_later(self) -> SavesLater | None:
-        """The store, if its saves can be sent now and answered later (`SavesLater`; asked
-        once: an isinstance against a protocol costs microseconds, a step's budget is ~1 ms)."""
-        self.store  # noqa: B018 - opens it
-        return self._saves_later
-
-    @property
-    def opened(self) -> bool:
-        """Whether the store was opened (asking `store` opens it)."""
-        return self._store is not None
-
-    @property
-    def engine(self) -> Any:
-        if self._engine is None:
-            with self._guard:
-                if self._engine is None:
-                    self._engine = self._engine_factory()
-        return self._engine
-
-    @property
-    def prompt(self) -> str | None:
-        """The sub-agent prompt text runs hand out (read once; the interpreter reads no files)."""
-        if self._prompt is None:
-            self._prompt = _sub_agent_prompt()
-        return self._prompt
+    def add(self, live: LiveInstance, project_dir: str) -> None:
+        """Keep a copy just committed as a new instance (a start, a fork)."""
+        with self._guard:
+            self._live[live.run.workflow_id] = live
+            if project_dir == self.scope:
+                self._in_project.add(live.run.workflow_id)  # `in_scope` need not load it to know
 
     # -- the live copy, current and locked ----------------------------------------------------
     @contextmanager
-    def _current(self, workflow_id: str, verify: bool = True) -> Iterator[LiveInstance]:
+    def current(self, workflow_id: str, verify: bool = True) -> Iterator[LiveInstance]:
         """The live instance, up to date and locked for the caller.
 
         Brought up to date when another server process committed since: by its deltas
@@ -169,7 +119,7 @@ class LiveInstances:
         try:
             pending.result()
         except Exception:  # a conflict or a store failure: whoever made the call is told by its confirmation
-            self._drop(live)
+            self.drop(live)
             return False
         live.record = without_body(record)
         return True
@@ -179,21 +129,21 @@ class LiveInstances:
         dropped) when it must be reloaded.  A store whose `deltas_since` costs what its
         `version` costs answers both questions in one trip."""
         if not self.store.check_with_deltas:
-            return self._is_current(live) or self._catch_up(live)
+            return self.is_current(live) or self._catch_up(live)
         since = self._commits_since(live)
         current = since is not None and since.version == live.record.version
         live.streak = live.streak + 1 if current else 0
         return current or self._apply(live, since)
 
-    def _is_current(self, live: LiveInstance) -> bool:
+    def is_current(self, live: LiveInstance) -> bool:
         """Ask the store whether the live copy is the latest version (and keep count)."""
-        current = self._translate(lambda: self.store.version(live.run.workflow_id)) == live.record.version
+        current = translate(lambda: self.store.version(live.run.workflow_id)) == live.record.version
         live.streak = live.streak + 1 if current else 0
         return current
 
     def _commits_since(self, live: LiveInstance) -> CommitsSince | None:
         workflow_id, version = live.run.workflow_id, live.record.version
-        return self._translate(lambda: self.store.deltas_since(workflow_id, version))
+        return translate(lambda: self.store.deltas_since(workflow_id, version))
 
     def _catch_up(self, live: LiveInstance) -> bool:
         """Apply the deltas committed since the live copy's version; False (and the live
@@ -203,18 +153,18 @@ class LiveInstances:
     def _apply(self, live: LiveInstance, since: CommitsSince | None) -> bool:
         """Bring the live copy to `since`; False (and the copy dropped) when that cannot be done."""
         if since is None:  # a full snapshot since: this copy can only be replaced
-            self._drop(live)
+            self.drop(live)
             return False
         try:
             apply_to_run(live.run, live.baseline.items, since.deltas)
         except Exception:  # anything unexpected in a delta: the whole load is the safe road
-            self._drop(live)
+            self.drop(live)
             return False
         note_caught_up(live.record, since)
         live.baseline = baseline_of(live.run, live.record)
         return True
 
-    def _load(self, workflow_id: str) -> InstanceRecord:
+    def load(self, workflow_id: str) -> InstanceRecord:
         """The stored record, if the instance is this registry's project's: an instance of
         another project is not found, in the very words an unknown id gets, so a client of
         one project can neither use nor detect another project's instances."""
@@ -224,18 +174,18 @@ class LiveInstances:
         self._in_project.add(workflow_id)
         return record
 
-    def _in_scope(self, workflow_id: str) -> None:
+    def in_scope(self, workflow_id: str) -> None:
         """Refuse an instance of another project before reading anything of it from the
         store.  An id once found in scope stays so (an instance never changes project)."""
         if self.scope is not None and workflow_id not in self._in_project:
-            self._translate(lambda: self._load(workflow_id))
+            translate(lambda: self.load(workflow_id))
 
     def _reload(self, workflow_id: str) -> LiveInstance:
-        record = self._translate(lambda: self._load(workflow_id))
+        record = translate(lambda: self.load(workflow_id))
         bundle = WorkflowBundle.from_snapshot(record.definition)
         record.definition = bundle.snapshot()  # the shared dict; the copy just decoded is dropped
         run = WorkflowRun.from_json({**record.state, "threads": threads_for_run(record), "status": record.status,
-                                     "error": record.error}, bundle, self.engine, self.prompt)
+                                     "error": record.error}, bundle, self.resources.engine, self.resources.prompt)
         live = LiveInstance(run, *kept(run, record))
         with self._guard:
             self._live[workflow_id] = live
@@ -246,7 +196,7 @@ class LiveInstances:
         with self._guard:
             self._live.pop(workflow_id, None)
 
-    def _drop(self, live: LiveInstance) -> None:
+    def drop(self, live: LiveInstance) -> None:
         """Never hand out this copy again (its run may hold what was never committed); only
         this copy: another call's good copy of the same instance stays live."""
         live.dropped = True
@@ -254,7 +204,9 @@ class LiveInstances:
             if self._live.get(live.run.workflow_id) is live:
                 del self._live[live.run.workflow_id]
 
-    @staticmethod
-    def _translate(action: Callable[[], T]) -> T:
-        with refusals():
-            return action()
+
+
+def translate(action: Callable[[], T]) -> T:
+    """`action`'s value, its expected failures turned into `ServiceError`s (`refusals`)."""
+    with refusals():
+        return action()

@@ -9,8 +9,8 @@ process wrote the instance first) is not the caller's problem: the instance is r
 and `change` applied again, a bounded number of times with jitter.
 
 The live copies themselves — loaded, cached, locked, kept current, and of one project
-only — are `LiveInstances` (app/live.py), the base of `InstanceRegistry`; this module
-creates instances and commits every change to them.
+only — are the registry's `LiveCopies` (`instances/live.py`); this module creates
+instances and commits every change to them.
 """
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from aromcp_workflows.app import confirm
-from aromcp_workflows.app.commits import plan, record_of, threads_for_run
-from aromcp_workflows.app.errors import ServiceError
-from aromcp_workflows.app.live import EngineFactory, LiveInstance, LiveInstances, kept, without_body
-from aromcp_workflows.app.rebuild import OPENING_KINDS
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.explain.inspect import step_type
+from aromcp_workflows.instances import confirm
+from aromcp_workflows.instances.commits import plan, record_of, threads_for_run
+from aromcp_workflows.instances.errors import ServiceError
+from aromcp_workflows.instances.live import LiveCopies, LiveInstance, kept, translate, without_body
+from aromcp_workflows.instances.rebuild import OPENING_KINDS
+from aromcp_workflows.instances.resources import EngineFactory, Resources
 from aromcp_workflows.interpreter import Journal, WorkflowRun
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
@@ -50,6 +51,9 @@ from aromcp_workflows.store import (
     utc_now,
 )
 
+if TYPE_CHECKING:
+    from aromcp_workflows.expressions import ExpressionEngine
+
 T = TypeVar("T")
 log = logging.getLogger("aromcp_workflows")
 CONFLICT_PATIENCE_S = 10.0  # how long a call keeps re-applying itself after losing races
@@ -64,14 +68,37 @@ def history_events(journal: Journal, version: int) -> list[HistoryEvent]:
             for e in journal.events]
 
 
-class InstanceRegistry(LiveInstances):
-    """Loads, caches, locks and commits instances for one server process."""
+class InstanceRegistry:
+    """Loads, caches, locks and commits instances for one server process: it has the
+    store and engine (`Resources`) and the live copies (`LiveCopies`), and commits."""
 
     def __init__(self, store_factory: Callable[[], Store], engine_factory: EngineFactory,
                  observer: Observer | None = None, scope: str | None = None):
-        super().__init__(store_factory, engine_factory, scope)
+        self.resources = Resources(store_factory, engine_factory)
+        self.copies = LiveCopies(self.resources, scope)
         self.observer = observer  # tracing (observe/): told each commit's events; None when off
         self._maskers: dict[str, tuple[tuple[int, int], Masker]] = {}  # workflow id -> ((run, version), masker)
+
+    # -- what it opened, and its copies ---------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        return self.resources.store
+
+    @property
+    def engine(self) -> ExpressionEngine:
+        return self.resources.engine
+
+    @property
+    def opened(self) -> bool:
+        return self.resources.opened
+
+    @property
+    def scope(self) -> str | None:
+        return self.copies.scope
+
+    def forget(self, workflow_id: str) -> None:
+        """Forget the live copy: the next call loads the instance from the store."""
+        self.copies.forget(workflow_id)
 
     # -- creating -----------------------------------------------------------------------------
     def start(self, workflow_id: str, bundle: WorkflowBundle, project_dir: Any, inputs: dict[str, Any],
@@ -79,7 +106,7 @@ class InstanceRegistry(LiveInstances):
         """A new instance, committed before anyone can see it (with its start key, if any:
         `KeyTakenError` when that key started another instance first)."""
         bundle = WorkflowBundle.from_snapshot(bundle.snapshot())  # one bundle per content, shared by instances
-        run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self.prompt)
+        run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self.resources.prompt)
         self.create(run, bundle.main.name, bundle.snapshot(), start_key)
         return run
 
@@ -91,10 +118,7 @@ class InstanceRegistry(LiveInstances):
         record = record_of(run, base)
         self._perform(record, run.take_journal(), lambda events: self.store.create(record, events,
                                                                                  start_key=start_key), run)
-        with self._guard:
-            self._live[run.workflow_id] = LiveInstance(run, *kept(run, record))
-            if record.project_dir == self.scope:
-                self._in_project.add(run.workflow_id)  # `_in_scope` need not load it to know
+        self.copies.add(LiveInstance(run, *kept(run, record)), record.project_dir)
 
     # -- transactions --------------------------------------------------------------------------
     def transact(self, workflow_id: str, change: Callable[[WorkflowRun], T],
@@ -106,35 +130,35 @@ class InstanceRegistry(LiveInstances):
         deadline = time.monotonic() + CONFLICT_PATIENCE_S
         attempt = 0
         while True:
-            with self._current(workflow_id, verify=False) as live:
+            with self.copies.current(workflow_id, verify=False) as live:
                 try:
                     value = change(live.run)
                     deferred = defer is not None and confirm.may_defer() and defer(value)
-                    if self._commit(live, deferred) or live.checked or self._is_current(live):
+                    if self._commit(live, deferred) or live.checked or self.copies.is_current(live):
                         self._settled(live)
                         return value  # saved by compare-and-set, or made from a copy found current
                     continue  # nothing to save, and the copy was behind: again, on a current copy
                 except ConflictError:
-                    self._drop(live)
+                    self.copies.drop(live)
                 except Exception:
-                    self._drop(live)  # whatever `change` did in memory is dropped with it
-                    if live.checked or self._is_current(live):
+                    self.copies.drop(live)  # whatever `change` did in memory is dropped with it
+                    if live.checked or self.copies.is_current(live):
                         raise
                     continue  # refused by a copy that was behind: ask the current one
                 except BaseException:
-                    self._drop(live)
+                    self.copies.drop(live)
                     raise
             attempt += 1
             if time.monotonic() > deadline:
                 raise ServiceError(f"workflow {workflow_id} is being changed by other server processes so often "
                                    f"that this call could not be applied in {attempt} attempts over "
-                                   f"{CONFLICT_PATIENCE_S:.0f} s; nothing was changed — retry the call")
+                                   f"{CONFLICT_PATIENCE_S:.0f} s; nothing was changed — retry the call", "busy")
             first, most = CONFLICT_BACKOFF_S
             time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 8))))
 
     def read(self, workflow_id: str, look: Callable[[WorkflowRun, InstanceRecord], T]) -> T:
         """Look at an instance under its lock; nothing is written."""
-        with self._current(workflow_id) as live:
+        with self.copies.current(workflow_id) as live:
             value = look(live.run, live.record)
             self._settled(live)
             return value
@@ -158,7 +182,7 @@ class InstanceRegistry(LiveInstances):
             hit = self._maskers.get(workflow_id)
             if hit is not None:
                 return hit[1]
-        with self._current(workflow_id) as live:
+        with self.copies.current(workflow_id) as live:
             return self._settled(live)
 
     def _commit(self, live: LiveInstance, deferred: bool = False) -> bool:
@@ -174,7 +198,7 @@ class InstanceRegistry(LiveInstances):
             return False
         record, expected = commit.record, live.record.version
         definition = record.definition if commit.definition_changed else None
-        sender = self.saves_later
+        sender = self.resources.saves_later
         if deferred and sender is not None and not journal.checkpoints and self.observer is None:
             pending = sender.begin_save(record, expected, history_events(journal, record.version + 1),
                                         encoded=commit.encoded, delta=commit.delta,
@@ -200,9 +224,9 @@ class InstanceRegistry(LiveInstances):
         except (ConflictError, KeyTakenError):
             raise
         except OutcomeUnknownError as exc:
-            raise ServiceError(f"workflow {record.workflow_id}: {exc}") from None
+            raise ServiceError(f"workflow {record.workflow_id}: {exc}", exc.kind) from None
         except StoreError as exc:
-            raise ServiceError(confirm.not_saved(record.workflow_id, exc)) from None
+            raise ServiceError(confirm.not_saved(record.workflow_id, exc), "not_saved") from None
         if self.observer is not None:
             self._observe(record, events, run)
 
@@ -218,42 +242,42 @@ class InstanceRegistry(LiveInstances):
 
     # -- the store, for the service ------------------------------------------------------------
     def history(self, workflow_id: str, kinds: list[str] | None = None) -> list[HistoryEvent]:
-        self._in_scope(workflow_id)
-        return self._translate(lambda: self.store.history(workflow_id, kinds=kinds))
+        self.copies.in_scope(workflow_id)
+        return translate(lambda: self.store.history(workflow_id, kinds=kinds))
 
     def add_checkpoint(self, workflow_id: str, step_id: str | None, reason: str) -> tuple[Checkpoint, str]:
         """Keep the instance as committed now; returns the checkpoint and where it lives."""
-        with self._current(workflow_id) as live:
-            point = self._translate(lambda: self.store.add_checkpoint(workflow_id, step_id, reason,
+        with self.copies.current(workflow_id) as live:
+            point = translate(lambda: self.store.add_checkpoint(workflow_id, step_id, reason,
                                                                       record_of(live.run, live.record).snapshot()))
         return point, f"{self.store.path}#{workflow_id}/{point.checkpoint_id}"
 
     def last_checkpoint(self, workflow_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
-        self._in_scope(workflow_id)
-        return self._translate(lambda: self.store.get_checkpoint(workflow_id, checkpoint_id))
+        self.copies.in_scope(workflow_id)
+        return translate(lambda: self.store.get_checkpoint(workflow_id, checkpoint_id))
 
     def roll_back(self, workflow_id: str, checkpoint_id: str) -> None:
         """Put the instance back as it was at a checkpoint (a commit like any other)."""
         point = self.last_checkpoint(workflow_id, checkpoint_id)
         if point is None:
             raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}; "
-                               "workflow_resume without checkpoint_id resumes from where it stands")
-        with self._current(workflow_id) as live:
+                               "workflow_resume without checkpoint_id resumes from where it stands", "not_found")
+        with self.copies.current(workflow_id) as live:
             snap = point.snapshot
             record = InstanceRecord(**{**vars(live.record), "state": snap["state"], "threads": snap["threads"],
                                        "status": snap["status"], "current_steps": snap.get("current_steps", []),
                                        "error": snap.get("error")})
             event = HistoryEvent(kind="rolled_back", data={"checkpoint_id": checkpoint_id})
-            self._translate(lambda: self.store.save(record, live.record.version, [event]))
+            translate(lambda: self.store.save(record, live.record.version, [event]))
             self.forget(workflow_id)  # the next call loads the rolled-back instance
 
     def started_by(self, project_dir: str, key: str) -> tuple[str, str] | None:
-        return self._translate(lambda: self.store.started_by(project_dir, key))
+        return translate(lambda: self.store.started_by(project_dir, key))
 
     def version(self, workflow_id: str) -> int:
         """The committed version of an instance, from the store (whichever process wrote it)."""
-        self._in_scope(workflow_id)
-        return self._translate(lambda: self.store.version(workflow_id))
+        self.copies.in_scope(workflow_id)
+        return translate(lambda: self.store.version(workflow_id))
 
     def page(self, where: InstanceFilter, limit: int, offset: int) -> tuple[InstancePage, list[InstanceGroup]]:
         """One page of instances and the counts by workflow, project and status: of the
@@ -262,43 +286,43 @@ class InstanceRegistry(LiveInstances):
             if where.project_dir not in (None, self.scope):
                 return InstancePage(rows=[], total=0), []
             where = replace(where, project_dir=self.scope)
-        found, groups = self._translate(lambda: (self.store.page_instances(where, limit, offset),
+        found, groups = translate(lambda: (self.store.page_instances(where, limit, offset),
                                                  self.store.instance_groups()))
         return found, [g for g in groups if self.scope is None or g.project_dir == self.scope]
 
     # -- repairing: a run rebuilt from a stored body, and committed whole ------------------------
     def load(self, workflow_id: str) -> InstanceRecord:
         """The instance as stored now (definition and bookkeeping included)."""
-        return self._translate(lambda: self._load(workflow_id))
+        return translate(lambda: self.copies.load(workflow_id))
 
     def run_from(self, record: InstanceRecord, body: Body) -> WorkflowRun:
         """A new run object (not the live one) for `record` with the state and threads of `body`."""
         bundle = WorkflowBundle.from_snapshot(record.definition)
         stored = replace(record, state=body.state, threads=body.threads)
         return WorkflowRun.from_json({**body.state, "threads": threads_for_run(stored)}, bundle, self.engine,
-                                     self.prompt)
+                                     self.resources.prompt)
 
     def replace(self, workflow_id: str, run: WorkflowRun, expected_version: int) -> int:
         """Commit `run` (built by `run_from`) as the next version of the instance, if it is still
         at `expected_version`: a commit like any other (a delta against what is stored, now
         and then a full snapshot), so older versions stay as rebuildable as they were.  The
         new version."""
-        with self._current(workflow_id) as live:
+        with self.copies.current(workflow_id) as live:
             if live.record.version != expected_version:
                 raise ServiceError(f"workflow {workflow_id} changed while this call worked on it (version "
                                    f"{expected_version}, now {live.record.version}); nothing was written — "
-                                   "look at it again and retry")
+                                   "look at it again and retry", "conflict")
             try:
                 commit = plan(run, live.record, live.baseline, True)
                 self._perform(commit.record, run.take_journal(), lambda events: self.store.save(
                     commit.record, expected_version, events, encoded=commit.encoded, delta=commit.delta,
                     snapshot=commit.encoded is not None), run)
             finally:
-                self._drop(live)  # the next call loads what was written
+                self.copies.drop(live)  # the next call loads what was written
         return commit.record.version
 
     def exists(self, workflow_id: str) -> None:
-        self._translate(lambda: self._load(workflow_id))
+        translate(lambda: self.copies.load(workflow_id))
 
     def list_instances(self, project_dir: str) -> list[InstanceSummary]:
-        return self._translate(lambda: self.store.list_instances(project_dir=project_dir))
+        return translate(lambda: self.store.list_instances(project_dir=project_dir))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aromcp_workflows.app.errors import ServiceError
+from aromcp_workflows.instances.errors import ServiceError
 from aromcp_workflows.store import Body, Checkpoint, HistoryEvent, InstanceRecord, Store
 from aromcp_workflows.store.base import apply_deltas
 
@@ -32,7 +32,8 @@ def body_at(store: Store, record: InstanceRecord, version: int) -> Body:
     wid = record.workflow_id
     if not 1 <= version <= record.version:
         raise ServiceError(f"workflow {wid} has versions 1 to {record.version}; version {version} is not one "
-                           "of them (`aromcp-workflows debug` lists the steps and `status` the current version)")
+                           "of them (`aromcp-workflows debug` lists the steps and `status` the current version)",
+                           "not_found")
     body = store.body_at(wid, version)
     if body is not None:
         return body
@@ -45,7 +46,7 @@ def body_at(store: Store, record: InstanceRecord, version: int) -> Body:
     raise ServiceError(f"version {version} of workflow {wid} can no longer be rebuilt: the store keeps it "
                        f"whole only from version {record.snapshot_version} on (older commits were compacted "
                        f"into that snapshot) and at its checkpoints ({kept}); pick a step, version or "
-                       "checkpoint from those")
+                       "checkpoint from those", "not_found")
 
 
 def _version_of(point: Checkpoint) -> int:
@@ -75,7 +76,7 @@ def checkpoint_body(store: Store, record: InstanceRecord, checkpoint_id: str) ->
     if point is None:
         names = ", ".join(p.checkpoint_id for p in store.checkpoints(record.workflow_id)) or "none"
         raise ServiceError(f"workflow {record.workflow_id} has no checkpoint {checkpoint_id!r} (its checkpoints: "
-                           f"{names})")
+                           f"{names})", "not_found")
     return Body(_version_of(point), point.snapshot["state"], point.snapshot["threads"])
 
 
@@ -94,5 +95,5 @@ def opening_version(event: HistoryEvent, workflow_id: str) -> int:
     if not isinstance(version, int):
         raise ServiceError(f"step {event.step_id} of workflow {workflow_id} was handed out by an older server, "
                            "which did not record the version it was handed out in; fork from a version or a "
-                           "checkpoint instead")
+                           "checkpoint instead", "conflict")
     return version
