@@ -184,7 +184,7 @@ def bench_in_process(workdir: Path, steps: int, tmpfs: bool) -> dict[str, Any]:
         commits = []
         for _ in range(50):  # one commit alone: the record (JSON) and one history event, compare-and-set
             t0 = time.perf_counter()
-            service.instances.transact(workflow_id, lambda run: run.record("state_changed", data={}))
+            service.instances.transact(workflow_id, lambda run: run.machine.record("state_changed", data={}))
             commits.append(time.perf_counter() - t0)
         out[label] = {"seed_pair_ms": median_ms(seed), "seed_pair_p90_ms": p90_ms(seed),
                       "step_complete_ms": median_ms(economical), "redelivery_ms": median_ms(deliveries),

@@ -2,7 +2,7 @@
 (coverage), what it did as a test case replays it (recording), and moving a waiting
 instance onto its edited workflow file (migrate).
 
-`AuthoringApi` is a part of `WorkflowService` (its base class): each reads or commits
+`Authoring` is a part the service has (`WorkflowService.authoring`): each reads or commits
 through the instance layer like the MCP tools, and `aromcp-workflows test` and `migrate`
 are thin callers of it.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.app.definitions import current_file, edited_bundle, same_definition, same_definitions
-from aromcp_workflows.app.parts import ServicePart
 from aromcp_workflows.app.results import (
     Blocker,
     BranchCoverage,
@@ -23,16 +22,22 @@ from aromcp_workflows.app.results import (
     Recording,
     WorkflowCoverage,
 )
+from aromcp_workflows.definition import WorkflowLoader
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.instances.errors import ServiceError, refusals
+from aromcp_workflows.instances.registry import InstanceRegistry
 
 if TYPE_CHECKING:
     from aromcp_workflows.interpreter import WorkflowRun
     from aromcp_workflows.store import InstanceRecord
 
 
-class AuthoringApi(ServicePart):
-    """Coverage, recording and migration (mixed into `WorkflowService`)."""
+class Authoring:
+    """Coverage, recording and migration, of the service's instances; the loader reads the
+    workflow files as they are now."""
+
+    def __init__(self, instances: InstanceRegistry, loader: WorkflowLoader):
+        self.instances, self.loader = instances, loader
 
     def coverage(self, workflow_id: str) -> Coverage:
         """The branches the instance took of its workflow and of each one it includes, read
@@ -61,7 +66,7 @@ class AuthoringApi(ServicePart):
         with refusals():
             events = self.instances.history(workflow_id)
             outcome = self.instances.read(workflow_id, _outcome)
-        replay, masker = replay_of(events), self.masker(workflow_id)
+        replay, masker = replay_of(events), self.instances.masker(workflow_id)
         data = {"inputs": replay.inputs, "state": outcome["state"], "messages": replay.messages,
                 "error": outcome["error"],
                 "answers": [vars(a) for a in replay.answers], "commands": [vars(c) for c in replay.commands]}
@@ -93,12 +98,12 @@ class AuthoringApi(ServicePart):
                 raise ServiceError(f"instance {workflow_id} is {run.status}: only a waiting or running instance "
                                    "moves onto an edited workflow (a finished one keeps the definition it ran)",
                                    "conflict")
-            move = plan_move(run, new)
+            move = plan_move(run.machine, new)
             result.plan = move.notes
             result.blockers = [Blocker(message=b.message, file=b.file, line=b.line) for b in move.blockers]
             result.outcome = "refused" if move.blockers else "would_move" if dry_run else "moved"
             if result.outcome == "moved":
-                apply_move(run, shared, move, bundle.main.file)
+                apply_move(run.machine, shared, move, bundle.main.file)
 
         with refusals():
             self.instances.transact(workflow_id, change)

@@ -138,7 +138,7 @@ class Driver:
         def change(run: WorkflowRun) -> tuple[Completion, Claimed | None, str]:
             completion = run.complete(thread_id, step_id, status, result, error, may_answer_user)
             claimed = self._claim(run, run.advance(thread_id)) if completion.advance else None
-            return completion, claimed, run.status_for(run.thread(thread_id))
+            return completion, claimed, run.machine.status_for(run.machine.thread(thread_id))
 
         completion, claimed, thread_status = self.transact(workflow_id, change,
                                                            lambda done: done[1] is None or _handed_out(done[1]))

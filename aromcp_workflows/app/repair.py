@@ -55,18 +55,19 @@ def retry(registry: InstanceRegistry, workflow_id: str) -> Retried:
                            "retried (fork makes a new instance from any point of this one)", "conflict")
     run = registry.run_from(record, Body(record.version, record.state, record.threads))
     step_id = _failed_step_id(run, workflow_id)
-    counters, retries = dict(run.counters), run.retries
+    counters, retries = dict(run.machine.counters), run.machine.retries
     found = rebuild.opening(registry.history(workflow_id, list(rebuild.OPENING_KINDS)), step_id)
     restored = None
     if found is not None:  # handed out or started: the commit that did it holds the state before it
         restored = rebuild.opening_version(found, workflow_id)
         run = registry.run_from(record, rebuild.body_at(registry.store, record, restored))
         run.rewind(step_id)
-        run.counters, run.retries = counters, retries  # fresh task ids: a late sub-agent of the failed try finds none
-        run.set_status("running")
+        # fresh task ids: a late sub-agent of the failed try finds none
+        run.machine.counters, run.machine.retries = counters, retries
+        run.machine.set_status("running")
     else:
         run.reopen_failed()
-    run.record("workflow_retry", step_id, None, {"reason": "retry", "restored_version": restored})
+    run.machine.record("workflow_retry", step_id, None, {"reason": "retry", "restored_version": restored})
     registry.replace(workflow_id, run, record.version)
     return Retried(workflow_id=workflow_id, status=run.status, step_id=step_id, restored_version=restored)
 
@@ -100,9 +101,9 @@ def fork(registry: InstanceRegistry, workflow_id: str, point: ForkPoint, edits: 
     origin = ForkOrigin(workflow_id=workflow_id, version=body.version, step_id=point.step_id,
                         checkpoint_id=point.checkpoint_id, edits=list(edits))
     run.rename(f"wf_{uuid.uuid4().hex[:12]}")
-    run.forked_from = origin.model_dump()
-    run.record("forked", point.step_id, None, run.forked_from)
-    run.set_status("running")
+    run.machine.forked_from = origin.model_dump()
+    run.machine.record("forked", point.step_id, None, run.machine.forked_from)
+    run.machine.set_status("running")
     if edits:
         _edit(run, edits)
     registry.create(run, record.workflow, record.definition)

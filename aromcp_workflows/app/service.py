@@ -8,9 +8,10 @@ change is committed before the method returns.
 
 This module holds the calls on instances: start (with its idempotency keys, checked in
 `app/start_keys.py`), steps, state, checkpoints, resume, repair, status and debugging.
-The calls that need no instance are `WorkflowsApi`'s (`app/workflows.py`); authors' tools
-are `AuthoringApi`'s (`app/authoring.py`), and the web view's reads `WatchingApi`'s
-(`app/watching.py`): all three are base classes of `WorkflowService`.
+The calls that need no instance are those of its part `workflows` (`app/workflows.py`);
+authors' tools are its part `authoring`'s (`app/authoring.py`), and the web view's reads
+its part `watching`'s (`app/watching.py`).  The service has the three parts and hands
+those calls to them, so every call of the API is a method here, one step from its code.
 """
 
 from __future__ import annotations
@@ -18,26 +19,29 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app import repair
-from aromcp_workflows.app.authoring import AuthoringApi
+from aromcp_workflows.app import orphans, repair
+from aromcp_workflows.app.authoring import Authoring
 from aromcp_workflows.app.definitions import changed_since_start
 from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
+from aromcp_workflows.app.page_results import InstancePageView, InstanceView, StateAt
 from aromcp_workflows.app.results import (
     CheckpointInfo,
     CheckpointTaken,
     Completed,
+    Coverage,
     DebugInfo,
+    DefinitionView,
     Dependencies,
     Forked,
-    ForkOrigin,
     InstanceList,
-    InstanceRow,
     InstanceStatus,
+    Migration,
     NextStep,
+    Plan,
+    Recording,
     Resumed,
     Retried,
     Started,
@@ -45,16 +49,21 @@ from aromcp_workflows.app.results import (
     StateView,
     StatusChanged,
     StepCompleted,
-    TaskCounts,
     Traces,
+    TransformTest,
+    Validation,
+    WorkflowInfo,
+    WorkflowList,
 )
 from aromcp_workflows.app.start_keys import start_key, started_before
-from aromcp_workflows.app.watching import WatchingApi
-from aromcp_workflows.app.workflows import WorkflowsApi
+from aromcp_workflows.app.statuses import instance_status, rows_of
+from aromcp_workflows.app.watching import Watching
+from aromcp_workflows.app.workflows import Workflows
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
+from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.instances.errors import ServiceError, refusals
 from aromcp_workflows.instances.registry import InstanceRegistry
-from aromcp_workflows.interpreter import Busy, WorkflowRun
+from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.rundir import RunDir
@@ -74,7 +83,7 @@ def _default_engine() -> Any:
     return ExpressionEngine()
 
 
-class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
+class WorkflowService:
     """The application API of one project.  Calls that name an instance by id serve that
     project's instances only (another project's answer as an unknown id would), unless
     `all_projects` (a server for several projects, or the local user's own CLI)."""
@@ -93,15 +102,65 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.resolver = loader.resolver if loader is not None else WorkflowResolver(project_dir=project_dir, home=home)
         # compiles JS in the V8 children
-        self.loader = loader if loader is not None else WorkflowLoader(self.resolver, syntax_engine=self._engine)
+        self.loader = loader if loader is not None else WorkflowLoader(self.resolver,
+                                                                       syntax_engine=lambda: self.instances.engine)
         scope = None if all_projects else str(self.work_dir or self.project_dir)  # as `start` records it
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory, observer, scope)
+        self.workflows = Workflows(self.resolver, self.loader, self.instances)
+        self.authoring = Authoring(self.instances, self.loader)
+        self.watching = Watching(self.instances, self.loader)
         self.driver = Driver(transact=self.instances.transact, shell_runner=shell_runner,
                              store_path=lambda: self.instances.store.path)
 
     @property
     def project_dir(self) -> Path:
         return self.resolver.project_dir
+
+    # -- workflows, before any instance (`app/workflows.py`) ------------------------------
+    def list_workflows(self, include_global: bool = True) -> WorkflowList:
+        return self.workflows.list_workflows(include_global)
+
+    def get_info(self, workflow: str) -> WorkflowInfo:
+        return self.workflows.get_info(workflow)
+
+    def validate(self, workflow: str | None = None, yaml: str | None = None) -> Validation:
+        return self.workflows.validate(workflow, yaml)
+
+    def bundle(self, workflow: str) -> WorkflowBundle:
+        return self.workflows.bundle(workflow)
+
+    def load_definition(self, workflow: str) -> DefinitionView:
+        return self.workflows.load_definition(workflow)
+
+    def explain_plan(self, workflow: str, inputs: dict[str, Any] | None = None) -> Plan:
+        return self.workflows.explain_plan(workflow, inputs)
+
+    def test_transformation(self, transform: str, input: Any = None,
+                            context: dict[str, Any] | None = None) -> TransformTest:
+        return self.workflows.test_transformation(transform, input, context)
+
+    # -- for authors (`app/authoring.py`) and the web view (`app/watching.py`) ---------------
+    def coverage(self, workflow_id: str) -> Coverage:
+        return self.authoring.coverage(workflow_id)
+
+    def recording(self, workflow_id: str) -> Recording:
+        return self.authoring.recording(workflow_id)
+
+    def migrate(self, workflow_id: str, dry_run: bool = False) -> Migration:
+        return self.authoring.migrate(workflow_id, dry_run)
+
+    def instance_page(self, statuses: list[str] | None = None, workflow: str | None = None,
+                      project_dir: str | None = None, page: int = 1, per_page: int = 50) -> InstancePageView:
+        return self.watching.instance_page(statuses, workflow, project_dir, page, per_page)
+
+    def instance_version(self, workflow_id: str) -> int:
+        return self.watching.instance_version(workflow_id)
+
+    def instance_view(self, workflow_id: str) -> InstanceView:
+        return self.watching.instance_view(workflow_id)
+
+    def state_at(self, workflow_id: str, seq: int | None = None) -> StateAt:
+        return self.watching.state_at(workflow_id, seq)
 
     # -- instances ------------------------------------------------------------------
     def start(self, workflow: str, inputs: dict[str, Any] | None = None,
@@ -233,22 +292,16 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
 
     def status(self, workflow_id: str) -> InstanceStatus:
         with refusals():
-            status, bundle = self.instances.read(workflow_id, lambda run, record: (_instance_status(run, record),
+            status, bundle = self.instances.read(workflow_id, lambda run, record: (instance_status(run, record),
                                                                                  run.bundle))
         status.definition_changed = changed_since_start(self.loader, bundle) or None
         return status
 
     def list_instances(self) -> InstanceList:
         """This project's instances, most recently updated first."""
-        now = datetime.now(UTC)
         with refusals():
             summaries = self.instances.list_instances(str(self.project_dir))
-        return InstanceList(instances=[
-            InstanceRow(workflow_id=item.workflow_id, workflow=item.workflow, status=item.status,
-                        current_steps=item.current_steps,
-                        age_seconds=round((now - datetime.fromisoformat(item.created_at)).total_seconds(), 1),
-                        updated_at=item.updated_at, error=item.error)
-            for item in summaries])
+        return InstanceList(instances=rows_of(summaries))
 
     # -- seeing inside ----------------------------------------------------------------
     def trace_transformations(self, workflow_id: str, field: str | None = None,
@@ -275,44 +328,9 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
 
     # -- commands left behind by a server that died -------------------------------------
     def take_over_orphans(self, run_dirs: list[RunDir] | None = None) -> int:
-        """Adopt the commands of this store that servers of this machine started and left
-        behind when they died (`shell.rundir.orphans`; `run_dirs` when the caller has just
-        looked them up).  Each is claimed here and now (its lease renewed: a server on
-        another machine must not see it run out and run the command again while this one
-        starts), then waited for in a thread of its own and its result committed, as the
-        next call on its thread would do.  Returns how many were found."""
-        import threading
-
-        from aromcp_workflows.shell.rundir import orphans
-
-        if run_dirs is None:
-            run_dirs = orphans(store=self.instances.store.path)
-        found = [(d, meta) for d in run_dirs if (meta := d.meta()) is not None]
-        for run_dir, meta in found:
-            thread = meta.get("thread_id")
-            workflow_id, thread_id = str(meta.get("workflow_id")), None if thread in (None, "main") else str(thread)
-            try:
-                rest = self.driver.take_back(workflow_id, thread_id)
-            except Exception as exc:  # a broken instance must not stop the server: its next call reports it
-                log.warning("could not take over the command left in %s: %s", run_dir.path, exc)
-                continue
-            threading.Thread(target=self._adopt_orphan, args=(run_dir, workflow_id, thread_id, rest),
-                             name="aromcp-adopt", daemon=True).start()
-        return len(found)
-
-    def _adopt_orphan(self, run_dir: RunDir, workflow_id: str, thread_id: str | None,
-                      rest: Callable[[], object] | None) -> None:
-        """Take the claimed command's result (`rest`) and go on as the thread's next step would;
-        then drop a run directory no claim names any more (its result was committed before its
-        server could remove it)."""
-        try:
-            (rest or (lambda: self.driver.next_step(workflow_id, thread_id)))()
-            named = self.instances.read(workflow_id, lambda run, _: _names(run.busy_shell(thread_id), run_dir))
-        except Exception as exc:  # a broken instance must not stop the server: its next call reports it
-            log.warning("could not take over the command left in %s: %s", run_dir.path, exc)
-            return
-        if not named:
-            run_dir.remove()
+        """Adopt the commands of this store that servers of this machine left behind when
+        they died (`app/orphans.py`); how many were found."""
+        return orphans.take_over(self.driver, self.instances, run_dirs)
 
     def close(self) -> None:
         """Release the store's connections (a later call opens them again)."""
@@ -350,19 +368,3 @@ def _resumed(run: WorkflowRun) -> None:
         run.retry_failed()
     if run.status == "interrupted":
         run.set_status("running")
-
-
-def _instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus:
-    tasks = [t for tid, t in run.threads.items() if tid != "main"]
-    counts = TaskCounts(tasks_total=len(tasks), tasks_completed=sum(t.status == "completed" for t in tasks),
-                        tasks_failed=sum(t.status == "failed" for t in tasks),
-                        tasks_running=sum(t.status == "running" for t in tasks))
-    return InstanceStatus(workflow_id=run.workflow_id, workflow=record.workflow, status=run.status,
-                          current_steps=list(record.current_steps), progress=counts,
-                          error=run.masker().mask_text(run.error) if run.error else None, version=record.version,
-                          forked_from=None if run.forked_from is None else ForkOrigin(**run.forked_from))
-
-
-def _names(busy: Busy | None, run_dir: RunDir) -> bool:
-    """Whether a thread's command in flight is the one of `run_dir` (its claim names it)."""
-    return busy is not None and busy.claim.get("run_dir") == str(run_dir.path)

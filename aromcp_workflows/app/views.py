@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.app.page_results import (
     FailureView,
@@ -29,6 +29,10 @@ from aromcp_workflows.explain.mermaid import flow_graph
 from aromcp_workflows.interpreter.effects import EVENT_KINDS
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.store import InstanceRecord, InstanceSummary
+
+if TYPE_CHECKING:
+    from aromcp_workflows.interpreter import WorkflowRun
+    from aromcp_workflows.store import HistoryEvent
 
 FINISHED = frozenset({"completed", "failed", "cancelled"})
 # What the instance page reads of the history: everything but the transform traces (the
@@ -53,7 +57,7 @@ def summary_row(item: InstanceSummary) -> InstanceSummaryRow:
                               error=item.error)
 
 
-def instance_view(run: Any, record: InstanceRecord, events: list[Any], masker: Masker,
+def instance_view(run: WorkflowRun, record: InstanceRecord, events: list[HistoryEvent], masker: Masker,
                   locate: Locate) -> InstanceView:
     """The instance page: summary, graph with marks, tasks, messages, failures, timeline, state."""
     from aromcp_workflows.explain.inspect import _step_history, _step_types
@@ -69,12 +73,12 @@ def instance_view(run: Any, record: InstanceRecord, events: list[Any], masker: M
         tasks=[TaskLane(**lane) for lane in watch.task_lanes(run, events)],
         messages=watch.shown_messages(events), failures=[failure_view(run, f, locate) for f in failures(run)],
         timeline=_step_history(events, _step_types(run)),
-        state={"raw": tiers.raw, "state": tiers.state, "computed": tiers.computed, "inputs": run.inputs},
+        state={"raw": tiers.raw, "state": tiers.state, "computed": tiers.computed, "inputs": run.machine.inputs},
         state_points=state_history.state_points(events))
     return InstanceView.model_validate(mask.mask(view.model_dump(mode="json")))
 
 
-def graph_view(run: Any, events: list[Any]) -> GraphView:
+def graph_view(run: WorkflowRun, events: list[HistoryEvent]) -> GraphView:
     """The workflow's graph as `graph` draws it, laid out, each node marked for this run."""
     bundle = run.bundle
     included = {name: w.definition for name, w in bundle.workflows.items() if name != bundle.main.name}
@@ -93,7 +97,7 @@ def graph_view(run: Any, events: list[Any]) -> GraphView:
     return GraphView(width=placed.width, height=placed.height, nodes=nodes, edges=edges, blocks=blocks)
 
 
-def failure_view(run: Any, failure: Failure, locate: Locate) -> FailureView:
+def failure_view(run: WorkflowRun, failure: Failure, locate: Locate) -> FailureView:
     """A failure with its step's type and `file:line` (said when the file changed since)."""
     step = step_of(run, failure)
     loaded = run.bundle.workflows.get(failure.workflow)
@@ -109,7 +113,7 @@ def failure_view(run: Any, failure: Failure, locate: Locate) -> FailureView:
     return view
 
 
-def state_at(events: list[Any], seq: int | None, checkpoint_state: state_history.CheckpointState,
+def state_at(events: list[HistoryEvent], seq: int | None, checkpoint_state: state_history.CheckpointState,
              masker: Masker) -> dict[str, Any]:
     """`StateAt`'s fields: the main state after event `seq`, masked."""
     replayed = state_history.replay(events, seq, checkpoint_state, masker)

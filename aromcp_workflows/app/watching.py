@@ -1,8 +1,8 @@
 """The service's reads for the web view: a page of instances, an instance's whole view, its
 version (which changes with every commit of any process), its state at a point of history.
 
-`WatchingApi` is a part of `WorkflowService` (its base class): these methods read through
-the same instance layer, under the same project scope and masker, as the MCP tools.  The
+`Watching` is a part the service has (`WorkflowService.watching`): these methods read
+through the same instance layer, under the same project scope and masker, as the MCP tools.  The
 views themselves are built in `app/views.py` from what `explain/` finds.
 """
 
@@ -11,14 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from aromcp_workflows.app.page_results import InstancePageView, InstanceView, StateAt
-from aromcp_workflows.app.parts import ServicePart
-from aromcp_workflows.definition import DefinitionError
+from aromcp_workflows.definition import DefinitionError, WorkflowLoader
 from aromcp_workflows.instances.errors import refusals
+from aromcp_workflows.instances.registry import InstanceRegistry
 from aromcp_workflows.store import InstanceFilter
 
 
-class WatchingApi(ServicePart):
-    """The web view's reads (mixed into `WorkflowService`)."""
+class Watching:
+    """The web view's reads, of the service's instances; the loader finds where a step is
+    written in its file now."""
+
+    def __init__(self, instances: InstanceRegistry, loader: WorkflowLoader):
+        self.instances, self.loader = instances, loader
 
     def instance_page(self, statuses: list[str] | None = None, workflow: str | None = None,
                       project_dir: str | None = None, page: int = 1, per_page: int = 50) -> InstancePageView:
@@ -47,7 +51,7 @@ class WatchingApi(ServicePart):
         with their `file:line`, the step timeline, the state now and the points it changed."""
         from aromcp_workflows.app.views import VIEW_KINDS, instance_view
 
-        masker = self.masker(workflow_id)
+        masker = self.instances.masker(workflow_id)
         with refusals():
             events = self.instances.history(workflow_id, kinds=VIEW_KINDS)
             return self.instances.read(workflow_id, lambda run, record: instance_view(
@@ -63,7 +67,7 @@ class WatchingApi(ServicePart):
             main = point.snapshot.get("state", {}).get("states", {}).get("main") if point else None
             return None if main is None else {t: main.get(t) or {} for t in TIERS}
 
-        masker = self.masker(workflow_id)
+        masker = self.instances.masker(workflow_id)
         with refusals():
             events = self.instances.history(workflow_id, kinds=["started", "state_changed", "rolled_back"])
         return StateAt(**state_at(events, seq, checkpoint_state, masker))

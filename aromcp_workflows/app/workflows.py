@@ -2,9 +2,9 @@
 validated, loaded with all they include (a bundle), their plan explained, and a transform
 tried on its own.
 
-`WorkflowsApi` is a part of `WorkflowService` (its base class): it reads workflow files
-through the service's resolver and loader, and runs JavaScript in the instance layer's
-engine, as a started instance would.
+`Workflows` is a part the service has (`WorkflowService.workflows`): it reads workflow
+files through the service's resolver and loader, and runs JavaScript in the instance
+layer's engine, as a started instance would.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app.parts import ServicePart
 from aromcp_workflows.app.results import (
     DefinitionView,
     Plan,
@@ -27,16 +26,18 @@ from aromcp_workflows.app.results import (
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver, check, load_valid_bundle
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.instances.errors import ServiceError, refusals
+from aromcp_workflows.instances.registry import InstanceRegistry
 
 
-class WorkflowsApi(ServicePart):
-    """Workflows before any instance (mixed into `WorkflowService`)."""
+class Workflows:
+    """Workflows before any instance: found by `resolver`, read by `loader`, their
+    JavaScript compiled and tried in the instance layer's engine (V8 in its child
+    processes, opened on first use)."""
 
-    resolver: WorkflowResolver
+    def __init__(self, resolver: WorkflowResolver, loader: WorkflowLoader, instances: InstanceRegistry):
+        self.resolver, self.loader, self.instances = resolver, loader, instances
 
     def _engine(self) -> Any:
-        """Where validation compiles JavaScript: the instance layer's engine (V8 in its
-        child processes), opened on first use."""
         return self.instances.engine
 
     def list_workflows(self, include_global: bool = True) -> WorkflowList:

@@ -11,12 +11,16 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.safety.masking import Masker, secret_values
 
+if TYPE_CHECKING:
+    from aromcp_workflows.interpreter import WorkflowRun
+    from aromcp_workflows.store import HistoryEvent
 
-def transform_traces(events: Iterable[Any], field: str | None, include_timing: bool,
+
+def transform_traces(events: Iterable[HistoryEvent], field: str | None, include_timing: bool,
                      masker: Masker) -> list[dict[str, Any]]:
     """The MCP tool `workflow_trace_transformations` (README, "MCP interface"), oldest first.
 
@@ -52,7 +56,7 @@ def _field_name(data: dict[str, Any]) -> str:
     return str(data.get("field", "")).removeprefix("computed.")
 
 
-def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
+def debug_info(run: WorkflowRun, events: list[HistoryEvent], masker: Masker) -> dict[str, Any]:
     """The MCP tool `workflow_debug_info`, plus `current_steps` per thread, status and error."""
     current = {tid: (t.pending.step_id if t.pending else None) for tid, t in run.threads.items() if not t.done}
     main_pending = run.threads["main"].pending if "main" in run.threads else None
@@ -67,7 +71,7 @@ def debug_info(run: Any, events: list[Any], masker: Masker) -> dict[str, Any]:
     }
 
 
-def _step_types(run: Any) -> dict[str, str]:
+def _step_types(run: WorkflowRun) -> dict[str, str]:
     """Step id -> step type, from the compiled programs (history events of skipped and
     server-side steps do not carry the type)."""
     return bundle_step_types(run.bundle)
@@ -115,7 +119,7 @@ def step_type(bundle: Any, step_id: str) -> str | None:
     return None
 
 
-def _step_history(events: list[Any], types: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def _step_history(events: list[HistoryEvent], types: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One entry per step run: started (delivered) and completed times, final status.
 
     Agent steps open at `step_delivered` and close at `step_completed`; shell commands at
@@ -184,7 +188,7 @@ def _instant_entry(event: Any, base: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _state_size(run: Any, events: list[Any]) -> dict[str, Any]:
+def _state_size(run: WorkflowRun, events: list[HistoryEvent]) -> dict[str, Any]:
     scope = run.states["main"].scope({})
     def size(tier: str) -> int:
         try:
@@ -195,7 +199,7 @@ def _state_size(run: Any, events: list[Any]) -> dict[str, Any]:
             "total_transformations": sum(1 for e in events if e.kind == "transform_trace")}
 
 
-def _performance(events: list[Any]) -> dict[str, Any]:
+def _performance(events: list[HistoryEvent]) -> dict[str, Any]:
     durations: dict[str, list[float]] = defaultdict(list)
     for event in events:
         if event.kind == "transform_trace" and event.data.get("duration_ms") is not None:

@@ -10,11 +10,14 @@ changed since (that step reads differently now), the location says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.interpreter.compiler import step_places
 from aromcp_workflows.interpreter.program import Run
+
+if TYPE_CHECKING:
+    from aromcp_workflows.interpreter import WorkflowRun
 
 Path = tuple[Any, ...]
 
@@ -30,7 +33,7 @@ class Failure:
     message: str
 
 
-def failures(run: Any) -> list[Failure]:
+def failures(run: WorkflowRun) -> list[Failure]:
     """Every failed thread of `run` with the step it failed at (`failed_at`: its frames then)."""
     found = []
     for tid, thread in run.threads.items():
@@ -41,18 +44,18 @@ def failures(run: Any) -> list[Failure]:
         if frame is None:
             found.append(Failure(None if tid == "main" else tid, None, run.bundle.main.name, "main", message))
             continue
-        program = run.programs(frame["workflow"])[frame["program"]]
+        program = run.machine.programs(frame["workflow"])[frame["program"]]
         ins = program.instructions[frame["pc"]] if frame["pc"] < len(program.instructions) else None
         found.append(Failure(None if tid == "main" else tid, ins.step_id if ins is not None else None,
                              frame["workflow"], frame["program"], message))
     return found
 
 
-def step_of(run: Any, failure: Failure) -> Any:
+def step_of(run: WorkflowRun, failure: Failure) -> Any:
     """The step model a failure names, from the instance's own definition (None if gone)."""
     if failure.step_id is None:
         return None
-    for ins in run.programs(failure.workflow)[failure.program].instructions:
+    for ins in run.machine.programs(failure.workflow)[failure.program].instructions:
         if ins.step_id == failure.step_id and isinstance(ins, Run):
             return ins.step
     return None

@@ -18,9 +18,13 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.explain.mermaid import FlowGraph, FlowNode, task_scope
+
+if TYPE_CHECKING:
+    from aromcp_workflows.interpreter import WorkflowRun
+    from aromcp_workflows.store import HistoryEvent
 
 _ITERATIONS = re.compile(r"#\d+(?:\.\d+)*")
 _ATTEMPT = re.compile(r"^attempt\d+\.")
@@ -51,7 +55,7 @@ class TaskScopes:
     of: dict[str, str]
 
     @classmethod
-    def of_run(cls, run: Any) -> TaskScopes:
+    def of_run(cls, run: WorkflowRun) -> TaskScopes:
         scopes = {}
         for tid, thread in run.threads.items():
             if tid != "main" and thread.group:
@@ -80,7 +84,7 @@ def node_key(step_id: str, task_id: str | None, scopes: TaskScopes) -> tuple[str
     return scope, _bare(step_id, task_id)
 
 
-def node_marks(graph: FlowGraph, run: Any, events: Iterable[Any]) -> dict[str, NodeMark]:
+def node_marks(graph: FlowGraph, run: WorkflowRun, events: Iterable[HistoryEvent]) -> dict[str, NodeMark]:
     """The mark of every node of `graph` for this run and its history."""
     scopes = TaskScopes.of_run(run)
     index: dict[tuple[str, str], list[FlowNode]] = defaultdict(list)
@@ -122,7 +126,7 @@ def _note(mark: NodeMark, node: FlowNode, event: Any) -> None:
         mark.detail = f"{count} iteration{'s' if count != 1 else ''}, ended by {event.data.get('ended_by')}"
 
 
-def _mark_current(graph: FlowGraph, run: Any, scopes: TaskScopes, index: dict[tuple[str, str], list[FlowNode]],
+def _mark_current(graph: FlowGraph, run: WorkflowRun, scopes: TaskScopes, index: dict[tuple[str, str], list[FlowNode]],
                   marks: dict[str, NodeMark]) -> None:
     """Each unfinished thread's step in hand (delivered, or the instruction it stands on)."""
     from aromcp_workflows.interpreter.machine import Ctx
@@ -135,10 +139,10 @@ def _mark_current(graph: FlowGraph, run: Any, scopes: TaskScopes, index: dict[tu
             here = thread.pending.step_id
         else:
             frame = thread.frames[-1]
-            program = run.programs(frame.workflow)[frame.program]
+            program = run.machine.programs(frame.workflow)[frame.program]
             if frame.pc >= len(program.instructions):
                 continue
-            here = Ctx(run, thread, frame).delivered_id(program.instructions[frame.pc].step_id)
+            here = Ctx(run.machine, thread, frame).delivered_id(program.instructions[frame.pc].step_id)
         for node in index.get(node_key(here, task, scopes), []):
             if node.role != "join":
                 marks[node.id].mark = "current"
@@ -150,7 +154,7 @@ def _mark_current(graph: FlowGraph, run: Any, scopes: TaskScopes, index: dict[tu
                     marks[node.id].mark = "current"
 
 
-def _mark_ends(graph: FlowGraph, run: Any, marks: dict[str, NodeMark]) -> None:
+def _mark_ends(graph: FlowGraph, run: WorkflowRun, marks: dict[str, NodeMark]) -> None:
     for node in graph.nodes:
         if node.role == "start" or (node.role == "end" and run.status == "completed"):
             marks[node.id].mark = "done"
@@ -171,7 +175,7 @@ def _count_loops(graph: FlowGraph, marks: dict[str, NodeMark]) -> None:
             mark.detail = f"{runs} iteration{'s' if runs != 1 else ''}"
 
 
-def _fan_outs(graph: FlowGraph, run: Any, marks: dict[str, NodeMark]) -> None:
+def _fan_outs(graph: FlowGraph, run: WorkflowRun, marks: dict[str, NodeMark]) -> None:
     """A fan-out's tasks: how many are done, failed and running."""
     groups: dict[str, list[Any]] = defaultdict(list)
     for tid, thread in run.threads.items():
@@ -187,7 +191,7 @@ def _fan_outs(graph: FlowGraph, run: Any, marks: dict[str, NodeMark]) -> None:
         marks[node.id].detail = text
 
 
-def task_lanes(run: Any, events: Iterable[Any]) -> list[dict[str, Any]]:
+def task_lanes(run: WorkflowRun, events: Iterable[HistoryEvent]) -> list[dict[str, Any]]:
     """One lane per sub-agent task: item, status, the step in hand, error, start and end."""
     times: dict[str, dict[str, str]] = defaultdict(dict)
     for event in events:
@@ -207,7 +211,7 @@ def task_lanes(run: Any, events: Iterable[Any]) -> list[dict[str, Any]]:
     return lanes
 
 
-def shown_messages(events: Iterable[Any]) -> list[dict[str, Any]]:
+def shown_messages(events: Iterable[HistoryEvent]) -> list[dict[str, Any]]:
     """The messages shown to the user, in order, with the step and task that showed them."""
     return [{"seq": e.seq, "timestamp": e.timestamp, "step_id": e.step_id, "task_id": e.task_id,
              "message": e.data.get("message")} for e in events if e.kind == "message_shown"]

@@ -63,7 +63,7 @@ def _put(target: dict[str, Any], key: str, op: list[Any]) -> None:
 def _section(run: WorkflowRun, op: list[Any]) -> None:
     if op[0] != "s" or len(op[2]) != 1:
         raise CannotCatchUp(f"unexpected section operation {op[:3]!r}")
-    setattr(run, op[2][0], op[3])
+    setattr(run.machine, op[2][0], op[3])
 
 
 def _state(run: WorkflowRun, op: list[Any]) -> None:
@@ -76,8 +76,8 @@ def _state(run: WorkflowRun, op: list[Any]) -> None:
         if op[0] == "d":
             run.states.pop(key, None)
             return
-        definition = run.bundle.get(run.state_workflows[key])
-        run.states[key] = StateTiers.from_snapshot(run.engine, computed_specs(definition), op[3])
+        definition = run.bundle.get(run.machine.state_workflows[key])
+        run.states[key] = StateTiers.from_snapshot(run.machine.engine, computed_specs(definition), op[3])
         return
     if len(path) != 4 or path[1] not in run.states:
         raise CannotCatchUp(f"unexpected state path {path!r}")

@@ -89,7 +89,7 @@ def record_of(run: WorkflowRun, base: InstanceRecord,
     return InstanceRecord(
         workflow_id=run.workflow_id, workflow=base.workflow, project_dir=base.project_dir,
         status=status,
-        definition=run.bundle.snapshot(), inputs=run.inputs, state=data, threads=threads,
+        definition=run.bundle.snapshot(), inputs=run.machine.inputs, state=data, threads=threads,
         current_steps=current, error=run.error, version=base.version, created_at=base.created_at,
         updated_at=base.updated_at, snapshot_version=base.snapshot_version, deltas=base.deltas,
         delta_bytes=base.delta_bytes, body_bytes=base.body_bytes,

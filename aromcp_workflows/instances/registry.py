@@ -113,7 +113,7 @@ class InstanceRegistry:
     def create(self, run: WorkflowRun, workflow: str, definition: dict[str, Any],
                start_key: StartKey | None = None) -> None:
         """Commit `run` as a new instance (a start, or a fork) and keep it live."""
-        base = InstanceRecord(workflow_id=run.workflow_id, workflow=workflow, project_dir=str(run.project_dir),
+        base = InstanceRecord(workflow_id=run.workflow_id, workflow=workflow, project_dir=str(run.machine.project_dir),
                               definition=definition, created_at=utc_now(), updated_at=utc_now())
         record = record_of(run, base)
         self._perform(record, run.take_journal(), lambda events: self.store.create(record, events,

@@ -1,8 +1,9 @@
 """The program-counter machine: compile step lists, run threads, hand out atomic steps.
 
-Knows nothing about MCP, storage or processes: `WorkflowRun` is plain data plus a loop
-over the program counter whose handlers return effects as values; the instance layer
-(`app/`) performs them — runs shell commands, appends history, commits.
+Knows nothing about MCP, storage or processes: a `WorkflowRun` has its `Machine` (plain
+data) and is the loop over the program counter, whose handlers return effects as values;
+the instance layer (`instances/`, driven by `app/`) performs them — runs shell commands,
+appends history, commits.
 """
 
 from aromcp_workflows.interpreter.compiler import ProgramSet, listing, programs_for

@@ -41,7 +41,8 @@ class StepFailed(Exception):
 
 
 class Machine:
-    """One workflow instance as data, with the bookkeeping every handler shares."""
+    """One workflow instance as data, with the bookkeeping every handler shares; the
+    `WorkflowRun` that drives it has it (`run.machine`)."""
 
     def __init__(self, workflow_id: str, bundle: WorkflowBundle, engine: ExpressionEngine,
                  project_dir: Path, inputs: dict[str, Any], sub_agent_prompt: str | None = None):

@@ -21,7 +21,7 @@ from aromcp_workflows.definition.computed import computed_specs
 from aromcp_workflows.definition.loader import WorkflowBundle
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
 from aromcp_workflows.interpreter import control, delivery, parallel, rewind, shell_steps, steps, tracking
-from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Outcome, RunError, ShellRequest
+from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Journal, Outcome, RunError, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.inputs import check_inputs
 from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed
@@ -29,6 +29,7 @@ from aromcp_workflows.interpreter.output import ShellResult
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext, Run
 from aromcp_workflows.interpreter.rewind import FailedStep
 from aromcp_workflows.interpreter.thread import Thread, ThreadTable, frame_from_json
+from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.state import StateTiers, Update, UpdateResult
 
 MAX_INSTRUCTIONS_PER_ADVANCE = 200_000
@@ -46,8 +47,52 @@ HANDLERS: dict[type, Handler] = {
 }
 
 
-class WorkflowRun(Machine):
-    """A running (or finished) workflow instance."""
+class WorkflowRun:
+    """A running (or finished) workflow instance: its `machine` (the data, and what every
+    handler may do to it, `machine.py`) driven by the loop over the program counter here.
+
+    The run *has* its machine.  What a caller looks at (its id, definition, status, error,
+    states, threads) reads straight through; the rest is `run.machine`'s."""
+
+    def __init__(self, machine: Machine):
+        self.machine = machine
+
+    @property
+    def workflow_id(self) -> str:
+        return self.machine.workflow_id
+
+    @property
+    def bundle(self) -> WorkflowBundle:
+        return self.machine.bundle
+
+    @property
+    def status(self) -> str:
+        return self.machine.status
+
+    @property
+    def error(self) -> str | None:
+        return self.machine.error
+
+    @property
+    def states(self) -> dict[str, StateTiers]:
+        return self.machine.states
+
+    @property
+    def threads(self) -> ThreadTable:
+        return self.machine.threads
+
+    @property
+    def finished(self) -> bool:
+        return self.machine.finished
+
+    def masker(self) -> Masker:
+        return self.machine.masker()
+
+    def take_journal(self) -> Journal:
+        return self.machine.take_journal()
+
+    def set_status(self, status: str, error: str | None = None) -> None:
+        self.machine.set_status(status, error)
 
     @classmethod
     def start(cls, workflow_id: str, bundle: WorkflowBundle, engine: ExpressionEngine, project_dir: Path,
@@ -55,39 +100,39 @@ class WorkflowRun(Machine):
         """A new run: inputs checked (every problem at once), default state evaluated."""
         main = bundle.main.definition
         values = check_inputs(main.name, main.inputs, inputs or {})
-        run = cls(workflow_id, bundle, engine, project_dir, values, sub_agent_prompt)
-        run.begin()
-        return run
+        machine = Machine(workflow_id, bundle, engine, project_dir, values, sub_agent_prompt)
+        machine.begin()
+        return cls(machine)
 
     # -- the loop -----------------------------------------------------------------------
     def advance(self, thread_id: str | None = None) -> Outcome:
         """Run server-side instructions until the thread needs the agent, a shell, or ends."""
-        thread = self.thread(thread_id)
+        thread = self.machine.thread(thread_id)
         if thread.status == "pending":
             thread.status = "running"
-            self.record("task_started", task_id=thread.thread_id)
+            self.machine.record("task_started", task_id=thread.thread_id)
         for _ in range(MAX_INSTRUCTIONS_PER_ADVANCE):
             if thread.done:
                 if thread.status == "failed" and thread.group:
-                    parallel.task_failed(self, thread)
-                return self.final_answer(thread)
+                    parallel.task_failed(self.machine, thread)
+                return self.machine.final_answer(thread)
             if thread.pending is not None:
                 return self.pending_outcome(thread)
             if not thread.frames:
-                self.thread_finished(thread)
+                self.machine.thread_finished(thread)
                 continue
             outcome = self.execute(thread)
             if outcome is not None:
                 return outcome
         self.fail_with(thread, Fail(None, f"advanced {MAX_INSTRUCTIONS_PER_ADVANCE} instructions without reaching "
                                           "an agent step; the workflow seems to loop forever on server-side steps"))
-        return self.final_answer(thread)
+        return self.machine.final_answer(thread)
 
     def execute(self, thread: Thread) -> Outcome | None:
         """One instruction: its handler's effect, with a failure applied on the spot."""
         frame = thread.frames[-1]
-        ctx = Ctx(self, thread, frame)
-        program = self.programs(frame.workflow)[frame.program]
+        ctx = Ctx(self.machine, thread, frame)
+        program = self.machine.programs(frame.workflow)[frame.program]
         if frame.pc >= len(program.instructions):
             return self.settle(ctx, None, lambda: control.frame_finished(ctx))
         ins = program.instructions[frame.pc]
@@ -104,7 +149,7 @@ class WorkflowRun(Machine):
         return effect
 
     def fail_with(self, thread: Thread, failure: Fail) -> None:
-        fail(self, thread, failure)
+        fail(self.machine, thread, failure)
 
     def pending_outcome(self, thread: Thread) -> Outcome:
         """What a thread that is waiting on a step answers: the step again, or Busy."""
@@ -113,44 +158,44 @@ class WorkflowRun(Machine):
         if pending.kind == "shell":
             return shell_steps.busy(thread)
         if pending.kind == "parallel":
-            return self.answer(thread, parallel.parallel_step(Ctx(self, thread, thread.frames[-1])))
-        return self.answer(thread, pending.step)
+            return self.machine.answer(thread, parallel.parallel_step(Ctx(self.machine, thread, thread.frames[-1])))
+        return self.machine.answer(thread, pending.step)
 
     # -- results from outside -----------------------------------------------------------------
     def finish_shell(self, request: ShellRequest, result: ShellResult, owner: Any = None) -> Outcome:
         """A command's result: stored (or its `on_error` applied), then the thread goes on.
         With `owner`, only while that runner still holds the command's claim (another took it
         over after its lease ran out: its result, of the same run, is the one kept)."""
-        thread = self.thread(request.thread_id)
+        thread = self.machine.thread(request.thread_id)
         pending = thread.pending
         if (pending is None or pending.kind != "shell" or pending.step_id != request.step_id
                 or (owner is not None and not shell_steps.claimed_by(thread, request.step_id, owner))):
             return self.advance(thread.thread_id)  # stale result (the instance moved on, e.g. cancelled)
-        ctx = Ctx(self, thread, thread.frames[-1])
+        ctx = Ctx(self.machine, thread, thread.frames[-1])
         follow_up = self.settle(ctx, request.step_id, lambda: shell_steps.shell_finished(ctx, request, result))
         return follow_up if follow_up is not None else self.advance(thread.thread_id)
 
     def busy_shell(self, thread_id: str | None) -> Busy | None:
         """The thread's server-side command in flight, with its claim (None: it waits on none)."""
-        thread = self.thread(thread_id)
+        thread = self.machine.thread(thread_id)
         return shell_steps.busy(thread) if thread.pending is not None and thread.pending.kind == "shell" else None
 
     def claim_shell(self, thread_id: str, step_id: str, claim: dict[str, Any]) -> bool:
         """Record who runs a pending command (owner, lease): the instance layer's data."""
-        return shell_steps.claim(self.thread(thread_id), step_id, claim)
+        return shell_steps.claim(self.machine.thread(thread_id), step_id, claim)
 
     def renew_shell(self, thread_id: str, step_id: str, owner: Any, lease_until: float) -> bool:
         """Extend the lease of the runner that still owns the command; False if it does not."""
-        return shell_steps.renew(self.thread(thread_id), step_id, owner, lease_until)
+        return shell_steps.renew(self.machine.thread(thread_id), step_id, owner, lease_until)
 
     def adopt_shell(self, thread_id: str, step_id: str, expected: dict[str, Any], claim: dict[str, Any],
                     reason: str) -> bool:
         """Take over a command whose runner is gone (or whose lease ran out) without running it
         again: `claim` names the new runner.  Only while its claim is still `expected`."""
-        thread = self.thread(thread_id)
+        thread = self.machine.thread(thread_id)
         if not shell_steps.adopt(thread, step_id, expected, claim):
             return False
-        self.record("shell_adopted", step_id, None if thread_id == "main" else thread_id,
+        self.machine.record("shell_adopted", step_id, None if thread_id == "main" else thread_id,
                     {"reason": f"{reason}; its result is taken from where it still runs (it does not run again)"})
         return True
 
@@ -158,11 +203,11 @@ class WorkflowRun(Machine):
                       expected: dict[str, Any] | None = None) -> bool:
         """Forget a shell step whose command is running nowhere (its runner died): it will run
         again.  With `expected`, only if its claim is still the one judged abandoned."""
-        thread = self.thread(thread_id)
+        thread = self.machine.thread(thread_id)
         if shell_steps.releasable(thread, step_id, expected) is None:
             return False
         thread.pending = None
-        self.record("shell_released", step_id, None if thread_id == "main" else thread_id,
+        self.machine.record("shell_released", step_id, None if thread_id == "main" else thread_id,
                     {"reason": f"{reason}; it runs again (at least once)"})
         return True
 
@@ -172,7 +217,7 @@ class WorkflowRun(Machine):
 
         `may_answer_user=False`: the server asks the user this caller's `user_input`
         questions itself, so a result for one is the agent answering for the user: refused."""
-        thread = self.thread(thread_id)
+        thread = self.machine.thread(thread_id)
         pending = thread.pending
         if pending is None or (pending.step_id != step_id and not parallel.is_wait_of(pending, step_id)):
             if step_id in thread.completed_ids:
@@ -182,7 +227,7 @@ class WorkflowRun(Machine):
                 return Completion(False, f"{who} is already {thread.status}; step {step_id} was not recorded "
                                          "and there is nothing more to do")
             return self.unknown_step(thread, step_id)
-        ctx = Ctx(self, thread, thread.frames[-1])
+        ctx = Ctx(self.machine, thread, thread.frames[-1])
         if pending.kind == "parallel":
             return parallel.complete_parallel(ctx, pending)
         if pending.kind == "shell":
@@ -196,8 +241,8 @@ class WorkflowRun(Machine):
         where = "the main thread" if thread.thread_id == "main" else f"task {thread.thread_id}"
         current = thread.pending.step_id if thread.pending else None
         if current is None:
-            raise RunError(f"step_id {step_id!r} was never delivered to {where} of workflow {self.workflow_id}; "
-                           "call workflow_get_next_step to get the current step")
+            raise RunError(f"step_id {step_id!r} was never delivered to {where} of workflow "
+                           f"{self.machine.workflow_id}; call workflow_get_next_step to get the current step")
         raise RunError(f"step_id {step_id!r} is not the current step of {where}; the current step is "
                        f"{current!r}: complete that one (workflow_get_next_step shows it)", kind="conflict")
 
@@ -205,105 +250,106 @@ class WorkflowRun(Machine):
         """`workflow_state_update`: the agent writes state directly (same rules as steps);
         `by` names another writer from outside (`fork`'s edits)."""
         key = self.state_key(task_id)
-        store = self.states[key]
+        store = self.machine.states[key]
         trigger = "workflow_state_update" if by == "agent" else by
         result = store.apply(updates, trigger=trigger)
-        self.collect_traces(store, trigger)
-        self.state_changed(None, task_id, result, key, by=by)
+        self.machine.collect_traces(store, trigger)
+        self.machine.state_changed(None, task_id, result, key, by=by)
         return result
 
     def state_for(self, task_id: str | None) -> StateTiers:
         """The state a thread reads and writes (a task shares its workflow's state)."""
-        return self.states[self.state_key(task_id)]
+        return self.machine.states[self.state_key(task_id)]
 
     def state_key(self, task_id: str | None) -> str:
         """Which state a thread reads and writes: its innermost frame's (an include has its own)."""
         if task_id is None:
             return "main"
-        thread = self.thread(task_id)
+        thread = self.machine.thread(task_id)
         return thread.frames[-1].state_key if thread.frames else "main"
 
     def retry_failed(self) -> bool:
         """`on_resume: retry_failed_steps`: a failed instance goes back to the step that failed
         (its failed sub-agent tasks queued again); completed steps are not run again."""
-        main = self.threads["main"]
-        if self.status != "failed" or not main.failed_at:
+        main = self.machine.threads["main"]
+        if self.machine.status != "failed" or not main.failed_at:
             return False
         main.frames = [frame_from_json(f) for f in main.failed_at]
         main.failing = main.error = main.failed_at = None
         main.pending, main.status = None, "running"
         frame = main.frames[-1]
-        ins = self.instruction(frame)
+        ins = self.machine.instruction(frame)
         if isinstance(ins, Run) and ins.step.type == "parallel_foreach":  # failed tasks run again
-            group = self.groups.get(Ctx(self, main, frame).delivered_id(ins.step_id))
-            failed = [t for t in (group or {}).get("task_ids", []) if self.threads[t].status in ("failed", "cancelled")]
+            group = self.machine.groups.get(Ctx(self.machine, main, frame).delivered_id(ins.step_id))
+            failed = [t for t in (group or {}).get("task_ids", [])
+                      if self.machine.threads[t].status in ("failed", "cancelled")]
             for task_id in failed:
-                parallel.reset_task(self, task_id, frame, ins.step)
+                parallel.reset_task(self.machine, task_id, frame, ins.step)
             if group is not None and failed:
                 group["queue"], group["stopped"] = failed, False
-        if self.bundle.main.definition.on_resume.reset_error_counts:
-            tracking.reset_counts(self, main)
-        self.record("workflow_retry", None, None, {"reason": "on_resume: retry_failed_steps"})
-        self.set_status("running")
+        if self.machine.bundle.main.definition.on_resume.reset_error_counts:
+            tracking.reset_counts(self.machine, main)
+        self.machine.record("workflow_retry", None, None, {"reason": "on_resume: retry_failed_steps"})
+        self.machine.set_status("running")
         return True
 
     # -- repairing: retry and fork (rewind.py) ---------------------------------------------
     def rewind(self, step_id: str) -> str:
         """The thread whose pending step is `step_id` put back before it (its id); RunError
         when no thread has that step handed out."""
-        for thread in self.threads.values():
+        for thread in self.machine.threads.values():
             if thread.pending is not None and thread.pending.step_id == step_id:
-                rewind.rewind(self, thread)
+                rewind.rewind(self.machine, thread)
                 return thread.thread_id
-        raise RunError(f"step {step_id!r} is not handed out in workflow {self.workflow_id}")
+        raise RunError(f"step {step_id!r} is not handed out in workflow {self.machine.workflow_id}")
 
     def rewind_agent_steps(self) -> list[str]:
-        return rewind.rewind_agent_steps(self)
+        return rewind.rewind_agent_steps(self.machine)
 
     def failed_step(self) -> FailedStep | None:
-        return rewind.failed_step(self)
+        return rewind.failed_step(self.machine)
 
     def reopen_failed(self, states: dict[str, StateTiers] | None = None) -> None:
-        rewind.reopen_failed(self, states)
+        rewind.reopen_failed(self.machine, states)
 
     def rename(self, workflow_id: str) -> None:
-        rewind.renamed(self, workflow_id)
+        rewind.renamed(self.machine, workflow_id)
 
     def cancel(self, status: str = "cancelled") -> None:
-        main = self.threads["main"]
+        main = self.machine.threads["main"]
         main.pending, main.frames = None, []
         main.status = "cancelled" if status == "cancelled" else status  # type: ignore[assignment]
-        for thread in self.threads.values():
+        for thread in self.machine.threads.values():
             if not thread.done:
                 thread.status, thread.pending, thread.frames = "cancelled", None, []
-        self.set_status(status)
+        self.machine.set_status(status)
 
     # -- persistence --------------------------------------------------------------------------
     def to_json(self, threads: bool = True) -> dict[str, Any]:
         """Everything the run holds, as JSON-ready data; `threads=False` leaves the threads
         out (the commit layer builds those itself, only the ones that changed)."""
         data: dict[str, Any] = {
-            "workflow_id": self.workflow_id,
-            "project_dir": str(self.project_dir),
-            "inputs": self.inputs,
-            "states": {key: store.snapshot() for key, store in self.states.items()},
-            "state_workflows": self.state_workflows,
-            "groups": self.groups,
-            "status": self.status,
-            "error": self.error,
-            "counters": self.counters,
-            "retries": self.retries,
+            "workflow_id": self.machine.workflow_id,
+            "project_dir": str(self.machine.project_dir),
+            "inputs": self.machine.inputs,
+            "states": {key: store.snapshot() for key, store in self.machine.states.items()},
+            "state_workflows": self.machine.state_workflows,
+            "groups": self.machine.groups,
+            "status": self.machine.status,
+            "error": self.machine.error,
+            "counters": self.machine.counters,
+            "retries": self.machine.retries,
         }
-        if self.forked_from is not None:
-            data["forked_from"] = self.forked_from
+        if self.machine.forked_from is not None:
+            data["forked_from"] = self.machine.forked_from
         if threads:
-            data["threads"] = {tid: thread.to_json() for tid, thread in self.threads.quiet_items()}
+            data["threads"] = {tid: thread.to_json() for tid, thread in self.machine.threads.quiet_items()}
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any], bundle: WorkflowBundle, engine: ExpressionEngine,
                   sub_agent_prompt: str | None = None) -> WorkflowRun:
-        run = cls(data["workflow_id"], bundle, engine, Path(data["project_dir"]), data["inputs"], sub_agent_prompt)
+        run = Machine(data["workflow_id"], bundle, engine, Path(data["project_dir"]), data["inputs"], sub_agent_prompt)
         run.state_workflows = data["state_workflows"]
         for key, snapshot in data["states"].items():
             definition = bundle.get(run.state_workflows[key])
@@ -313,7 +359,7 @@ class WorkflowRun(Machine):
         run.status, run.error = data["status"], data["error"]
         run.counters, run.retries = data["counters"], data["retries"]
         run.forked_from = data.get("forked_from")
-        return run
+        return cls(run)
 
 
 

@@ -85,7 +85,7 @@ sub_agent_tasks:
     assert [t["prompt"] for t in tasks] == [
         f"Be terse: review a.ts (1 of 2, 3 lines, as Ada) in {run.workflow_id}/review_0; local note.",
         f"Be terse: review b.py (2 of 2, 9 lines, as Ada) in {run.workflow_id}/review_1; local note."]
-    assert step["definition"]["sub_agent_prompt"] == run.sub_agent_prompt  # the standard one, unchanged
+    assert step["definition"]["sub_agent_prompt"] == run.machine.sub_agent_prompt  # the standard one, unchanged
     assert "the task's own `prompt`" in step["instructions"]
     run.agent_update(None, [Update(path="raw.reviewer", value="Bob")])
     again = driver.next_step().step  # rendered once, when the tasks were created

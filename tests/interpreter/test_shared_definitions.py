@@ -77,7 +77,7 @@ def test_instances_of_one_definition_share_bundle_snapshot_programs_and_graph(se
     records = [live(service, i).record for i in ids]
     assert runs[0].bundle is runs[1].bundle is runs[2].bundle
     assert records[0].definition is records[1].definition is runs[0].bundle.snapshot()
-    assert runs[0].programs("waiting") is runs[1].programs("waiting")
+    assert runs[0].machine.programs("waiting") is runs[1].machine.programs("waiting")
     assert runs[0].states["main"].graph is runs[2].states["main"].graph
 
     builds = SHARED_BUNDLES.builds
