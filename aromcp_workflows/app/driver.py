@@ -91,7 +91,7 @@ IN_FLIGHT = InFlight()
 
 
 @dataclass
-class Completed:
+class StepDone:
     """What completing a step led to: accepted or not (`error` says why), then where the
     thread stands (`answer`: the next step or the end, with its messages)."""
 
@@ -100,7 +100,7 @@ class Completed:
 
 
 @dataclass
-class Pending:
+class PendingEffect:
     """An effect the driver must perform outside the lock for `workflow_id`: run a command
     (`ShellRequest`, in the run directory its claim names) or wait for the one another call
     runs (`Busy`)."""
@@ -110,7 +110,7 @@ class Pending:
     run_dir: RunDir | None = None
 
 
-Claimed = Answer | Pending
+Claimed = Answer | PendingEffect
 
 
 class Driver:
@@ -134,7 +134,7 @@ class Driver:
 
     def complete(self, workflow_id: str, thread_id: str | None, step_id: str, status: str = "success",
                  result: Any = None, error: str | None = None,
-                 progress: ProgressCallback | None = None, may_answer_user: bool = True) -> Completed:
+                 progress: ProgressCallback | None = None, may_answer_user: bool = True) -> StepDone:
         def change(run: WorkflowRun) -> tuple[Completion, Claimed | None, str]:
             completion = run.complete(thread_id, step_id, status, result, error, may_answer_user)
             claimed = self._claim(run, run.advance(thread_id)) if completion.advance else None
@@ -143,11 +143,11 @@ class Driver:
         completion, claimed, thread_status = self.transact(workflow_id, change,
                                                            lambda done: done[1] is None or _handed_out(done[1]))
         if claimed is None:  # refused: the same (or a `wait`) step again, nothing advanced
-            return Completed(False, Answer(thread_status, completion.step, [], completion.error))
+            return StepDone(False, Answer(thread_status, completion.step, [], completion.error))
         answer = self._settle(claimed, thread_id, progress)
         if completion.error:
             answer.error = completion.error
-        return Completed(completion.success, answer)
+        return StepDone(completion.success, answer)
 
     # -- performing effects ------------------------------------------------------------------
     def _claim(self, run: WorkflowRun, outcome: Outcome) -> Claimed:
@@ -161,14 +161,14 @@ class Driver:
                 "owner_pid": me.pid,  # what servers of older versions judge a claim by
                 "run_dir": str(run_dir.path),
                 "deadline": time.time() + (outcome.delay_ms + (outcome.timeout_ms or DEFAULT_TIMEOUT_MS)) / 1000})
-            return Pending(run.workflow_id, outcome, run_dir)
+            return PendingEffect(run.workflow_id, outcome, run_dir)
         if isinstance(outcome, Busy):
-            return Pending(run.workflow_id, outcome)
+            return PendingEffect(run.workflow_id, outcome)
         return outcome
 
     def _settle(self, claimed: Claimed, thread_id: str | None, progress: ProgressCallback | None) -> Answer:
         waits = 0
-        while isinstance(claimed, Pending):
+        while isinstance(claimed, PendingEffect):
             if isinstance(claimed.effect, ShellRequest):
                 run_dir = claimed.run_dir or RunDir.new()
                 claimed = self._run_shell(claimed.workflow_id, claimed.effect, progress, run_dir)

@@ -21,9 +21,9 @@ from aromcp_workflows.errors import KindedError
 
 if TYPE_CHECKING:  # the definition package is imported by the commands that use it, so
     # `serve` starts as fast as a bare MCP server (README, "Performance")
-    from aromcp_workflows.definition import CheckReport, Problem, WorkflowLoader
+    from aromcp_workflows.definition import CheckReport, DefinitionProblem, WorkflowLoader
 
-Handler = Callable[[argparse.Namespace], int]
+CommandHandler = Callable[[argparse.Namespace], int]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -216,7 +216,7 @@ def _print_report(report: CheckReport) -> None:
     print(f"{report.target}: {verdict}{extra}")
 
 
-def _relative(problem: Problem) -> Problem:
+def _relative(problem: DefinitionProblem) -> DefinitionProblem:
     """Files under the current directory are shown relative to it: shorter, still clickable."""
     if problem.file:
         try:

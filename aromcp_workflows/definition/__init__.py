@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aromcp_workflows.definition.errors import DefinitionError, Problem, WorkflowNotFound
+from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem, WorkflowNotFound
 from aromcp_workflows.definition.loader import (
     LoadedWorkflow,
     WorkflowBundle,
@@ -25,8 +25,8 @@ class CheckReport:
     """What `validate` tells an author: valid or not, every problem, and the bundle."""
 
     target: str
-    errors: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
+    errors: list[DefinitionProblem] = field(default_factory=list)
+    warnings: list[DefinitionProblem] = field(default_factory=list)
     bundle: WorkflowBundle | None = None
 
     @property
@@ -42,7 +42,7 @@ def check(target: str, loader: WorkflowLoader) -> CheckReport:
     except DefinitionError as exc:
         _split(exc.problems, report)
     except Exception as exc:
-        report.errors.append(Problem(f"internal error while checking ({type(exc).__name__}: "
+        report.errors.append(DefinitionProblem(f"internal error while checking ({type(exc).__name__}: "
                                      f"{exc}); please report this with the file", target))
     return report
 
@@ -53,7 +53,7 @@ def _check_into(report: CheckReport, target: str, loader: WorkflowLoader) -> Non
     else:
         bundles = [loader.load_bundle(target)]
     report.bundle = bundles[0]
-    seen: set[Problem] = set()
+    seen: set[DefinitionProblem] = set()
     for bundle in bundles:
         new = [p for p in validate_bundle(bundle, loader.syntax_engine) if p not in seen]
         seen.update(new)
@@ -70,7 +70,7 @@ def load_valid_bundle(target: str, loader: WorkflowLoader) -> WorkflowBundle:
     return report.bundle
 
 
-def _split(problems: list[Problem], report: CheckReport) -> None:
+def _split(problems: list[DefinitionProblem], report: CheckReport) -> None:
     for problem in problems:
         (report.errors if problem.severity == "error" else report.warnings).append(problem)
 
@@ -78,8 +78,8 @@ def _split(problems: list[Problem], report: CheckReport) -> None:
 __all__ = [
     "CheckReport",
     "DefinitionError",
+    "DefinitionProblem",
     "LoadedWorkflow",
-    "Problem",
     "WorkflowBundle",
     "WorkflowDefinition",
     "WorkflowLoader",

@@ -11,9 +11,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from aromcp_workflows.definition import steps as step_models
-from aromcp_workflows.definition.errors import DefinitionError, Problem, did_you_mean
+from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem, did_you_mean
 from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.definition.yaml_source import Path, Positions
+from aromcp_workflows.definition.yaml_source import NodePath, Positions
 
 STEP_MODELS: dict[str, type[BaseModel]] = {
     model.model_fields["type"].annotation.__args__[0]: model
@@ -44,7 +44,7 @@ RANGE_KINDS = ("greater_than_equal", "less_than_equal", "greater_than", "less_th
 class _Found:
     """One pydantic error translated, with what is needed to merge it with its siblings."""
 
-    path: Path
+    path: NodePath
     message: str
     kind: str = "other"          # "missing" | "extra" | "type" | "other"
     key: str | None = None
@@ -140,7 +140,7 @@ def _translate(err: dict[str, Any], data: Any) -> _Found:
     return _Found(path, f"{subject}: {message.removeprefix('Input should be ')}")
 
 
-def _subject(path: Path, owner: type[BaseModel] | None, where: str) -> str:
+def _subject(path: NodePath, owner: type[BaseModel] | None, where: str) -> str:
     """What a type or range message is about: `'max_parallel' in parallel_foreach step`."""
     if not path:
         return "the document"
@@ -164,7 +164,7 @@ def _merged(found: list[_Found]) -> list[_Found]:
     """
     typos = {(f.path[:-1], f.suggestion) for f in found if f.kind == "extra"}
     merged: list[_Found] = []
-    by_path: dict[Path, _Found] = {}
+    by_path: dict[NodePath, _Found] = {}
     for item in found:
         if item.kind == "missing" and (item.path, item.key) in typos:
             continue
@@ -220,7 +220,7 @@ def _literal_values(annotation: Any) -> list[Any]:
     return values
 
 
-def format_path(path: Path) -> str:
+def format_path(path: NodePath) -> str:
     """`steps[2].body[0].command`: how authors read a position in a document."""
     text = ""
     for part in path:
@@ -228,7 +228,7 @@ def format_path(path: Path) -> str:
     return text or "document"
 
 
-def _walk(data: Any, loc: tuple[Any, ...]) -> tuple[Path, Any, type[BaseModel] | None, str | None]:
+def _walk(data: Any, loc: tuple[Any, ...]) -> tuple[NodePath, Any, type[BaseModel] | None, str | None]:
     """Follow pydantic's `loc` through the data and the model tree together.
 
     Union tags that are not keys (`shell_command` in `("steps", 0, "shell_command", ...)`)
@@ -340,7 +340,7 @@ def _field_names(model: type[BaseModel]) -> list[str]:
     return [info.alias or name for name, info in model.model_fields.items()]
 
 
-def _dedupe(problems: list[Problem]) -> list[Problem]:
+def _dedupe(problems: list[DefinitionProblem]) -> list[DefinitionProblem]:
     seen, unique = set(), []
     for problem in problems:
         key = (problem.message, problem.line, problem.column)

@@ -17,7 +17,7 @@ Severity = Literal["error", "warning"]
 
 
 @dataclass(frozen=True)
-class Problem:
+class DefinitionProblem:
     """One error or warning in a workflow definition."""
 
     message: str
@@ -47,12 +47,12 @@ class Problem:
 class DefinitionError(KindedError):
     """A workflow could not be loaded; carries every problem found, not just the first."""
 
-    def __init__(self, problems: Iterable[Problem]):
+    def __init__(self, problems: Iterable[DefinitionProblem]):
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems) or "invalid workflow")
 
     @property
-    def errors(self) -> list[Problem]:
+    def errors(self) -> list[DefinitionProblem]:
         return [p for p in self.problems if p.severity == "error"]
 
 
@@ -72,7 +72,7 @@ class WorkflowNotFound(DefinitionError):
             lines.append("available workflows (closest first): " + ", ".join(closest))
         else:
             lines.append("no workflows are available; create one in ./.aromcp/workflows/")
-        super().__init__([Problem("\n".join(lines))])
+        super().__init__([DefinitionProblem("\n".join(lines))])
 
 
 def closest_names(word: str, candidates: Iterable[str], limit: int = 3) -> list[str]:

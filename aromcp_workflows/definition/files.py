@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.definition.build import build_definition
-from aromcp_workflows.definition.errors import DefinitionError, Problem
+from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_limits import check_size
 from aromcp_workflows.definition.yaml_source import Positions, parse_yaml
@@ -29,7 +29,7 @@ def read_definitions(path: Path) -> list[tuple[WorkflowDefinition, Positions]]:
     except DefinitionError:
         raise
     except Exception as exc:
-        raise DefinitionError([Problem(f"cannot read this workflow ({type(exc).__name__}: {str(exc)[:200]}); "
+        raise DefinitionError([DefinitionProblem(f"cannot read this workflow ({type(exc).__name__}: {str(exc)[:200]}); "
                                        "please report it with the file", str(path))]) from None
 
 
@@ -49,9 +49,9 @@ def _definitions_in(text: str, file: str) -> list[tuple[WorkflowDefinition, Posi
         else:
             bodies.append((data, positions))
     if not bodies:
-        raise DefinitionError([Problem("the file is empty; a workflow needs at least 'name' and "
+        raise DefinitionError([DefinitionProblem("the file is empty; a workflow needs at least 'name' and "
                                        "'steps'", file, 1, 1)])
-    problems: list[Problem] = []
+    problems: list[DefinitionProblem] = []
     results = []
     for body, positions in bodies:
         try:
@@ -75,7 +75,7 @@ def file_stamp(path: Path, shown: str) -> Stamp:
     try:
         info = path.stat()
     except OSError as exc:
-        raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", shown)]) from None
+        raise DefinitionError([DefinitionProblem(f"cannot read workflow file: {exc.strerror}", shown)]) from None
     return (info.st_mtime_ns, info.st_size)
 
 
@@ -93,6 +93,6 @@ def _read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         message = f"file is not UTF-8 text ({exc.reason} at byte {exc.start})"
-        raise DefinitionError([Problem(message, str(path))]) from None
+        raise DefinitionError([DefinitionProblem(message, str(path))]) from None
     except OSError as exc:
-        raise DefinitionError([Problem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None
+        raise DefinitionError([DefinitionProblem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from aromcp_workflows.definition.scopes import Site, part_label
-from aromcp_workflows.definition.yaml_source import Path
+from aromcp_workflows.definition.yaml_source import NodePath
 
 if TYPE_CHECKING:
     from aromcp_workflows.expressions import ExpressionEngine
@@ -27,11 +27,11 @@ _lock = threading.Lock()
 _engine: ExpressionEngine | None = None
 
 
-def syntax_problems(sites: Iterable[Site], engine: Callable[[], Any] | None = None) -> list[tuple[Path, str]]:
+def syntax_problems(sites: Iterable[Site], engine: Callable[[], Any] | None = None) -> list[tuple[NodePath, str]]:
     """(path, message) for every site whose JavaScript V8 refuses to compile.  `engine`
     gives the engine to compile in (a server's, whose V8 runs in its child processes);
     without it, one V8 in this process (mapping V8 into a server would cost it ~50 MB)."""
-    found: list[tuple[Path, str, str, Mode]] = []  # path, label, source, mode
+    found: list[tuple[NodePath, str, str, Mode]] = []  # path, label, source, mode
     for site in sites:
         found.extend(_sources(site))
     if not found:
@@ -45,7 +45,7 @@ def syntax_problems(sites: Iterable[Site], engine: Callable[[], Any] | None = No
     return problems
 
 
-def _sources(site: Site) -> list[tuple[Path, str, str, Mode]]:
+def _sources(site: Site) -> list[tuple[NodePath, str, str, Mode]]:
     key = str(site.path[-1])
     if site.kind in ("transform", "validate") and not _lexes(site.source):
         return []

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.definition.errors import DefinitionError, Problem, WorkflowNotFound, did_you_mean
+from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem, WorkflowNotFound, did_you_mean
 from aromcp_workflows.definition.files import Stamp, file_stamp, read_definitions, stamp_or_none
 from aromcp_workflows.definition.resolver import Source, WorkflowResolver, check_name, name_problem
 from aromcp_workflows.definition.shared import SharedBundles
@@ -166,14 +166,14 @@ class WorkflowLoader:
     def load_one_file(self, path: str | os.PathLike[str], source: Source | str = "file") -> LoadedWorkflow:
         workflows = self.load_file(path, source)
         if len(workflows) != 1:
-            raise DefinitionError([Problem(
+            raise DefinitionError([DefinitionProblem(
                 f"file holds {len(workflows)} workflows; name one of: "
                 + ", ".join(w.name for w in workflows), str(path))])
         return workflows[0]
 
     def _load_imports(self, workflow: LoadedWorkflow, chain: tuple[Path, ...]) -> dict[str, LoadedWorkflow]:
         imported: dict[str, LoadedWorkflow] = {}
-        problems: list[Problem] = []
+        problems: list[DefinitionProblem] = []
         base = Path(workflow.file).parent
         for index, entry in enumerate(workflow.definition.imports):
             target = (base / entry).resolve()
@@ -238,7 +238,7 @@ class WorkflowLoader:
         for workflow in self.load_file(location.path, location.source):
             if workflow.name == name_or_file or len(self.load_file(location.path)) == 1:
                 return workflow
-        raise DefinitionError([Problem(f"{location.path} holds no workflow named {name_or_file!r}",
+        raise DefinitionError([DefinitionProblem(f"{location.path} holds no workflow named {name_or_file!r}",
                                        str(location.path))])
 
     def load_bundle(self, name_or_file: str) -> WorkflowBundle:
@@ -248,14 +248,14 @@ class WorkflowLoader:
     def bundle_of(self, main: LoadedWorkflow) -> WorkflowBundle:
         """The bundle rooted at an already loaded workflow (one of a shared file's several)."""
         workflows: dict[str, LoadedWorkflow] = {main.name: main}
-        problems: list[Problem] = []
+        problems: list[DefinitionProblem] = []
         self._collect_includes(main, workflows, (main.name,), problems)
         if problems:
             raise DefinitionError(problems)
         return WorkflowBundle(main, workflows)
 
     def _collect_includes(self, workflow: LoadedWorkflow, found: dict[str, LoadedWorkflow],
-                          chain: tuple[str, ...], problems: list[Problem]) -> None:
+                          chain: tuple[str, ...], problems: list[DefinitionProblem]) -> None:
         for path, step in iter_steps_with_paths(workflow.definition):
             if not isinstance(step, IncludeWorkflowStep):
                 continue
@@ -274,7 +274,7 @@ class WorkflowLoader:
 
 
     def _load_included(self, workflow: LoadedWorkflow, path: tuple[Any, ...], target: str,
-                       problems: list[Problem]) -> LoadedWorkflow | None:
+                       problems: list[DefinitionProblem]) -> LoadedWorkflow | None:
         """The workflow an include names, or None after recording why it cannot be used."""
         where = (*path, "workflow")
         try:
@@ -320,7 +320,7 @@ def refuse_paths(name: str) -> None:
     """Refuse anything but a workflow name (used where clients, not authors, choose)."""
     reason = name_problem(name)
     if reason:
-        raise DefinitionError([Problem(
+        raise DefinitionError([DefinitionProblem(
             f"invalid workflow name {name[:200]!r}: {reason}; over MCP only workflows in the workflow "
             "directories run (.aromcp/workflows/ of the project, ~/.aromcp/workflows/, built-ins): put the "
             "file there and pass its name (e.g. 'standards:fix'), or run a file from the command line with "

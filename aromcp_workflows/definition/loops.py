@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from aromcp_workflows.definition.steps import BreakStep, ExitStep, WhileStep, child_step_lists
-from aromcp_workflows.definition.yaml_source import Path
+from aromcp_workflows.definition.yaml_source import NodePath
 
 
-def endless_loops(steps: list[Any], prefix: Path) -> Iterator[tuple[Path, str]]:
+def endless_loops(steps: list[Any], prefix: NodePath) -> Iterator[tuple[NodePath, str]]:
     """(path of the condition, message) for each `while` under `steps` that cannot end."""
     for index, step in enumerate(steps):
         path = (*prefix, index)

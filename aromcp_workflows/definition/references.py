@@ -20,7 +20,7 @@ from typing import Any
 
 from aromcp_workflows.definition.errors import did_you_mean
 from aromcp_workflows.definition.scopes import Site, part_label
-from aromcp_workflows.definition.yaml_source import Path
+from aromcp_workflows.definition.yaml_source import Finding
 
 ALWAYS = frozenset({"inputs", "raw", "state", "computed", "this", "workflow_id"})
 WHERE_VARIABLE_EXISTS = {
@@ -34,7 +34,6 @@ WHERE_VARIABLE_EXISTS = {
     "error": "only in error_handling.on_failure, cleanup_on_error and error_state_update.value",
 }
 TYPO_CUTOFF = 0.8  # `conut` → `count` (0.8); `summary` is not a typo of `summary_stats` (0.7)
-Finding = tuple[Path, str, str]  # path, message, severity
 
 
 def declared_names(data: dict[str, Any]) -> set[str]:

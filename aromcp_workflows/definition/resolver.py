@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Literal
 
-from aromcp_workflows.definition.errors import DefinitionError, Problem, WorkflowNotFound
+from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem, WorkflowNotFound
 
 Source = Literal["project", "global", "builtin", "file"]
 VALID_NAME = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_:\-]*$")
@@ -48,7 +48,7 @@ def check_name(name: str) -> None:
     reason = name_problem(name)
     if reason:
         raise DefinitionError(
-            [Problem(f"invalid workflow name {name!r}: {reason}; a name looks like 'standards:fix'")]
+            [DefinitionProblem(f"invalid workflow name {name!r}: {reason}; a name looks like 'standards:fix'")]
         )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from aromcp_workflows.definition.yaml_source import Path
+from aromcp_workflows.definition.yaml_source import NodePath
 
 SiteKind = Literal["template", "expression", "transform", "validate"]
 RESULT_STEPS = frozenset({"shell_command", "agent_shell_command", "mcp_call", "user_input",
@@ -42,7 +42,7 @@ class Scope:
 class Site:
     """One piece of JavaScript: a `{{ }}` string, a bare condition or a transform."""
 
-    path: Path
+    path: NodePath
     kind: SiteKind
     source: str
     scope: Scope = field(default_factory=Scope)
@@ -84,7 +84,7 @@ def _task_scope(name: str, task: dict[str, Any], base: Scope) -> Scope:
                      task_inputs=frozenset(inputs), where=f"sub-agent task {name!r}")
 
 
-def _task(path: Path, name: str, task: dict[str, Any], base: Scope) -> Iterator[Site]:
+def _task(path: NodePath, name: str, task: dict[str, Any], base: Scope) -> Iterator[Site]:
     inputs = task.get("inputs") or {}
     locals_ = task.get("default_state") or {}
     outer = base.plus("item", "index", where=f"sub-agent task {name!r}")
@@ -99,13 +99,13 @@ def _task(path: Path, name: str, task: dict[str, Any], base: Scope) -> Iterator[
                       inner.plus("error"))
 
 
-def _steps(path: Path, steps: list[Any], scope: Scope) -> Iterator[Site]:
+def _steps(path: NodePath, steps: list[Any], scope: Scope) -> Iterator[Site]:
     for index, step in enumerate(steps):
         if isinstance(step, dict):
             yield from _step((*path, index), step, scope)
 
 
-def _step(path: Path, step: dict[str, Any], scope: Scope) -> Iterator[Site]:
+def _step(path: NodePath, step: dict[str, Any], scope: Scope) -> Iterator[Site]:
     kind = step.get("type")
     for key, value in step.items():
         where = (*path, key)
@@ -144,7 +144,7 @@ def _override_scope(step: dict[str, Any], scope: Scope) -> Scope:
                       where=f"sub_agent_prompt_override, rendered for each task of {task.task!r}")
 
 
-def _values(path: Path, value: Any, scope: Scope) -> Iterator[Site]:
+def _values(path: NodePath, value: Any, scope: Scope) -> Iterator[Site]:
     if isinstance(value, str):
         if "{{" in value:
             yield Site(path, "template", value, scope)

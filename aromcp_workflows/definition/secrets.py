@@ -24,12 +24,11 @@ from aromcp_workflows.definition.computed import computed_specs
 from aromcp_workflows.definition.errors import did_you_mean
 from aromcp_workflows.definition.scopes import Site
 from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.definition.yaml_source import Path
+from aromcp_workflows.definition.yaml_source import Finding, NodePath
 from aromcp_workflows.safety.names import is_sensitive
 
 TIERS = ("inputs", "raw", "state", "computed")
 NOT_TEXT = frozenset({"number", "integer", "boolean"})
-Finding = tuple[Path, str, str]  # path, message, severity
 
 
 @dataclass(frozen=True)
@@ -171,7 +170,7 @@ def _unknown_entries(definition: WorkflowDefinition, data: dict[str, Any]) -> It
                           "computed.<name> for a declared field")
 
 
-def _shown_by(data: dict[str, Any], path: Path) -> str | None:
+def _shown_by(data: dict[str, Any], path: NodePath) -> str | None:
     """The step type when `path` lies in a part of a step that shows its text to a person or a model."""
     node: Any = data
     shown = None

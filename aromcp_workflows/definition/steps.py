@@ -16,7 +16,7 @@ from pydantic_core import PydanticCustomError
 
 OutputFormat = Literal["text", "lines", "json", "key_value"]
 UpdateOperation = Literal["set", "append", "increment", "merge", "delete"]
-Template = str | bool
+BoolOrTemplate = str | bool
 
 MAX_ITERATIONS_LIMIT = 10_000
 DEFAULT_MAX_ITERATIONS = 100
@@ -56,7 +56,7 @@ class StepBase(Strict):
     """Fields every step may carry."""
 
     id: str | None = None
-    when: Template | None = None
+    when: BoolOrTemplate | None = None
     description: str | None = None
 
 
@@ -174,7 +174,7 @@ class ApplyHintsStep(_ResultStep):
 
 class ConditionalStep(StepBase):
     type: Literal["conditional"]
-    condition: Template
+    condition: BoolOrTemplate
     then: list[Step] = Field(default_factory=list, validation_alias=AliasChoices("then", "then_steps"))
     else_: list[Step] = Field(
         default_factory=list, alias="else", validation_alias=AliasChoices("else", "else_steps")
@@ -191,7 +191,7 @@ class WhileStep(StepBase):
     difference."""
 
     type: Literal["while"]
-    condition: Template
+    condition: BoolOrTemplate
     max_iterations: int | None = Field(
         default=None, ge=1, le=MAX_ITERATIONS_LIMIT,
         description=f"the most iterations; reaching it ends the loop and the workflow goes on "

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from aromcp_workflows.definition.build import describe
-from aromcp_workflows.definition.errors import Problem, closest_names, did_you_mean
+from aromcp_workflows.definition.errors import DefinitionProblem, closest_names, did_you_mean
 from aromcp_workflows.definition.graphs import cycles
 from aromcp_workflows.definition.js_names import computed_reads, js_free_names
 from aromcp_workflows.definition.js_syntax import syntax_problems
@@ -39,7 +39,7 @@ from aromcp_workflows.definition.steps import (
 )
 from aromcp_workflows.definition.templates import command_problem, template_problems
 from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.definition.yaml_source import Path
+from aromcp_workflows.definition.yaml_source import NodePath
 from aromcp_workflows.safety.patterns import pattern_problem
 
 TIERS = ("raw", "state", "computed", "inputs")
@@ -54,17 +54,17 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 NOT_TEMPLATES = ("transform", "validate", "response_schema")  # JS or JSON Schema, not {{ }}
 
 
-def validate_bundle(bundle: WorkflowBundle, engine: Callable[[], Any] | None = None) -> list[Problem]:
+def validate_bundle(bundle: WorkflowBundle, engine: Callable[[], Any] | None = None) -> list[DefinitionProblem]:
     """Every workflow of the bundle, each checked once, with includes checked against it.
     `engine`: where JavaScript is compiled (see `js_syntax.syntax_problems`)."""
-    problems: list[Problem] = []
+    problems: list[DefinitionProblem] = []
     for loaded in bundle.workflows.values():
         problems.extend(validate_workflow(loaded, bundle, engine))
     return problems
 
 
 def validate_workflow(loaded: LoadedWorkflow, bundle: WorkflowBundle | None = None,
-                      engine: Callable[[], Any] | None = None) -> list[Problem]:
+                      engine: Callable[[], Any] | None = None) -> list[DefinitionProblem]:
     """Every semantic problem of one workflow (errors and warnings), in file order."""
     checker = _Checker(loaded, bundle, engine)
     checker.run()
@@ -78,15 +78,15 @@ class _Checker:
         self.engine = engine
         self.loaded = loaded
         self.definition: WorkflowDefinition = loaded.definition
-        self.problems: list[Problem] = []
+        self.problems: list[DefinitionProblem] = []
 
-    def error(self, path: Path, message: str) -> None:
+    def error(self, path: NodePath, message: str) -> None:
         self.problems.append(self.loaded.positions.problem(path, message))
 
-    def warn(self, path: Path, message: str) -> None:
+    def warn(self, path: NodePath, message: str) -> None:
         self.problems.append(self.loaded.positions.problem(path, message, "warning"))
 
-    def report(self, path: Path, message: str, severity: str) -> None:
+    def report(self, path: NodePath, message: str, severity: str) -> None:
         (self.error if severity == "error" else self.warn)(_data_path(path), message)
 
     def run(self) -> None:
@@ -123,7 +123,7 @@ class _Checker:
         for path, message, severity in secret_problems(self.definition, data, found):
             self.report(path, message, severity)
         definition = self.definition
-        roots: list[tuple[Path, list[Any]]] = [(("steps",), definition.steps),
+        roots: list[tuple[NodePath, list[Any]]] = [(("steps",), definition.steps),
                                                (("error_handling", "on_failure"), definition.error_handling.on_failure)]
         roots += [(("sub_agent_tasks", name, "steps"), task.steps)
                   for name, task in definition.sub_agent_tasks.items()]
@@ -146,8 +146,8 @@ class _Checker:
                       "the user to run /workflow resume <id> instead")
 
     # -- steps -----------------------------------------------------------------
-    def check_program(self, prefix: Path, steps: list[Any], handler_prefix: Path, handlers: list[Any]) -> None:
-        seen: dict[str, Path] = {}
+    def check_program(self, prefix: NodePath, steps: list[Any], handler_prefix: NodePath, handlers: list[Any]) -> None:
+        seen: dict[str, NodePath] = {}
         for root, items in ((prefix, steps), (handler_prefix, handlers)):
             self.check_loop_nesting(root, items, in_loop=False)
             for path, step in _walk_steps(root, items):
@@ -160,7 +160,7 @@ class _Checker:
                 else:
                     seen[step.id] = path
 
-    def check_loop_nesting(self, prefix: Path, steps: list[Any], in_loop: bool) -> None:
+    def check_loop_nesting(self, prefix: NodePath, steps: list[Any], in_loop: bool) -> None:
         for index, step in enumerate(steps):
             path = (*prefix, index)
             if isinstance(step, (BreakStep, ContinueStep)) and not in_loop:
@@ -170,7 +170,7 @@ class _Checker:
             for key, children in child_step_lists(step):
                 self.check_loop_nesting((*path, key), children, inner)
 
-    def check_step(self, path: Path, step: Any) -> None:
+    def check_step(self, path: NodePath, step: Any) -> None:
         if step.id is not None and not re.fullmatch(r"[A-Za-z0-9_\-]+", step.id):
             self.error((*path, "id"), f"step id {step.id!r} may use only letters, digits, '-' and '_'")
         for key in ("state_update", "error_state_update"):
@@ -200,7 +200,7 @@ class _Checker:
             if problem:
                 self.error((*path, "validation", "pattern"), problem)
 
-    def check_include_inputs(self, path: Path, step: IncludeWorkflowStep) -> None:
+    def check_include_inputs(self, path: NodePath, step: IncludeWorkflowStep) -> None:
         """The inputs an include passes must be ones the child declares, required ones included."""
         child = self.bundle.workflows.get(step.workflow) if self.bundle else None
         if child is None:
@@ -226,7 +226,7 @@ class _Checker:
                 self.error((*path, "workflow"), f"include_workflow must pass required input "
                            f"{key!r} of {step.workflow!r} (add it under 'inputs')")
 
-    def check_inputs(self, prefix: Path, inputs: dict[str, Any]) -> None:
+    def check_inputs(self, prefix: NodePath, inputs: dict[str, Any]) -> None:
         """A default must have the declared type (a `{{ }}` template is checked at run time)."""
         for name, spec in inputs.items():
             value = spec.default
@@ -237,7 +237,7 @@ class _Checker:
                 self.error((*prefix, name, "default"), f"default of input {name!r} is "
                            f"{describe(value)}, but its type is {spec.type}")
 
-    def check_writable_path(self, path: Path, state_path: str) -> None:
+    def check_writable_path(self, path: NodePath, state_path: str) -> None:
         """A write must go to raw.* or state.*, through no prototype-polluting key."""
         if state_path.startswith("{{"):
             return  # the whole path is computed at run time, where it is checked
@@ -360,7 +360,7 @@ class _Checker:
     def loaded_data(self) -> Any:
         return self.definition.model_dump(by_alias=True, exclude_defaults=True)
 
-    def check_templates(self, path: Path, node: Any, task: Any = None) -> None:
+    def check_templates(self, path: NodePath, node: Any, task: Any = None) -> None:
         """`task`: the sub-agent task whose names a template sees (inside its steps, or in
         a `sub_agent_prompt_override`, which is rendered for each of its tasks)."""
         if path and path[-1] in NOT_TEMPLATES:
@@ -390,10 +390,10 @@ def _all_steps(definition: WorkflowDefinition) -> Iterator[tuple[tuple[Any, ...]
     return iter_steps_with_paths(definition)
 
 
-def _data_path(path: Path) -> Path:
+def _data_path(path: NodePath) -> NodePath:
     return tuple("else" if p == "else_" else p for p in path)
 
 
-def _line_of(loaded: LoadedWorkflow, path: Path) -> str:
+def _line_of(loaded: LoadedWorkflow, path: NodePath) -> str:
     line, _ = loaded.positions.locate(path)
     return f"line {line}" if line else "another step"

@@ -22,7 +22,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from aromcp_workflows.definition.errors import DefinitionError, Problem
+from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem
 
 MAX_BYTES = ("AROMCP_MAX_WORKFLOW_BYTES", 1_000_000)
 MAX_DEPTH = ("AROMCP_MAX_YAML_DEPTH", 64)
@@ -44,7 +44,7 @@ def check_size(size: int, file: str | None) -> None:
     """Refuse a file larger than AROMCP_MAX_WORKFLOW_BYTES before reading or parsing it."""
     bound = limit(MAX_BYTES)
     if size > bound:
-        raise DefinitionError([Problem(
+        raise DefinitionError([DefinitionProblem(
             f"the workflow file is {size:,} bytes, more than the limit of {bound:,}; split it "
             f"(imports, include_workflow) or raise {MAX_BYTES[0]}", file)])
 
@@ -107,4 +107,4 @@ def _check_tag(event: Any, file: str | None) -> None:
 
 def _problem(event: Any, file: str | None, message: str) -> DefinitionError:
     mark = event.start_mark
-    return DefinitionError([Problem(message, file, mark.line + 1, mark.column + 1)])
+    return DefinitionError([DefinitionProblem(message, file, mark.line + 1, mark.column + 1)])

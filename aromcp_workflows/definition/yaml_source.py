@@ -16,10 +16,11 @@ from ruamel.yaml.comments import CommentedKeyMap, CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from aromcp_workflows.definition.errors import DefinitionError, Problem
+from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem
 from aromcp_workflows.definition.yaml_limits import check_events
 
-Path = tuple[str | int, ...]
+NodePath = tuple[str | int, ...]  # where a node sits in its YAML document: keys and list indices
+Finding = tuple[NodePath, str, str]  # a problem found at a node: its path, the message, the severity
 
 
 @dataclass
@@ -27,9 +28,9 @@ class Positions:
     """Line/column (1-based) of each key or list item, by data path."""
 
     file: str | None
-    table: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    table: dict[NodePath, tuple[int, int]] = field(default_factory=dict)
 
-    def locate(self, path: Path) -> tuple[int | None, int | None]:
+    def locate(self, path: NodePath) -> tuple[int | None, int | None]:
         """The position of `path`, or of its nearest written ancestor."""
         probe = tuple(path)
         while probe:
@@ -38,11 +39,11 @@ class Positions:
             probe = probe[:-1]
         return self.table.get((), (None, None))
 
-    def problem(self, path: Path, message: str, severity: str = "error") -> Problem:
+    def problem(self, path: NodePath, message: str, severity: str = "error") -> DefinitionProblem:
         line, column = self.locate(path)
-        return Problem(message, self.file, line, column, severity)  # type: ignore[arg-type]
+        return DefinitionProblem(message, self.file, line, column, severity)  # type: ignore[arg-type]
 
-    def shifted(self, prefix: Path) -> Positions:
+    def shifted(self, prefix: NodePath) -> Positions:
         """The sub-table under `prefix`, re-rooted (for `workflow:` wrappers and streams)."""
         size = len(prefix)
         table = {p[size:]: pos for p, pos in self.table.items() if p[:size] == prefix}
@@ -74,14 +75,15 @@ def parse_yaml(text: str, file: str | None = None) -> list[SourceDocument]:
     except MarkedYAMLError as exc:
         raise DefinitionError([_yaml_problem(exc, file, text)]) from None
     except YAMLError as exc:
-        raise DefinitionError([Problem(f"invalid YAML: {exc}", file, None, None)]) from None
+        raise DefinitionError([DefinitionProblem(f"invalid YAML: {exc}", file, None, None)]) from None
     except (ValueError, TypeError, OverflowError) as exc:  # a bad `!!int`/`!!float` etc.
-        raise DefinitionError([Problem(f"invalid YAML: cannot read a tagged value ({exc}); "
+        raise DefinitionError([DefinitionProblem(f"invalid YAML: cannot read a tagged value ({exc}); "
                                        "fix the value or remove its '!!' tag", file)]) from None
     except RecursionError:  # a bound was raised past what the parser can nest
-        raise DefinitionError([Problem("invalid YAML: nested too deeply to read; flatten it", file)]) from None
+        too_deep = DefinitionProblem("invalid YAML: nested too deeply to read; flatten it", file)
+        raise DefinitionError([too_deep]) from None
     documents = []
-    problems: list[Problem] = []
+    problems: list[DefinitionProblem] = []
     for raw in raw_docs:
         positions = Positions(file)
         positions.table[()] = _root_position(raw)
@@ -99,7 +101,7 @@ def _root_position(node: Any) -> tuple[int, int]:
     return (1, 1)
 
 
-def _to_plain(node: Any, path: Path, positions: Positions, problems: list[Problem]) -> Any:
+def _to_plain(node: Any, path: NodePath, positions: Positions, problems: list[DefinitionProblem]) -> Any:
     """Copy ruamel's round-trip nodes into plain Python values, recording positions."""
     if isinstance(node, CommentedMap):
         result: dict[str, Any] = {}
@@ -125,11 +127,11 @@ def _to_plain(node: Any, path: Path, positions: Positions, problems: list[Proble
     return _plain_scalar(node)
 
 
-def _unquoted_template(node: CommentedMap, key: Any, file: str | None) -> Problem:
+def _unquoted_template(node: CommentedMap, key: Any, file: str | None) -> DefinitionProblem:
     """`message: {{ x }}` is a YAML mapping inside a mapping, not a template: say so."""
     inner = next(iter(key), "...") if isinstance(key, CommentedKeyMap) else "..."
     template = "{{ " + str(inner) + " }}"
-    return Problem(f"YAML reads the unquoted {template} as a mapping; quote a value that "
+    return DefinitionProblem(f"YAML reads the unquoted {template} as a mapping; quote a value that "
                    f'starts with {{{{: "{template}"', file, node.lc.line + 1, node.lc.col + 1)
 
 
@@ -147,11 +149,11 @@ def _plain_scalar(value: Any) -> Any:
     return str(value)
 
 
-def _marked_problem(exc: MarkedYAMLError, file: str | None, message: str) -> Problem:
+def _marked_problem(exc: MarkedYAMLError, file: str | None, message: str) -> DefinitionProblem:
     mark = exc.problem_mark or exc.context_mark
     if mark is None:
-        return Problem(message, file, None, None)
-    return Problem(message, file, mark.line + 1, mark.column + 1)
+        return DefinitionProblem(message, file, None, None)
+    return DefinitionProblem(message, file, mark.line + 1, mark.column + 1)
 
 
 def _duplicate_message(exc: DuplicateKeyError, text: str) -> str:
@@ -177,7 +179,7 @@ def _first_occurrence(key: str, exc: DuplicateKeyError, text: str) -> int | None
     return None
 
 
-def _yaml_problem(exc: MarkedYAMLError, file: str | None, text: str) -> Problem:
+def _yaml_problem(exc: MarkedYAMLError, file: str | None, text: str) -> DefinitionProblem:
     """Turn ruamel's parser jargon into what the author should fix, at the right place."""
     problem = (exc.problem or "").strip()
     context = (exc.context or "").strip()
@@ -188,7 +190,7 @@ def _yaml_problem(exc: MarkedYAMLError, file: str | None, text: str) -> Problem:
                                "separates with spaces only")
     if "quoted scalar" in context and opened is not None:
         quote = text.splitlines()[opened.line][opened.column] if text else '"'
-        return Problem(f"invalid YAML: the string opened with {quote!r} here is never closed; "
+        return DefinitionProblem(f"invalid YAML: the string opened with {quote!r} here is never closed; "
                        f"add the closing {quote!r}", file, opened.line + 1, opened.column + 1)
     if context.startswith("while parsing a flow"):
         closer = "]" if "sequence" in context else "}"

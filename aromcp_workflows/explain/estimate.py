@@ -23,7 +23,7 @@ _FILTER = re.compile(r"\|\s*[A-Za-z_]\w*(\(.*\))?\s*$", re.DOTALL)
 
 
 @dataclass(frozen=True)
-class Write:
+class EstimatedWrite:
     """A state path some step writes (templates cut off: `raw.batch_status.{{ id }}` is
     `raw.batch_status`), and who writes it."""
 
@@ -35,7 +35,7 @@ class Write:
         return _segments(self.path.split("{{", 1)[0])
 
 
-def estimate(items: Any, state: StateTiers | None, engine: Any, earlier: list[Write]) -> int | str:
+def estimate(items: Any, state: StateTiers | None, engine: Any, earlier: list[EstimatedWrite]) -> int | str:
     """A number of sub-agents, or a sentence starting with `unknown:` saying why not."""
     if isinstance(items, list):
         return len(items)
@@ -102,7 +102,7 @@ def _computed_deps(field: str, state: StateTiers) -> list[list[str]]:
     return out
 
 
-def _overlap(reads: list[list[str]], writes: list[Write]) -> list[Write]:
+def _overlap(reads: list[list[str]], writes: list[EstimatedWrite]) -> list[EstimatedWrite]:
     hits = []
     for write in writes:
         target = write.segments

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.definition.yaml_source import NodePath
 from aromcp_workflows.interpreter.compiler import step_places
 from aromcp_workflows.interpreter.program import Run
 
 if TYPE_CHECKING:
     from aromcp_workflows.interpreter import WorkflowRun
 
-Path = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -61,13 +61,13 @@ def step_of(run: WorkflowRun, failure: Failure) -> Any:
     return None
 
 
-def step_path(definition: WorkflowDefinition, program: str, step_id: str) -> Path | None:
+def step_path(definition: WorkflowDefinition, program: str, step_id: str) -> NodePath | None:
     """The data path of the step with this qualified id in `program`, or None."""
     place = step_places(definition).get((program, step_id))
     return None if place is None else place.path
 
 
-def where_now(definition: WorkflowDefinition, positions: Any, path: Path,
+def where_now(definition: WorkflowDefinition, positions: Any, path: NodePath,
               step: Any) -> tuple[int | None, int | None, bool]:
     """Line and column of the step at `path` in a file as it reads now (`definition` and
     its `positions`), and whether that step differs from `step`, the one the instance runs."""

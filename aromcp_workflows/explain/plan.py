@@ -23,7 +23,7 @@ from aromcp_workflows.definition.steps import (
     WhileStep,
 )
 from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.explain.estimate import Write, estimate
+from aromcp_workflows.explain.estimate import EstimatedWrite, estimate
 from aromcp_workflows.interpreter.compiler import listing, programs_for
 from aromcp_workflows.interpreter.inputs import check_inputs
 from aromcp_workflows.state import StateTiers
@@ -173,7 +173,7 @@ def _not_estimated(section: str) -> str:
     return "unknown: started from a sub-agent task, known only at run time"
 
 
-def _earlier_writes(entries: list[_Entry], position: int) -> list[Write]:
+def _earlier_writes(entries: list[_Entry], position: int) -> list[EstimatedWrite]:
     """Writes that can happen before the step at `position` starts: steps earlier in the
     main list, every step of a loop around it (a later iteration follows them), and the
     tasks (and cleanups) of the `parallel_foreach` steps among those."""
@@ -184,11 +184,11 @@ def _earlier_writes(entries: list[_Entry], position: int) -> list[Write]:
 
     tasks_run = {e.step.sub_agent_task for i, e in enumerate(entries)
                  if isinstance(e.step, ParallelForeachStep) and before(i, e)}
-    writes: list[Write] = []
+    writes: list[EstimatedWrite] = []
     for i, entry in enumerate(entries):
         task = entry.section.partition(":")[2] if entry.section.startswith(("task:", "cleanup:")) else None
         if before(i, entry) or task in tasks_run:
-            writes.extend(Write(path, entry.data["step_id"]) for path in entry.data.get("writes", []))
+            writes.extend(EstimatedWrite(path, entry.data["step_id"]) for path in entry.data.get("writes", []))
     return writes
 
 

@@ -19,7 +19,7 @@ MESSAGE_KEPT = 500  # `message_shown` keeps this many characters of a message
 
 
 @dataclass
-class Answer:
+class GivenAnswer:
     """One answer the agent gave for one delivered step."""
 
     step_id: str
@@ -46,7 +46,7 @@ class Replay:
     """An instance's history, as the answers and command results that replay it."""
 
     inputs: dict[str, Any] = field(default_factory=dict)
-    answers: list[Answer] = field(default_factory=list)
+    answers: list[GivenAnswer] = field(default_factory=list)
     commands: list[Command] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
 
@@ -83,11 +83,11 @@ def _command(step_id: str, command: str, data: dict[str, Any]) -> Command:
                    not (data.get("stdout_cut") or data.get("stderr_cut")))
 
 
-def _answer(event: Any) -> Answer | None:
+def _answer(event: Any) -> GivenAnswer | None:
     """The answer an agent step's event holds (None: not an agent's answer)."""
     data = event.data
     if event.kind == "step_reported":
-        return Answer(event.step_id, event.task_id, "failed", data.get("result"), data.get("error"))
+        return GivenAnswer(event.step_id, event.task_id, "failed", data.get("result"), data.get("error"))
     if event.kind == "step_rejected" or (data.get("status") == "success" and "result" in data):
-        return Answer(event.step_id, event.task_id, "success", data.get("result"))
+        return GivenAnswer(event.step_id, event.task_id, "success", data.get("result"))
     return None

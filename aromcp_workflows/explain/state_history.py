@@ -26,7 +26,7 @@ CheckpointState = Callable[[str], dict[str, Any] | None]  # checkpoint id -> its
 
 
 @dataclass
-class Replay:
+class StateReplay:
     """The main state after some event, how it changed there, and whether it is whole."""
 
     seq: int
@@ -57,10 +57,10 @@ def changed_paths(event: Any) -> list[str]:
 
 
 def replay(events: Iterable[Any], seq: int | None, checkpoint_state: CheckpointState,
-           masker: Masker | None = None) -> Replay:
+           masker: Masker | None = None) -> StateReplay:
     """The main state after event `seq` (None: after the last), with every secret the
     whole history held (`secrets`, by `masker`'s rules) so that past values are masked too."""
-    out = Replay(0)
+    out = StateReplay(0)
     masker = masker or Masker()
     for event in events:
         if not is_point(event):
@@ -72,7 +72,7 @@ def replay(events: Iterable[Any], seq: int | None, checkpoint_state: CheckpointS
     return out
 
 
-def _apply(out: Replay, event: Any, checkpoint_state: CheckpointState) -> None:
+def _apply(out: StateReplay, event: Any, checkpoint_state: CheckpointState) -> None:
     if event.kind == "started":
         initial = event.data.get("state")
         out.tiers = {t: dict((initial or {}).get(t) or {}) for t in TIERS}
@@ -108,6 +108,6 @@ def _secrets_of(event: Any, masker: Masker) -> set[str]:
     return found
 
 
-def masked(state: Replay, masker: Masker) -> dict[str, Any]:
+def masked(state: StateReplay, masker: Masker) -> dict[str, Any]:
     """The replayed tiers as a reply shows them: masked by key and by every past secret."""
     return masker.with_secrets(state.secrets).mask(state.tiers)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from aromcp_workflows.expressions.errors import MISSING, ExpressionError, JsFailure
 from aromcp_workflows.expressions.runtime import FunctionDef, Interrupted, Runtime
 
-Source = Any  # int | None | dict (see module docstring)
+ValueSource = Any  # int | None | dict (see module docstring)
 
 
 class ValueTable:
@@ -30,8 +30,8 @@ class ValueTable:
         self._index: dict[Any, int] = {}
         self._uses: list[int] = []
 
-    def value(self, key: Any, value: Any) -> Source:
-        """Source for `value` (None for undefined); the same key is sent once."""
+    def value(self, key: Any, value: Any) -> ValueSource:
+        """The source for `value` (None for undefined); the same key is sent once."""
         if value is MISSING:
             return None
         idx = self._index.get(key)
@@ -51,23 +51,23 @@ class ValueTable:
         return idx
 
     @staticmethod
-    def obj(pairs: list[tuple[str, Source]]) -> Source:
+    def obj(pairs: list[tuple[str, ValueSource]]) -> ValueSource:
         return {"o": [[k, s] for k, s in pairs]}
 
     @staticmethod
-    def computed(name: str) -> Source:
+    def computed(name: str) -> ValueSource:
         return {"c": name}
 
     @staticmethod
-    def path(base: Source, steps: list[str | int]) -> Source:
+    def path(base: ValueSource, steps: list[str | int]) -> ValueSource:
         return {"g": base, "p": [str(s) for s in steps]} if steps else base
 
     @staticmethod
-    def array(sources: list[Source]) -> Source:
+    def array(sources: list[ValueSource]) -> ValueSource:
         return {"a": sources}
 
     @staticmethod
-    def output() -> Source:
+    def output() -> ValueSource:
         return {"x": 1}
 
     def multi(self) -> list[int]:
@@ -79,8 +79,8 @@ class Call:
     """One function call of a batch: what to run, with which arguments, for whom."""
 
     fn: FunctionDef
-    args: list[Source]
-    this: Source = None
+    args: list[ValueSource]
+    this: ValueSource = None
     origin: str = ""
 
     def error(self, kind: JsFailure, message: str) -> ExpressionError:
@@ -148,7 +148,7 @@ class ChainItem:
     name: str
     call: Call
     policy: Literal["propagate", "use_fallback", "ignore"] = "propagate"
-    fallback: Source = None
+    fallback: ValueSource = None
     validate: Call | None = None
     dependents: list[int] = field(default_factory=list)
 

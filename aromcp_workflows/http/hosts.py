@@ -63,7 +63,7 @@ def split_host(entry: str) -> Entry:
 
 
 @dataclass(frozen=True)
-class Refusal:
+class HostRefusal:
     status: int  # 421 (Host) or 403 (Origin)
     text: str
 
@@ -87,19 +87,19 @@ class HostRule:
         ports = (port,) if port is not None else tuple(default_ports)
         return (host, None) in self.entries or any((host, p) in self.entries for p in ports)
 
-    def refusal(self, headers: Headers) -> Refusal | None:
+    def refusal(self, headers: Headers) -> HostRefusal | None:
         """Why this request is not served (a Host or an Origin of another host), or None."""
         host = headers.get("host")
         parsed = parse_host(host) if host else None
         if parsed is None or not self.allows(*parsed, DEFAULT_PORTS.values()):
-            return Refusal(421, host_refused(host, parsed))
+            return HostRefusal(421, host_refused(host, parsed))
         origin = headers.get("origin")
         if origin is None:  # not sent by a browser, or a same-origin GET: the Host decides
             return None
         match = ORIGIN.fullmatch(origin.strip().lower())
         page = parse_host(match["host"]) if match else None
         if match is None or page is None or not self.allows(*page, (DEFAULT_PORTS[match["scheme"]],)):
-            return Refusal(403, origin_refused(origin, page))
+            return HostRefusal(403, origin_refused(origin, page))
         return None
 
 

@@ -15,14 +15,14 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from aromcp_workflows.importer.js import Renames, add_raw_filter, map_templates, rewrite_expression, rewrite_templates
 from aromcp_workflows.importer.reading import line_of, new_map, pop_key
-from aromcp_workflows.importer.scope import Scope, magic_value
+from aromcp_workflows.importer.scope import ImportScope, magic_value
 
-Write = tuple[int, str, Any, str]  # line, our path, value (None = the result), operation
+ResultWrite = tuple[int, str, Any, str]  # line, our path, value (None = the result), operation
 
 
-def collect_writes(step: CommentedMap, scope: Scope, kind: str) -> list[Write]:
+def collect_writes(step: CommentedMap, scope: ImportScope, kind: str) -> list[ResultWrite]:
     """Every place AroMCP would write this step's result, translated (keys removed)."""
-    writes: list[Write] = []
+    writes: list[ResultWrite] = []
     single = pop_key(step, "state_update", None)
     specs: list[tuple[int, Any]] = []
     if isinstance(single, dict):
@@ -65,12 +65,12 @@ RESULT_NAMES = {
 }
 
 
-def _result_scope(scope: Scope, kind: str) -> Scope:
+def _result_scope(scope: ImportScope, kind: str) -> ImportScope:
     names = {k: v for k, v in RESULT_NAMES.get(kind, {}).items() if k not in scope.fields}
     return scope.inner(extra=Renames(bare=names)) if names else scope
 
 
-def apply_result_writes(step: CommentedMap, writes: list[Write], scope: Scope) -> list[CommentedMap]:
+def apply_result_writes(step: CommentedMap, writes: list[ResultWrite], scope: ImportScope) -> list[CommentedMap]:
     """Put the writes on `step`; return the extra `state_update` step needed for several."""
     if not writes:
         return []
@@ -99,7 +99,7 @@ _WHOLE_SHELL_RESULT = ("{{ ({stdout: result.stdout, stderr: result.stderr, exit_
                        "output: result.output}) }}")
 
 
-def _spec(write: Write) -> CommentedMap:
+def _spec(write: ResultWrite) -> CommentedMap:
     _, path, value, operation = write
     spec = new_map(path=path)
     if value is not None:
@@ -109,7 +109,7 @@ def _spec(write: Write) -> CommentedMap:
     return spec
 
 
-def raw_command(command: str, scope: Scope, line: int) -> str:
+def raw_command(command: str, scope: ImportScope, line: int) -> str:
     """A command whose templates AroMCP inserts unquoted: renamed, and marked `| raw`."""
     new = map_templates(command, lambda expr: add_raw_filter(rewrite_expression(expr, scope.renames)))
     if new != command:
@@ -118,7 +118,7 @@ def raw_command(command: str, scope: Scope, line: int) -> str:
     return new
 
 
-def translate_update_step(step: CommentedMap, scope: Scope) -> list[CommentedMap]:
+def translate_update_step(step: CommentedMap, scope: ImportScope) -> list[CommentedMap]:
     """A `state_update` step: one path or a list (AroMCP's `state_updates`/`updates`)."""
     listed = pop_key(step, "state_updates", None)
     if listed is not None:
@@ -141,7 +141,7 @@ def translate_update_step(step: CommentedMap, scope: Scope) -> list[CommentedMap
     return []
 
 
-def _update(item: Any, scope: Scope, line: int) -> CommentedMap | None:
+def _update(item: Any, scope: ImportScope, line: int) -> CommentedMap | None:
     path = scope.path(str(item.get("path", "")), line, "state_update path")
     if path is None:
         return None
@@ -175,7 +175,7 @@ def _negate(value: Any) -> Any:
     return value
 
 
-def merge_agent_response(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def merge_agent_response(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     """AroMCP's `agent_response` (the agent's answer to the prompt before it) → that prompt's result."""
     line = line_of(step)
     writes = collect_writes(step, scope, "agent")

@@ -22,14 +22,14 @@ from aromcp_workflows.importer.results import (
     raw_command,
     translate_update_step,
 )
-from aromcp_workflows.importer.scope import Scope
+from aromcp_workflows.importer.scope import ImportScope
 from aromcp_workflows.importer.steps_keys import OUR_STEP_TYPES, allowed_keys
 
 AROMCP_MAX_ITERATIONS = 100  # AroMCP's while_loop default (its loop leaves normally there)
 ERROR_STRATEGY = {"fail": "fail", "continue": "continue", "retry": "retry", "fallback": "continue"}
 
 
-def translate_steps(steps: Any, scope: Scope, line: int) -> CommentedSeq:
+def translate_steps(steps: Any, scope: ImportScope, line: int) -> CommentedSeq:
     """A step list, translated; rules may merge a step into the one before it."""
     out = CommentedSeq()
     if not isinstance(steps, list):
@@ -43,7 +43,7 @@ def translate_steps(steps: Any, scope: Scope, line: int) -> CommentedSeq:
     return out
 
 
-def translate_step(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def translate_step(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     """One step → the steps that replace it (`before`: the steps already emitted here)."""
     line = line_of(step)
     kind = step.get("type")
@@ -67,14 +67,14 @@ def translate_step(step: CommentedMap, scope: Scope, before: CommentedSeq) -> li
     return [step, *extra]
 
 
-def _drop_context(step: CommentedMap, scope: Scope) -> None:
+def _drop_context(step: CommentedMap, scope: ImportScope) -> None:
     if "execution_context" in step:
         scope.notes.rewrite(line_of(step, "execution_context"), f"execution_context: {step['execution_context']}",
                             "(removed)", "the step type decides who performs it here")
         delete_key(step, "execution_context")
 
 
-def _drop_unknown(step: CommentedMap, scope: Scope) -> None:
+def _drop_unknown(step: CommentedMap, scope: ImportScope) -> None:
     allowed = allowed_keys(str(step.get("type")))
     for key in [k for k in step if k not in allowed]:
         scope.notes.rewrite(line_of(step, key), f"{key}: {step[key]}", "(removed)",
@@ -86,7 +86,7 @@ def _drop_unknown(step: CommentedMap, scope: Scope) -> None:
 _IGNORED = frozenset({"format", "message_type", "timeout_seconds", "description", "variable_name"})
 
 
-def _rename_type(step: CommentedMap, scope: Scope, new: str, note: str = "") -> None:
+def _rename_type(step: CommentedMap, scope: ImportScope, new: str, note: str = "") -> None:
     old = step["type"]
     if old == new:
         return
@@ -94,13 +94,13 @@ def _rename_type(step: CommentedMap, scope: Scope, new: str, note: str = "") -> 
     step["type"] = new
 
 
-def _rename(step: CommentedMap, scope: Scope, old: str, new: str, note: str = "") -> None:
+def _rename(step: CommentedMap, scope: ImportScope, old: str, new: str, note: str = "") -> None:
     if old in step:
         scope.notes.rewrite(line_of(step, old), old, new, note)
         rename_key(step, old, new)
 
 
-def _seconds_to_ms(step: CommentedMap, scope: Scope, key: str = "timeout") -> None:
+def _seconds_to_ms(step: CommentedMap, scope: ImportScope, key: str = "timeout") -> None:
     value = step.get(key)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         ms = int(value * 1000)
@@ -111,7 +111,7 @@ def _seconds_to_ms(step: CommentedMap, scope: Scope, key: str = "timeout") -> No
         step["timeout"] = ms
 
 
-def _error_handling(step: CommentedMap, scope: Scope, choices: tuple[str, ...]) -> None:
+def _error_handling(step: CommentedMap, scope: ImportScope, choices: tuple[str, ...]) -> None:
     """`error_handling: {strategy, max_retries, fallback_value}` → on_error & co."""
     spec = pop_key(step, "error_handling", None)
     if not isinstance(spec, dict):
@@ -128,14 +128,14 @@ def _error_handling(step: CommentedMap, scope: Scope, choices: tuple[str, ...]) 
                         "a fallback is stored as the step's result" if "fallback_value" in spec else "")
 
 
-def _templates(step: CommentedMap, scope: Scope, keys: tuple[str, ...]) -> None:
+def _templates(step: CommentedMap, scope: ImportScope, keys: tuple[str, ...]) -> None:
     """Rename inside the templates of these keys' values (recursively into maps/lists)."""
     for key in keys:
         if key in step:
             step[key] = _walk(step[key], scope, line_of(step, key), key)
 
 
-def _walk(value: Any, scope: Scope, line: int, what: str) -> Any:
+def _walk(value: Any, scope: ImportScope, line: int, what: str) -> Any:
     if isinstance(value, str):
         return scope.text(value, line, what)
     if isinstance(value, dict):
@@ -147,7 +147,7 @@ def _walk(value: Any, scope: Scope, line: int, what: str) -> Any:
     return value
 
 
-def _conditional(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _conditional(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     _condition(step, scope)
     for old, new in (("then_steps", "then"), ("else_steps", "else")):
         _rename(step, scope, old, new)
@@ -156,12 +156,12 @@ def _conditional(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list
     return []
 
 
-def _condition(step: CommentedMap, scope: Scope) -> None:
+def _condition(step: CommentedMap, scope: ImportScope) -> None:
     if isinstance(step.get("condition"), str):
         step["condition"] = scope.expression(step["condition"], line_of(step, "condition"), "the condition")
 
 
-def _while(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _while(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     _rename_type(step, scope, "while")
     inner = scope.inner(loop="while")
     condition = step.get("condition")
@@ -188,7 +188,7 @@ def _safe_id(step: CommentedMap) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in str(step.get("id") or "loop"))
 
 
-def _count_iterations(step: CommentedMap, scope: Scope) -> tuple[str, list[CommentedMap]]:
+def _count_iterations(step: CommentedMap, scope: ImportScope) -> tuple[str, list[CommentedMap]]:
     """AroMCP's `loop.iteration` in a while condition (finished iterations, from 0) as a
     counter in state: incremented first thing in the body, set back to 0 after the loop.
     Inside a sub-agent task the counter is kept per task."""
@@ -206,7 +206,7 @@ def _count_iterations(step: CommentedMap, scope: Scope) -> tuple[str, list[Comme
     return read, [reset]
 
 
-def _foreach(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _foreach(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     kept, renamed = set(scope.loop_names), dict(scope.loop_renames)
     for key, ours in (("variable_name", "item"), ("index_name", "index")):
         name = step.get(key)
@@ -235,7 +235,7 @@ def _loop_name_here(name: Any) -> bool:
     return isinstance(name, str) and name.isidentifier() and name not in LOOP_NAME_RESERVED
 
 
-def _parallel(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _parallel(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     if isinstance(step.get("items"), str):
         step["items"] = scope.expression(step["items"], line_of(step, "items"), "parallel_foreach items")
     if "max_parallel" in step:
@@ -246,7 +246,7 @@ def _parallel(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Co
     return []
 
 
-def _mcp_call(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _mcp_call(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     if _own_state_update(step):
         return _as_state_update(step, scope)
     _rename(step, scope, "tool", "method")
@@ -265,7 +265,7 @@ def _own_state_update(step: CommentedMap) -> bool:
             and not {"state_update", "state_updates", "store_result"} & set(step))
 
 
-def _as_state_update(step: CommentedMap, scope: Scope) -> list[CommentedMap]:
+def _as_state_update(step: CommentedMap, scope: ImportScope) -> list[CommentedMap]:
     """The agent would call this server's own tool to write state: the server writes it here."""
     params = pop_key(step, "parameters", None) or pop_key(step, "params")
     pop_key(step, "tool", None)
@@ -276,7 +276,7 @@ def _as_state_update(step: CommentedMap, scope: Scope) -> list[CommentedMap]:
     return translate_update_step(step, scope)
 
 
-def _shell(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _shell(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     if step.get("execution_context") == "client":
         _rename_type(step, scope, "agent_shell_command", "execution_context: client means the agent runs it")
         delete_key(step, "execution_context")
@@ -293,16 +293,16 @@ def _shell(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[Comme
     return apply_result_writes(step, collect_writes(step, scope, kind), scope)
 
 
-def _state_update(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _state_update(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     return translate_update_step(step, scope)
 
 
-def _batch_update(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _batch_update(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     _rename_type(step, scope, "state_update")
     return _state_update(step, scope, before)
 
 
-def _user_message(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _user_message(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     _templates(step, scope, ("message",))
     writes = collect_writes(step, scope, "message")
     if not writes:
@@ -314,7 +314,7 @@ def _user_message(step: CommentedMap, scope: Scope, before: CommentedSeq) -> lis
     return [update]
 
 
-def _user_input(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _user_input(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     _templates(step, scope, ("prompt", "instructions", "choices", "default"))
     if "instructions" in step:
         step["prompt"] = f"{step.get('prompt', '')}\n\n{pop_key(step, 'instructions')}"
@@ -329,7 +329,7 @@ def _user_input(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[
     return apply_result_writes(step, collect_writes(step, scope, "input"), scope)
 
 
-def _agent_prompt(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _agent_prompt(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     _templates(step, scope, ("prompt", "context"))
     _rename(step, scope, "expected_response", "response_schema")
     if "max_retries" in step:
@@ -337,18 +337,18 @@ def _agent_prompt(step: CommentedMap, scope: Scope, before: CommentedSeq) -> lis
     return apply_result_writes(step, collect_writes(step, scope, "agent"), scope)
 
 
-def _agent_response(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _agent_response(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     return merge_agent_response(step, scope, before)
 
 
-def _wait(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _wait(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     scope.notes.rewrite(line_of(step), f"wait_step {step.get('id', '')}".strip(), "(removed)",
                         "parallel_foreach here already waits until every sub-agent task has finished")
     step["type"] = None
     return []
 
 
-def _break(step: CommentedMap, scope: Scope, before: CommentedSeq) -> list[CommentedMap]:
+def _break(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     if scope.loop is None:
         _rename_type(step, scope, "exit", f"a {step['type']} outside any loop: AroMCP's code answers "
                                           "'used outside of loop'; the evident intent is to end the workflow")

@@ -15,7 +15,7 @@ from aromcp_workflows.definition.workflow import json_type
 from aromcp_workflows.importer.reading import delete_key, line_of, new_map
 from aromcp_workflows.importer.report import Notes
 from aromcp_workflows.importer.rules_steps import translate_steps
-from aromcp_workflows.importer.scope import Scope
+from aromcp_workflows.importer.scope import ImportScope
 
 INPUT_TYPES = ("string", "number", "integer", "boolean", "array", "object")
 TASK_CONTEXT = {"file_path": "item", "item": "item", "index": "index", "task_id": "task.task_id"}
@@ -30,7 +30,7 @@ def translate_workflow(doc: Any, notes: Notes) -> None:
     fields = _state_fields(doc)
     names = _inputs(doc, notes, "inputs", task=False)
     names += _initial_inputs(doc, notes)
-    scope = Scope(notes, inputs=frozenset(names), fields=fields)
+    scope = ImportScope(notes, inputs=frozenset(names), fields=fields)
     _state(doc, scope)
     doc["steps"] = translate_steps(doc["steps"], scope, line_of(doc, "steps"))
     tasks = doc.get("sub_agent_tasks")
@@ -162,7 +162,7 @@ def _task_input(name: str, spec: CommentedMap, line: int, notes: Notes) -> None:
                       "AroMCP does not check a task's inputs")
 
 
-def _state(doc: CommentedMap, scope: Scope) -> None:
+def _state(doc: CommentedMap, scope: ImportScope) -> None:
     schema = doc.get("state_schema")
     computed = schema.get("computed") if isinstance(schema, dict) else None
     if not isinstance(computed, dict):
@@ -177,7 +177,7 @@ def _state(doc: CommentedMap, scope: Scope) -> None:
         _computed(name, spec, line, scope)
 
 
-def _computed(name: str, spec: CommentedMap, line: int, scope: Scope) -> None:
+def _computed(name: str, spec: CommentedMap, line: int, scope: ImportScope) -> None:
     sources = spec.get("from")
     if isinstance(sources, str):
         new = scope.source(sources, line_of(spec, "from", line))
@@ -196,7 +196,7 @@ def _computed(name: str, spec: CommentedMap, line: int, scope: Scope) -> None:
                             "AroMCP's default: a failing transform gives the fallback (null) instead of failing")
 
 
-def _task(tasks: CommentedMap, name: str, outer: Scope) -> None:
+def _task(tasks: CommentedMap, name: str, outer: ImportScope) -> None:
     task = tasks[name]
     line = line_of(tasks, name)
     if not isinstance(task, CommentedMap):

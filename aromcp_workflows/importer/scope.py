@@ -3,7 +3,7 @@
 AroMCP resolves a name by where it is written: a workflow input is readable bare at the
 top level, `this.x` means the workflow's state, a foreach names its item after
 `variable_name`, a sub-agent task reads its inputs as `inputs.x` (and `file_path` is
-filled from the item).  `Scope` carries what is known at one place of the file, and
+filled from the item).  `ImportScope` carries what is known at one place of the file, and
 turns AroMCP's paths, expressions and magic result names into this project's.
 """
 
@@ -33,7 +33,7 @@ _LOOP_BRACKET = re.compile(r"\[([^\[\]'\"{}]*\bloop\.[^\[\]'\"{}]*)\]")
 
 
 @dataclass
-class Scope:
+class ImportScope:
     """What a rule needs to know about the place it is translating."""
 
     notes: Notes
@@ -46,7 +46,7 @@ class Scope:
     extra: Renames | None = None  # renames for one value only (a while condition)
     new_fields: dict[str, Any] = field(default_factory=dict)  # state fields rules add (shared)
 
-    def inner(self, **changes: Any) -> Scope:
+    def inner(self, **changes: Any) -> ImportScope:
         return replace(self, **changes)
 
     @property

@@ -29,7 +29,7 @@ from aromcp_workflows.expressions import MISSING
 from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.interpreter.thread import Thread
 from aromcp_workflows.state import StateTiers
-from aromcp_workflows.store import STATUSES, InstanceRecord, InstanceStatus
+from aromcp_workflows.store import STATUSES, InstanceRecord, StatusValue
 
 MAX_DELTAS = 100  # deltas between two full snapshots of a small instance
 DELTAS_PER_SNAPSHOT_BYTE = 1 / 1024  # ... and of a big one: one per KB of snapshot
@@ -85,7 +85,7 @@ def record_of(run: WorkflowRun, base: InstanceRecord,
     threads = {tid: entry.data for tid, entry in entries.items()}
     data[LOOP_ITEMS] = {key: value for entry in entries.values() for key, value in entry.items.items()}
     current = [t["pending"]["step_id"] for t in threads.values() if t.get("pending")]
-    status: InstanceStatus = run.status if run.status in STATUSES else "running"  # type: ignore[assignment]
+    status: StatusValue = run.status if run.status in STATUSES else "running"  # type: ignore[assignment]
     return InstanceRecord(
         workflow_id=run.workflow_id, workflow=base.workflow, project_dir=base.project_dir,
         status=status,

@@ -96,7 +96,7 @@ class Event:
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class CheckpointRequest:
     """Keep the instance as committed now (error handling's `checkpoint_and_fail`)."""
 
     reason: str
@@ -107,7 +107,7 @@ class Journal:
     """The effects a call produced that only the instance layer can perform."""
 
     events: list[Event] = field(default_factory=list)
-    checkpoints: list[Checkpoint] = field(default_factory=list)
+    checkpoints: list[CheckpointRequest] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.events or self.checkpoints)

@@ -22,7 +22,15 @@ from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.expressions import MISSING, ExpressionEngine, js_truthy
 from aromcp_workflows.interpreter.agent_steps import public
 from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
-from aromcp_workflows.interpreter.effects import EVENT_KINDS, Answer, Checkpoint, Event, Journal, RunError, now_iso
+from aromcp_workflows.interpreter.effects import (
+    EVENT_KINDS,
+    Answer,
+    CheckpointRequest,
+    Event,
+    Journal,
+    RunError,
+    now_iso,
+)
 from aromcp_workflows.interpreter.program import Instruction, Run
 from aromcp_workflows.interpreter.thread import TERMINAL, Frame, LoopFrame, Thread, ThreadTable
 from aromcp_workflows.safety.masking import Masker, SecretIndex
@@ -137,7 +145,7 @@ class Machine:
             self.record("transform_trace", data={**trace, "trigger": trace.get("trigger") or trigger})
 
     def request_checkpoint(self, reason: str) -> None:
-        self.journal.checkpoints.append(Checkpoint(reason))
+        self.journal.checkpoints.append(CheckpointRequest(reason))
 
     def take_journal(self) -> Journal:
         journal, self.journal = self.journal, Journal()

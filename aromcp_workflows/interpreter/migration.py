@@ -13,7 +13,7 @@ stands; `apply_move` does it.  It can when:
   `default_state` (added now), a computed field, or written by one of those steps;
 - the new computed fields compute on the instance's state (they are recomputed now).
 
-Otherwise each reason is a `Blocker` naming the step and the new file's `file:line`, for
+Otherwise each reason is a `MoveBlocker` naming the step and the new file's `file:line`, for
 example `step fix_files.apply is gone from standards:fix.yaml (the loop at line 88 no longer
 holds it)`.  Planning changes nothing: state is rebuilt on copies.
 """
@@ -39,7 +39,7 @@ Place = tuple[str, str]  # workflow, program key
 
 
 @dataclass(frozen=True)
-class Blocker:
+class MoveBlocker:
     """One reason the instance cannot move, pointing into the new file."""
 
     message: str
@@ -51,7 +51,7 @@ class Blocker:
 class Move:
     """What moving an instance takes: new positions, inputs and state, or the blockers."""
 
-    blockers: list[Blocker] = field(default_factory=list)
+    blockers: list[MoveBlocker] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # the plan, one line each, for people
     pcs: dict[tuple[str, int], int] = field(default_factory=dict)  # (thread id, frame index) -> new pc
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -77,9 +77,9 @@ class _New:
         loaded = self.loaded(workflow)
         return None if loaded is None else loaded.positions.locate(path)[0]
 
-    def blocker(self, workflow: str, message: str, path: tuple[Any, ...] = ()) -> Blocker:
+    def blocker(self, workflow: str, message: str, path: tuple[Any, ...] = ()) -> MoveBlocker:
         loaded = self.loaded(workflow) or self.bundle.main
-        return Blocker(message, loaded.file, loaded.positions.locate(path)[0] if path else None)
+        return MoveBlocker(message, loaded.file, loaded.positions.locate(path)[0] if path else None)
 
     def file_name(self, workflow: str) -> str:
         return Path((self.loaded(workflow) or self.bundle.main).file).name
@@ -103,7 +103,7 @@ def plan_move(run: Machine, bundle: WorkflowBundle) -> Move:
 def _place_thread(run: Machine, new: _New, thread: Thread, move: Move) -> None:
     who = "the main thread" if thread.thread_id == "main" else f"task {thread.thread_id}"
     if thread.pending is not None and thread.pending.kind == "shell":
-        move.blockers.append(Blocker(f"{who} is running the command of step {thread.pending.step_id} now; "
+        move.blockers.append(MoveBlocker(f"{who} is running the command of step {thread.pending.step_id} now; "
                                      "migrate once it has finished"))
         return
     for index, frame in enumerate(thread.frames):
@@ -158,7 +158,7 @@ def _role(ins: Instruction) -> Any:
     return ins.reason if isinstance(ins, JumpUnless) else getattr(ins, "kind", None)
 
 
-def _program_gone(new: _New, frame: Frame) -> Blocker:
+def _program_gone(new: _New, frame: Frame) -> MoveBlocker:
     file = new.file_name(frame.workflow)
     if new.loaded(frame.workflow) is None:
         return new.blocker(frame.workflow, f"workflow {frame.workflow} is no longer part of "
@@ -167,7 +167,7 @@ def _program_gone(new: _New, frame: Frame) -> Blocker:
     return new.blocker(frame.workflow, f"sub-agent task {task} is gone from {file}", ("sub_agent_tasks",))
 
 
-def _step_gone(new: _New, frame: Frame, qid: str) -> Blocker:
+def _step_gone(new: _New, frame: Frame, qid: str) -> MoveBlocker:
     """`step fix_files.apply is gone from standards:fix.yaml (the loop at line 88 no longer holds it)`."""
     places = new.places[frame.workflow]
     file = new.file_name(frame.workflow)

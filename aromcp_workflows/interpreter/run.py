@@ -33,9 +33,9 @@ from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.state import StateTiers, Update, UpdateResult
 
 MAX_INSTRUCTIONS_PER_ADVANCE = 200_000
-Handler = Callable[[Ctx, Any], control.Effect]
+InstructionHandler = Callable[[Ctx, Any], control.Effect]
 
-HANDLERS: dict[type, Handler] = {
+HANDLERS: dict[type, InstructionHandler] = {
     Run: steps.run,
     JumpUnless: control.jump_unless,
     Jump: control.jump,

@@ -156,7 +156,7 @@ class Tracing:
         with self._lock:
             while self._queue:
                 queued = self._queue.popleft()
-                commit = Commit(self, queued.base, queued.step_types, queued.context)
+                commit = TracedCommit(self, queued.base, queued.step_types, queued.context)
                 for event in queued.events:
                     commit.take(event)
                 commit.close_recomputes()
@@ -220,7 +220,7 @@ class Recompute:
     errors: list[str] = field(default_factory=list)
 
 
-class Commit:
+class TracedCommit:
     """One commit's events turned into spans, in order (called under `Tracing`'s lock)."""
 
     def __init__(self, tracing: Tracing, base: dict[str, Any], step_types: StepTypes, context: Context) -> None:

@@ -22,7 +22,7 @@ from aromcp_workflows.state.python_chain import python_chain
 
 
 @dataclass
-class StateView:
+class TierView:
     """The data a recompute reads: writable tiers, inputs, computed values."""
 
     raw: dict[str, Any]
@@ -62,9 +62,9 @@ class StateView:
 
 
 class _Builder:
-    """Builds argument sources for chain items from Refs against one StateView."""
+    """Builds argument sources for chain items from Refs against one TierView."""
 
-    def __init__(self, view: StateView, graph: ComputedGraph) -> None:
+    def __init__(self, view: TierView, graph: ComputedGraph) -> None:
         self.view = view
         self.graph = graph
         self.names = set(graph.nodes)
@@ -190,7 +190,7 @@ class RecomputeOutcome:
                 cache.cached.add(name)
 
 
-def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: StateView,
+def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: TierView,
               direct: set[str], trigger: str, cache: V8Cache | None = None) -> RecomputeOutcome:
     """Recompute everything downstream of `direct` against `view` (not mutated)."""
     order = graph.downstream(direct)
@@ -220,7 +220,7 @@ def recompute(engine: ExpressionEngine, graph: ComputedGraph, view: StateView,
     for name, out in zip(order, outcomes, strict=False):
         if out.status == "changed":
             after[name] = out.value
-    final = StateView(view.raw, view.state, view.inputs, after)
+    final = TierView(view.raw, view.state, view.inputs, after)
     traces = []
     ran = [o for o in outcomes if o.status in ("changed", "unchanged", "failed")]
     for name, out in zip(order, outcomes, strict=False):
@@ -247,7 +247,7 @@ def _none(value: Any) -> Any:
     return None if value is MISSING else value
 
 
-def _resolve(view: StateView, ref: Ref, graph: ComputedGraph) -> Any:
+def _resolve(view: TierView, ref: Ref, graph: ComputedGraph) -> Any:
     names = set(graph.nodes)
     if ref.kind == "computed":
         return _none(get_in({"v": view.computed.get(ref.root, MISSING)}, ["v", *ref.segments]))

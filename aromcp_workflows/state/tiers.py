@@ -17,7 +17,7 @@ from aromcp_workflows.expressions import MISSING, ExpressionEngine, ExpressionEr
 from aromcp_workflows.state.computed import ComputedFieldSpec, Ref, shared_graph
 from aromcp_workflows.state.errors import StateError
 from aromcp_workflows.state.paths import format_path, get_in, key_tuple, parse_path
-from aromcp_workflows.state.recompute import StateView, V8Cache, recompute
+from aromcp_workflows.state.recompute import TierView, V8Cache, recompute
 from aromcp_workflows.state.updates import Update, UpdateResult, apply_updates, check_value_keys, describe_changes
 
 SNAPSHOT_VERSION = 1
@@ -71,8 +71,8 @@ class StateTiers:
     def inputs(self) -> dict[str, Any]:
         return self._inputs
 
-    def _view(self) -> StateView:
-        return StateView(self._raw, self._state, self._inputs, self._computed)
+    def _view(self) -> TierView:
+        return TierView(self._raw, self._state, self._inputs, self._computed)
 
     def flattened(self) -> dict[str, Any]:
         """state < raw < computed (later wins), plus `inputs`.  Do not mutate the result."""
@@ -127,7 +127,7 @@ class StateTiers:
             check_value_keys(value, f"default_state.{tier}")
         with self._lock:
             raw, state = dict(rendered.get("raw") or {}), dict(rendered.get("state") or {})
-            view = StateView(raw, state, self._inputs, {})
+            view = TierView(raw, state, self._inputs, {})
             result = self._recompute(view, set(self._names), trigger)
             self._raw, self._state = raw, state
             result.changed_paths = [f"raw.{k}" for k in raw] + [f"state.{k}" for k in state]
@@ -145,7 +145,7 @@ class StateTiers:
                 return UpdateResult()
             keys = [key_tuple(t, s) for t, s in changed]
             direct = self.graph.affected(keys)
-            view = StateView(tiers["raw"], tiers["state"], self._inputs, self._computed)
+            view = TierView(tiers["raw"], tiers["state"], self._inputs, self._computed)
             result = self._recompute(view, direct, trigger)
             self._raw, self._state = tiers["raw"], tiers["state"]
             result.changed_paths = describe_changes(changed)
@@ -212,7 +212,7 @@ class StateTiers:
             self._dirty.clear()
             return out
 
-    def _recompute(self, view: StateView, direct: set[str], trigger: str) -> UpdateResult:
+    def _recompute(self, view: TierView, direct: set[str], trigger: str) -> UpdateResult:
         """Run the recompute; commit computed values and traces (tiers: the caller)."""
         if not direct:
             return UpdateResult()
@@ -240,7 +240,7 @@ class StateTiers:
         out.commit_cache(self._v8_cache, self._computed)
         return result
 
-    def _sources_undefined(self, view: StateView, name: str) -> bool:
+    def _sources_undefined(self, view: TierView, name: str) -> bool:
         """Whether a `from` path of a computed field is still undefined (nothing set it yet):
         then a transform that throws leaves the field undefined instead of failing, as the
         seed design's fields over results that arrive one by one (`Object.values(input[1])`

@@ -38,9 +38,9 @@ from aromcp_workflows.store.records import (
     InstanceGroup,
     InstancePage,
     InstanceRecord,
-    InstanceStatus,
     InstanceSummary,
     StartKey,
+    StatusValue,
     utc_now,
 )
 from aromcp_workflows.store.sqlite import SqliteStore
@@ -66,7 +66,6 @@ __all__ = [
     "InstanceGroup",
     "InstancePage",
     "InstanceRecord",
-    "InstanceStatus",
     "InstanceSummary",
     "KeyTakenError",
     "NotFoundError",
@@ -76,6 +75,7 @@ __all__ = [
     "SentSave",
     "SqliteStore",
     "StartKey",
+    "StatusValue",
     "Store",
     "StoreError",
     "StoreOpenError",

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Write:
+class PendingWrite:
     """One save statement, and what tells it apart from every other writer's (its token)."""
 
     workflow_id: str
@@ -50,7 +50,7 @@ class PendingSave:
     committed and sends it again only when it was not.  `result()` may be called from any
     thread and any number of times: the first call does the work, the others get its outcome."""
 
-    def __init__(self, db: StorePool, write: Write, record: InstanceRecord, plan: PlannedSave) -> None:
+    def __init__(self, db: StorePool, write: PendingWrite, record: InstanceRecord, plan: PlannedSave) -> None:
         self.db, self.write, self.record, self.plan = db, write, record, plan
         self._lock = threading.Lock()
         self._outcome: tuple[int | None, BaseException | None] | None = None

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from aromcp_workflows.store import decode, writes
 from aromcp_workflows.store.base import ConflictError, KeyTakenError, NotFoundError
 from aromcp_workflows.store.pg_connect import DEFAULT_POOL_SIZE, is_postgres_url, redact
-from aromcp_workflows.store.pg_pending import PendingSave, Write
+from aromcp_workflows.store.pg_pending import PendingSave, PendingWrite
 from aromcp_workflows.store.pg_pool import Committed, StorePool, new_token
 from aromcp_workflows.store.pg_schema import SCHEMA_VERSION
 from aromcp_workflows.store.pg_statements import (
@@ -229,7 +229,7 @@ class PostgresStore:
             write, params = write + INSERT_HISTORY, (*params, wid, history_rows(plan.events, plan.event_data))
         else:
             write += FIRST
-        return PendingSave(self._db, Write(wid, expected_version, token, count, write, params), record, plan)
+        return PendingSave(self._db, PendingWrite(wid, expected_version, token, count, write, params), record, plan)
 
     def list_instances(
         self, project_dir: str | None = None, statuses: Sequence[str] | None = None

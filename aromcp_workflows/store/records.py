@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 # `interrupted`: the process running it was stopped (Ctrl-C during `run`); it resumes.
-InstanceStatus = Literal["running", "waiting", "completed", "failed", "cancelled", "interrupted"]
+StatusValue = Literal["running", "waiting", "completed", "failed", "cancelled", "interrupted"]
 STATUSES: tuple[str, ...] = ("running", "waiting", "completed", "failed", "cancelled", "interrupted")
 
 
@@ -38,7 +38,7 @@ class InstanceRecord:
     workflow_id: str
     workflow: str
     project_dir: str
-    status: InstanceStatus = "running"
+    status: StatusValue = "running"
     definition: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
@@ -71,7 +71,7 @@ class InstanceRecord:
 class CommitsSince:
     """An instance's commits after a version its reader holds (`Store.deltas_since`)."""
 
-    status: InstanceStatus
+    status: StatusValue
     current_steps: list[str]
     error: str | None
     version: int
@@ -98,7 +98,7 @@ class InstanceSummary:
     workflow_id: str
     workflow: str
     project_dir: str
-    status: InstanceStatus
+    status: StatusValue
     current_steps: list[str]
     error: str | None
     version: int
@@ -130,7 +130,7 @@ class InstanceGroup:
 
     workflow: str
     project_dir: str
-    status: InstanceStatus
+    status: StatusValue
     count: int
 
 

@@ -43,13 +43,13 @@ def register(commands: Any) -> None:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from aromcp_workflows.testing.session import TestSession, UsageError, find_test_files
+    from aromcp_workflows.testing.session import TestCommandError, TestSession, find_test_files
 
     if args.record or args.out:
         return _record(args)
     try:
         paths = find_test_files(args.targets, args.project_dir)
-    except UsageError as exc:
+    except TestCommandError as exc:
         print(f"test: {exc}", file=sys.stderr)
         return 2
     if not paths:
@@ -117,7 +117,7 @@ def _record(args: argparse.Namespace) -> int:
     from aromcp_workflows.app.service import WorkflowService
     from aromcp_workflows.instances.errors import ServiceError
     from aromcp_workflows.testing.record import record
-    from aromcp_workflows.testing.session import TestSession, UsageError
+    from aromcp_workflows.testing.session import TestCommandError, TestSession
     from aromcp_workflows.testing.spec import TestFileError
 
     if not (args.record and args.out) or args.targets:
@@ -128,7 +128,7 @@ def _record(args: argparse.Namespace) -> int:
     try:
         recording = WorkflowService(project_dir=args.project_dir, store_path=args.store).recording(args.record)
         done = record(session, recording, Path(args.out), args.name)
-    except (ServiceError, UsageError) as exc:
+    except (ServiceError, TestCommandError) as exc:
         print(f"test: {exc}", file=sys.stderr)
         return 2
     except TestFileError as exc:

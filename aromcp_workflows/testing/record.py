@@ -23,7 +23,7 @@ from ruamel.yaml.scalarstring import LiteralScalarString
 
 from aromcp_workflows.app.results import RecordedAnswer, RecordedCommand, Recording
 from aromcp_workflows.testing.case import CaseOutcome
-from aromcp_workflows.testing.session import TestSession, UsageError
+from aromcp_workflows.testing.session import TestCommandError, TestSession
 from aromcp_workflows.testing.spec import SUFFIX, TestFile, load_test_file, read_case, workflow_stem
 
 FINISHED = ("completed", "failed", "cancelled")
@@ -95,10 +95,10 @@ def target_file(recording: Recording, out: Path) -> tuple[Path, str | None]:
     A test file sits beside its workflow."""
     workflow_file = Path(recording.file)
     if not out.name.endswith(SUFFIX):
-        raise UsageError(f"--out {out} must be a test file named <workflow>{SUFFIX}, beside the workflow "
+        raise TestCommandError(f"--out {out} must be a test file named <workflow>{SUFFIX}, beside the workflow "
                          f"(here: {workflow_file.with_name(workflow_file.stem + SUFFIX)})")
     if out.resolve().parent != workflow_file.resolve().parent:
-        raise UsageError(f"--out {out} must sit beside the workflow file {workflow_file} (a test file runs the "
+        raise TestCommandError(f"--out {out} must sit beside the workflow file {workflow_file} (a test file runs the "
                          f"workflow next to it): write {workflow_file.with_name(workflow_file.stem + SUFFIX)}")
     return out, None if workflow_stem(out) == workflow_file.stem else workflow_file.stem
 
@@ -106,7 +106,7 @@ def target_file(recording: Recording, out: Path) -> tuple[Path, str | None]:
 def record(session: TestSession, recording: Recording, out: Path, name: str | None) -> Recorded:
     """Write the recording into `out` as a case that passes (see the module's text)."""
     if recording.status not in FINISHED:
-        raise UsageError(f"instance {recording.workflow_id} is {recording.status}; record a finished one "
+        raise TestCommandError(f"instance {recording.workflow_id} is {recording.status}; record a finished one "
                          "(completed, failed or cancelled)")
     out, workflow = target_file(recording, out)
     document = _document(out, workflow)

@@ -24,7 +24,7 @@ from aromcp_workflows.testing.spec import SUFFIX, Case, TestFile, TestFileError,
 from aromcp_workflows.testing.stubs import StubShell
 
 
-class UsageError(Exception):
+class TestCommandError(Exception):
     """What to test cannot be found (exit status 2)."""
 
 
@@ -47,16 +47,16 @@ def _files_for(target: str, resolver: WorkflowResolver, explicit: bool) -> list[
     if path.is_dir():
         files = sorted(p.resolve() for p in path.rglob(f"*{SUFFIX}") if p.is_file())
         if not files and explicit:
-            raise UsageError(f"no test files (*{SUFFIX}) in {target}")
+            raise TestCommandError(f"no test files (*{SUFFIX}) in {target}")
         return files
     if is_test_file(path):
         if not path.is_file():
-            raise UsageError(f"test file {target} not found")
+            raise TestCommandError(f"test file {target} not found")
         return [path.resolve()]
     workflow = path if target.endswith((".yaml", ".yml")) and path.is_file() else _named(target, resolver)
     beside = workflow.with_name(workflow.name.rsplit(".", 1)[0] + SUFFIX)
     if not beside.is_file():
-        raise UsageError(f"workflow {target} has no test file: write {beside} (docs/testing.md)")
+        raise TestCommandError(f"workflow {target} has no test file: write {beside} (docs/testing.md)")
     return [beside.resolve()]
 
 
@@ -64,7 +64,7 @@ def _named(name: str, resolver: WorkflowResolver) -> Path:
     try:
         return resolver.find(name).path
     except DefinitionError as exc:
-        raise UsageError(str(exc)) from None
+        raise TestCommandError(str(exc)) from None
 
 
 def project_of(test_file: Path, default: Path) -> Path:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from aromcp_workflows.definition.errors import DefinitionError, Problem
+from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem
 from aromcp_workflows.definition.yaml_source import Positions, parse_yaml
 from aromcp_workflows.runner.answers import AnswerBook, AnswersFileError
 
@@ -31,7 +31,7 @@ class TestFileError(Exception):
 
     __test__ = False  # not a test class, whatever pytest's name pattern says
 
-    def __init__(self, problems: list[Problem]):
+    def __init__(self, problems: list[DefinitionProblem]):
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))
 
@@ -108,12 +108,14 @@ def load_test_file(path: Path) -> TestFile:
         text = path.read_text(encoding="utf-8")
         documents = parse_yaml(text, shown)
     except OSError as exc:
-        raise TestFileError([Problem(f"cannot read test file: {exc.strerror or exc}", shown)]) from None
+        raise TestFileError([DefinitionProblem(f"cannot read test file: {exc.strerror or exc}", shown)]) from None
     except (UnicodeDecodeError, DefinitionError) as exc:
-        problems = exc.problems if isinstance(exc, DefinitionError) else [Problem(f"not UTF-8 text: {exc}", shown)]
+        problems = (exc.problems if isinstance(exc, DefinitionError)
+                    else [DefinitionProblem(f"not UTF-8 text: {exc}", shown)])
         raise TestFileError(problems) from None
     if len(documents) != 1 or not isinstance(documents[0].data, dict):
-        raise TestFileError([Problem("a test file is one YAML mapping with `cases:` (docs/testing.md)", shown, 1, 1)])
+        raise TestFileError([DefinitionProblem("a test file is one YAML mapping with `cases:` (docs/testing.md)",
+                                               shown, 1, 1)])
     reader = _Reader(path, documents[0].positions)
     test_file = reader.test_file(documents[0].data)
     if reader.problems:
@@ -126,7 +128,7 @@ def read_case(path: Path, data: Any) -> Case:
     reader = _Reader(path, Positions(str(path)))
     case = reader.case(data, 0)
     if case is None or reader.problems:
-        raise TestFileError(reader.problems or [Problem("not a case", str(path))])
+        raise TestFileError(reader.problems or [DefinitionProblem("not a case", str(path))])
     return case
 
 
@@ -136,7 +138,7 @@ class _Reader:
     def __init__(self, path: Path, positions: Positions):
         self.path = path
         self.positions = positions
-        self.problems: list[Problem] = []
+        self.problems: list[DefinitionProblem] = []
 
     def problem(self, where: YamlPath, message: str) -> None:
         self.problems.append(self.positions.problem(where, message))

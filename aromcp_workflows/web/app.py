@@ -44,7 +44,7 @@ HTTP_STATUS: dict[ErrorKind, int] = {  # a refusal's kind, as the status a brows
     "invalid": 400, "not_found": 404, "conflict": 409, "refused": 403,
     "not_saved": 503, "busy": 503, "unavailable": 503,
 }
-Handler = Callable[[Request], Awaitable[Response]]
+RouteHandler = Callable[[Request], Awaitable[Response]]
 
 
 class WebView:

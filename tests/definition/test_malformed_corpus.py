@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from definition_helpers import MALFORMED_DIR
 
-from aromcp_workflows.definition import Problem, WorkflowLoader, check
+from aromcp_workflows.definition import DefinitionProblem, WorkflowLoader, check
 from aromcp_workflows.definition.errors import DefinitionError
 from aromcp_workflows.definition.schema import workflow_json_schema
 from aromcp_workflows.definition.yaml_source import parse_yaml
@@ -35,7 +35,7 @@ def expectations(path: Path) -> tuple[list[str], bool]:
     return expected, structural
 
 
-def rendered(problem: Problem, case: Path) -> str:
+def rendered(problem: DefinitionProblem, case: Path) -> str:
     """How a problem reads in the corpus: the location is relative to the case file."""
     prefix = "" if problem.file == str(case) else os.path.relpath(str(problem.file), MALFORMED_DIR) + ":"
     severity = "warning: " if problem.severity == "warning" else ""
