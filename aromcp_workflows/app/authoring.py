@@ -22,10 +22,8 @@ from aromcp_workflows.app.results import (
     Recording,
     WorkflowCoverage,
 )
-from aromcp_workflows.definition import WorkflowLoader
-from aromcp_workflows.definition.loader import WorkflowBundle
-from aromcp_workflows.instances.errors import ServiceError, refusals
-from aromcp_workflows.instances.registry import InstanceRegistry
+from aromcp_workflows.definition import WorkflowBundle, WorkflowLoader
+from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
 
 if TYPE_CHECKING:
     from aromcp_workflows.interpreter import WorkflowRun
@@ -42,7 +40,7 @@ class Authoring:
     def coverage(self, workflow_id: str) -> Coverage:
         """The branches the instance took of its workflow and of each one it includes, read
         from its history; lines come from the files while they still hold its copy."""
-        from aromcp_workflows.explain.coverage import branches, covered
+        from aromcp_workflows.explain import branches, covered
 
         with refusals():
             events = self.instances.history(workflow_id)
@@ -61,7 +59,7 @@ class Authoring:
 
     def recording(self, workflow_id: str) -> Recording:
         """What a finished instance did, as a test case replays it (secrets masked)."""
-        from aromcp_workflows.explain.recording import replay_of
+        from aromcp_workflows.explain import replay_of
 
         with refusals():
             events = self.instances.history(workflow_id)
@@ -81,7 +79,7 @@ class Authoring:
         """Move a waiting or running instance onto its workflow's file as it is now, when that
         is safe (`interpreter.migration`); else the exact reasons, and nothing is written.
         The move is one commit of the instance layer, like any step."""
-        from aromcp_workflows.interpreter.migration import apply_move, plan_move
+        from aromcp_workflows.interpreter import apply_move, plan_move
 
         with refusals():
             bundle = self.instances.read(workflow_id, lambda run, _: run.bundle)

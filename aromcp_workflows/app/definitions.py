@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aromcp_workflows.definition import DefinitionError, WorkflowLoader, load_valid_bundle
-from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle
-from aromcp_workflows.instances.errors import ServiceError
+from aromcp_workflows.definition import (
+    DefinitionError,
+    LoadedWorkflow,
+    WorkflowBundle,
+    WorkflowLoader,
+    load_valid_bundle,
+)
+from aromcp_workflows.instances import ServiceError
 
 
 def current_file(loader: WorkflowLoader, copy: LoadedWorkflow) -> LoadedWorkflow | None:

@@ -28,11 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from aromcp_workflows.interpreter import Answer, Busy, Completion, ShellRequest, ShellResult, WorkflowRun
-from aromcp_workflows.interpreter.effects import Outcome
+from aromcp_workflows.interpreter import Answer, Busy, Completion, Outcome, ShellRequest, ShellResult, WorkflowRun
+from aromcp_workflows.shell import DEFAULT_TIMEOUT_MS, Periodic, ProgressCallback, RunDir, adopt, run_shell
 from aromcp_workflows.shell import owner as owners
-from aromcp_workflows.shell.rundir import RunDir
-from aromcp_workflows.shell.runner import DEFAULT_TIMEOUT_MS, Periodic, ProgressCallback, adopt, run_shell
 
 T = TypeVar("T")
 class Transact(Protocol):

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable
 
 from aromcp_workflows.app.driver import Driver
-from aromcp_workflows.instances.registry import InstanceRegistry
+from aromcp_workflows.instances import InstanceRegistry
 from aromcp_workflows.interpreter import Busy
-from aromcp_workflows.shell.rundir import RunDir, orphans
+from aromcp_workflows.shell import RunDir, orphans
 
 log = logging.getLogger("aromcp_workflows")
 

@@ -25,9 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aromcp_workflows.app.results import Forked, ForkOrigin, Retried
-from aromcp_workflows.instances import rebuild
-from aromcp_workflows.instances.errors import ServiceError
-from aromcp_workflows.instances.registry import InstanceRegistry
+from aromcp_workflows.instances import InstanceRegistry, ServiceError, rebuild
 from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.state import StateError, Update
 from aromcp_workflows.store import Body, InstanceRecord

@@ -59,15 +59,12 @@ from aromcp_workflows.app.start_keys import start_key, started_before
 from aromcp_workflows.app.statuses import instance_status, rows_of
 from aromcp_workflows.app.watching import Watching
 from aromcp_workflows.app.workflows import Workflows
-from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
-from aromcp_workflows.definition.loader import WorkflowBundle
-from aromcp_workflows.instances.errors import ServiceError, refusals
-from aromcp_workflows.instances.registry import InstanceRegistry
+from aromcp_workflows.definition import WorkflowBundle, WorkflowLoader, WorkflowResolver
+from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
 from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.observe import Observer
-from aromcp_workflows.safety.masking import Masker
-from aromcp_workflows.shell.rundir import RunDir
-from aromcp_workflows.shell.runner import ProgressCallback
+from aromcp_workflows.safety import Masker
+from aromcp_workflows.shell import ProgressCallback, RunDir
 from aromcp_workflows.state import Update
 from aromcp_workflows.store import InstanceRecord, KeyTakenError, open_store
 
@@ -306,7 +303,7 @@ class WorkflowService:
     # -- seeing inside ----------------------------------------------------------------
     def trace_transformations(self, workflow_id: str, field: str | None = None,
                               include_timing: bool = False) -> Traces:
-        from aromcp_workflows.explain.inspect import transform_traces
+        from aromcp_workflows.explain import transform_traces
 
         masker = self.masker(workflow_id)
         with refusals():
@@ -314,7 +311,7 @@ class WorkflowService:
         return Traces(traces=transform_traces(events, field, include_timing, masker))
 
     def debug_info(self, workflow_id: str) -> DebugInfo:
-        from aromcp_workflows.explain.inspect import debug_info
+        from aromcp_workflows.explain import debug_info
 
         masker = self.masker(workflow_id)
         with refusals():

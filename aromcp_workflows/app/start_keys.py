@@ -13,8 +13,7 @@ import json
 from typing import Any
 
 from aromcp_workflows.app.results import Started
-from aromcp_workflows.instances.errors import ServiceError, refusals
-from aromcp_workflows.instances.registry import InstanceRegistry
+from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
 from aromcp_workflows.store import StartKey
 
 MAX_KEY = 200  # characters of a workflow_start idempotency_key

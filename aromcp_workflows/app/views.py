@@ -22,12 +22,9 @@ from aromcp_workflows.app.page_results import (
     InstanceView,
     TaskLane,
 )
-from aromcp_workflows.explain import state_history, watch
-from aromcp_workflows.explain.layout import layout
-from aromcp_workflows.explain.locate import Failure, failures, step_of, step_path
-from aromcp_workflows.explain.mermaid import flow_graph
-from aromcp_workflows.interpreter.effects import EVENT_KINDS
-from aromcp_workflows.safety.masking import Masker
+from aromcp_workflows.explain import Failure, failures, flow_graph, layout, state_history, step_of, step_path, watch
+from aromcp_workflows.interpreter import EVENT_KINDS
+from aromcp_workflows.safety import Masker
 from aromcp_workflows.store import InstanceRecord, InstanceSummary
 
 if TYPE_CHECKING:
@@ -60,7 +57,7 @@ def summary_row(item: InstanceSummary) -> InstanceSummaryRow:
 def instance_view(run: WorkflowRun, record: InstanceRecord, events: list[HistoryEvent], masker: Masker,
                   locate: Locate) -> InstanceView:
     """The instance page: summary, graph with marks, tasks, messages, failures, timeline, state."""
-    from aromcp_workflows.explain.inspect import _step_history, _step_types
+    from aromcp_workflows.explain import step_history, step_types
 
     replayed = state_history.replay(events, None, lambda _cp: None, masker)
     mask = masker.with_secrets(replayed.secrets)
@@ -72,7 +69,7 @@ def instance_view(run: WorkflowRun, record: InstanceRecord, events: list[History
         error=run.error, graph=graph_view(run, events),
         tasks=[TaskLane(**lane) for lane in watch.task_lanes(run, events)],
         messages=watch.shown_messages(events), failures=[failure_view(run, f, locate) for f in failures(run)],
-        timeline=_step_history(events, _step_types(run)),
+        timeline=step_history(events, step_types(run)),
         state={"raw": tiers.raw, "state": tiers.state, "computed": tiers.computed, "inputs": run.machine.inputs},
         state_points=state_history.state_points(events))
     return InstanceView.model_validate(mask.mask(view.model_dump(mode="json")))

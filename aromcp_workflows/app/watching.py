@@ -12,8 +12,7 @@ from typing import Any
 
 from aromcp_workflows.app.page_results import InstancePageView, InstanceView, StateAt
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader
-from aromcp_workflows.instances.errors import refusals
-from aromcp_workflows.instances.registry import InstanceRegistry
+from aromcp_workflows.instances import InstanceRegistry, refusals
 from aromcp_workflows.store import InstanceFilter
 
 
@@ -60,7 +59,7 @@ class Watching:
     def state_at(self, workflow_id: str, seq: int | None = None) -> StateAt:
         """The main state (raw, state, computed) after history event `seq` (None: now), replayed."""
         from aromcp_workflows.app.views import state_at
-        from aromcp_workflows.explain.state_history import TIERS
+        from aromcp_workflows.explain import TIERS
 
         def checkpoint_state(checkpoint_id: str) -> dict[str, Any] | None:
             point = self.instances.last_checkpoint(workflow_id, checkpoint_id)
@@ -75,7 +74,7 @@ class Watching:
     def _locate(self, file: str, workflow: str, path: tuple[Any, ...], step: Any) -> tuple[int | None, int | None,
                                                                                           bool] | None:
         """Where a step an instance runs is written in its file now (see `explain.locate`)."""
-        from aromcp_workflows.explain.locate import where_now
+        from aromcp_workflows.explain import where_now
 
         try:
             found = [w for w in self.loader.load_file(file) if w.name == workflow]

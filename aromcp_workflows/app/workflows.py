@@ -23,10 +23,15 @@ from aromcp_workflows.app.results import (
     WorkflowList,
     WorkflowSummary,
 )
-from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver, check, load_valid_bundle
-from aromcp_workflows.definition.loader import WorkflowBundle
-from aromcp_workflows.instances.errors import ServiceError, refusals
-from aromcp_workflows.instances.registry import InstanceRegistry
+from aromcp_workflows.definition import (
+    DefinitionError,
+    WorkflowBundle,
+    WorkflowLoader,
+    WorkflowResolver,
+    check,
+    load_valid_bundle,
+)
+from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
 
 
 class Workflows:
@@ -103,7 +108,7 @@ class Workflows:
                                        if name != bundle.main.name})
 
     def explain_plan(self, workflow: str, inputs: dict[str, Any] | None = None) -> Plan:
-        from aromcp_workflows.explain.plan import explain_plan
+        from aromcp_workflows.explain import explain_plan
 
         bundle = self.bundle(workflow)
         with refusals():

@@ -40,7 +40,7 @@ def without_store_password(args: Sequence[str]) -> tuple[list[str], str] | None:
         index += 1
     if url is None or not url.startswith(("postgresql://", "postgres://")):
         return None
-    from aromcp_workflows.store.pg_connect import has_password  # the store package, only for a URL
+    from aromcp_workflows.store import has_password  # the store package, only for a URL
 
     return (kept, url) if has_password(url) else None
 

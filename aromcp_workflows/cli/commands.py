@@ -151,7 +151,7 @@ HTTP_ONLY = ("auth_token_file", "no_auth", "allowed_host", "token_verifier", "au
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from aromcp_workflows.cli.store_cmd import check_shared_store
-    from aromcp_workflows.server.mcp import serve
+    from aromcp_workflows.server import serve
 
     stray = [f"--{name.replace('_', '-')}" for name in HTTP_ONLY if getattr(args, name)]
     if stray and not args.http:
@@ -164,7 +164,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.http:
         serve(args.project_dir, args.store, tuple(args.allow_file), args.all_projects)
         return 0
-    from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError  # HTTP only: stdio starts lean
+    from aromcp_workflows.server import HttpOptions, HttpSetupError  # HTTP only: stdio starts lean
 
     http = HttpOptions(host=args.host, port=args.port, token_file=args.auth_token_file, no_auth=args.no_auth,
                        allowed_hosts=tuple(args.allowed_host), token_verifier=args.token_verifier,
@@ -182,7 +182,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """`aromcp-workflows ui`: the web view over the store, until Ctrl-C."""
 
     from aromcp_workflows.cli.store_cmd import check_shared_store
-    from aromcp_workflows.web.run import run_ui
+    from aromcp_workflows.web import run_ui
 
     failed = check_shared_store(args.store)
     if failed is not None:
@@ -192,13 +192,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from aromcp_workflows.runner.run import run_from_cli
+    from aromcp_workflows.runner import run_from_cli
 
     return run_from_cli(args)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from aromcp_workflows.app.results import InstanceStatus
+    from aromcp_workflows.app import InstanceStatus
     service = service_for(args)
     try:
         found = service.list_instances() if args.workflow_id is None else service.status(args.workflow_id)
@@ -292,8 +292,8 @@ def _age(seconds: float) -> str:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from aromcp_workflows.definition.resolver import project_root
-    from aromcp_workflows.integrations.claude import InstallError, install_claude
+    from aromcp_workflows.definition import project_root
+    from aromcp_workflows.integrations import InstallError, install_claude
 
     try:
         report = install_claude(Path(project_root(args.project_dir)), global_scope=args.global_scope)

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aromcp_workflows.errors import ErrorKind, KindedError
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.results import Result
-    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.app import Result, WorkflowService
 
 T = TypeVar("T")
 # A command that was understood and refused exits 1, whatever the kind of refusal (scripts
@@ -29,7 +28,7 @@ def service_for(args: argparse.Namespace) -> WorkflowService:
     """The service of the CLI's own commands: the local user reads their own store, so an
     instance id of any project is theirs to look at (`status` without an id lists this
     project's)."""
-    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.app import WorkflowService
 
     return WorkflowService(project_dir=args.project_dir, store_path=getattr(args, "store", None), all_projects=True)
 
@@ -40,8 +39,8 @@ def print_json(result: Result) -> None:
 
 def parse_inputs(pairs: list[str]) -> dict[str, Any]:
     """`k=v` pairs as text (the runner's rule: the server converts to the declared type)."""
-    from aromcp_workflows.runner.run import UsageError
-    from aromcp_workflows.runner.run import parse_inputs as parse
+    from aromcp_workflows.runner import UsageError
+    from aromcp_workflows.runner import parse_inputs as parse
 
     try:
         return parse(pairs)

@@ -81,7 +81,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 @pipe_safe
 def cmd_graph(args: argparse.Namespace) -> int:
     from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver
-    from aromcp_workflows.explain.mermaid import mermaid_flowchart
+    from aromcp_workflows.explain import mermaid_flowchart
 
     loader = WorkflowLoader(WorkflowResolver(project_dir=args.project_dir))
     try:  # with what it includes, when the whole bundle loads; else the workflow alone

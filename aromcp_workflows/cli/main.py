@@ -102,10 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     from aromcp_workflows.cli.store_cmd import register_store_commands
 
     register_store_commands(commands)
-    from aromcp_workflows.importer.command import register as register_import
+    from aromcp_workflows.importer import register as register_import
 
     register_import(commands)
-    from aromcp_workflows.testing.command import register as register_test
+    from aromcp_workflows.testing import register as register_test
 
     register_test(commands)
     return parser
@@ -170,8 +170,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from aromcp_workflows.definition import check
-    from aromcp_workflows.definition.resolver import TEST_FILE_SUFFIX
+    from aromcp_workflows.definition import TEST_FILE_SUFFIX, check
 
     loader = _loader(args)
     targets: list[str] = []
@@ -227,7 +226,7 @@ def _relative(problem: DefinitionProblem) -> DefinitionProblem:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from aromcp_workflows.definition.schema import workflow_json_schema
+    from aromcp_workflows.definition import workflow_json_schema
 
     text = json.dumps(workflow_json_schema(), indent=2) + "\n"
     if args.output:

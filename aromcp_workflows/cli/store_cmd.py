@@ -40,7 +40,7 @@ def store_error_exit(exc: KindedError) -> int:
     """Print a refusal as one line; the exit code says whose mistake it is (2: a store URL
     that cannot be one, a mistake of the command line)."""
     from aromcp_workflows.cli.common import refused
-    from aromcp_workflows.store.pg_connect import StoreURLError
+    from aromcp_workflows.store import StoreURLError
 
     code = refused(exc)
     return 2 if isinstance(exc, StoreURLError) else code

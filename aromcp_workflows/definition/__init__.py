@@ -9,15 +9,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem, WorkflowNotFound
+from aromcp_workflows.definition.computed import computed_specs
+from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem, WorkflowNotFound, did_you_mean
 from aromcp_workflows.definition.loader import (
     LoadedWorkflow,
     WorkflowBundle,
     WorkflowLoader,
 )
-from aromcp_workflows.definition.resolver import WorkflowLocation, WorkflowResolver, check_name
+from aromcp_workflows.definition.references import names_read, written_paths
+from aromcp_workflows.definition.resolver import (
+    PROJECT_SUBDIR,
+    TEST_FILE_SUFFIX,
+    WorkflowLocation,
+    WorkflowResolver,
+    check_name,
+    project_root,
+)
+from aromcp_workflows.definition.schema import workflow_json_schema
+from aromcp_workflows.definition.scopes import sites
+from aromcp_workflows.definition.secrets import SecretFields, secret_fields
+from aromcp_workflows.definition.steps import (
+    LOOP_NAME_RESERVED,
+    STEP_TYPES,
+    ConditionalStep,
+    ForeachStep,
+    IncludeWorkflowStep,
+    McpCallStep,
+    ParallelForeachStep,
+    Step,
+    WhileStep,
+    child_step_lists,
+)
 from aromcp_workflows.definition.validation import validate_bundle
-from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.definition.workflow import InputSpec, WorkflowDefinition, json_type
+from aromcp_workflows.definition.yaml_limits import check_events, check_size
+from aromcp_workflows.definition.yaml_source import NodePath, Positions, parse_yaml
 
 
 @dataclass
@@ -76,10 +102,25 @@ def _split(problems: list[DefinitionProblem], report: CheckReport) -> None:
 
 
 __all__ = [
+    "LOOP_NAME_RESERVED",
+    "PROJECT_SUBDIR",
+    "STEP_TYPES",
+    "TEST_FILE_SUFFIX",
     "CheckReport",
+    "ConditionalStep",
     "DefinitionError",
     "DefinitionProblem",
+    "ForeachStep",
+    "IncludeWorkflowStep",
+    "InputSpec",
     "LoadedWorkflow",
+    "McpCallStep",
+    "NodePath",
+    "ParallelForeachStep",
+    "Positions",
+    "SecretFields",
+    "Step",
+    "WhileStep",
     "WorkflowBundle",
     "WorkflowDefinition",
     "WorkflowLoader",
@@ -87,6 +128,19 @@ __all__ = [
     "WorkflowNotFound",
     "WorkflowResolver",
     "check",
+    "check_events",
     "check_name",
+    "check_size",
+    "child_step_lists",
+    "computed_specs",
+    "did_you_mean",
+    "json_type",
     "load_valid_bundle",
+    "names_read",
+    "parse_yaml",
+    "project_root",
+    "secret_fields",
+    "sites",
+    "workflow_json_schema",
+    "written_paths",
 ]

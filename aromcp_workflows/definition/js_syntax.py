@@ -61,8 +61,7 @@ def _sources(site: Site) -> list[tuple[NodePath, str, str, Mode]]:
 
 def _template_parts(text: str) -> list[tuple[str, str]]:
     """(label, JS source) of each expression and filter argument a template holds."""
-    from aromcp_workflows.expressions import ExpressionError, parse_template
-    from aromcp_workflows.expressions.template import classify
+    from aromcp_workflows.expressions import ExpressionError, classify, parse_template
 
     try:
         template = parse_template(text)

@@ -44,8 +44,7 @@ def _endless(step: WhileStep, why: str) -> str:
 
 def _never_changes(condition: Any) -> str | None:
     """Why the condition is true on every check, or None when it may change."""
-    from aromcp_workflows.expressions import ExpressionError, js_truthy, parse_template, reads_of
-    from aromcp_workflows.expressions.template import classify
+    from aromcp_workflows.expressions import ExpressionError, classify, js_truthy, parse_template, reads_of
 
     if isinstance(condition, bool):
         return "is always true" if condition else None

@@ -25,7 +25,7 @@ from aromcp_workflows.definition.errors import did_you_mean
 from aromcp_workflows.definition.scopes import Site
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_source import Finding, NodePath
-from aromcp_workflows.safety.names import is_sensitive
+from aromcp_workflows.safety import is_sensitive
 
 TIERS = ("inputs", "raw", "state", "computed")
 NOT_TEXT = frozenset({"number", "integer", "boolean"})
@@ -102,8 +102,7 @@ def _computed_secrets(definition: WorkflowDefinition, declared: dict[str, set[st
     seeds = declared["computed"] | {name for name in computed if is_sensitive(name)}
     if not computed:
         return frozenset(seeds)
-    from aromcp_workflows.state import StateError
-    from aromcp_workflows.state.computed import shared_graph
+    from aromcp_workflows.state import StateError, shared_graph
 
     try:
         graph = shared_graph(computed_specs(definition))

@@ -32,8 +32,7 @@ def template_problems(text: str, inputs: Collection[str],
     if "{{" not in text and "}}" not in text:
         return []
     try:
-        from aromcp_workflows.expressions import ExpressionError, parse_template, reads_of
-        from aromcp_workflows.expressions.template import ExprPart
+        from aromcp_workflows.expressions import ExpressionError, ExprPart, parse_template, reads_of
     except ImportError:  # the definition layer also works on its own
         problem = unbalanced_braces(text)
         return [problem] if problem else []
@@ -86,9 +85,7 @@ def command_problem(command: str) -> str | None:
     if "{{" not in command:
         return None
     try:
-        from aromcp_workflows.expressions import ExpressionError
-        from aromcp_workflows.expressions.engine import command_plan
-        from aromcp_workflows.expressions.shell_context import ShellContextError
+        from aromcp_workflows.expressions import ExpressionError, ShellContextError, command_plan
     except ImportError:  # the definition layer also works on its own
         return None
     try:

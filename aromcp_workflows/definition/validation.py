@@ -40,7 +40,7 @@ from aromcp_workflows.definition.steps import (
 from aromcp_workflows.definition.templates import command_problem, template_problems
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_source import NodePath
-from aromcp_workflows.safety.patterns import pattern_problem
+from aromcp_workflows.safety import pattern_problem
 
 TIERS = ("raw", "state", "computed", "inputs")
 WRITABLE_TIERS = ("raw", "state")

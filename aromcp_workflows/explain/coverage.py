@@ -22,16 +22,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from aromcp_workflows.definition.loader import WorkflowBundle
-from aromcp_workflows.definition.steps import (
+from aromcp_workflows.definition import (
     ConditionalStep,
     ForeachStep,
     IncludeWorkflowStep,
     ParallelForeachStep,
     WhileStep,
+    WorkflowBundle,
+    WorkflowDefinition,
 )
-from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.interpreter.compiler import StepPlace, step_places
+from aromcp_workflows.interpreter import StepPlace, step_places
 
 _LOOP_SUFFIX = re.compile(r"#\d+(?:\.\d+)*")  # `#2`, `#1.3`: which loop iteration delivered it
 _RETRY = re.compile(r"^(?:attempt|retry)\d+\.")  # retry_workflow's and a retried task's id prefix

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from aromcp_workflows.safety.masking import Masker, secret_values
+from aromcp_workflows.safety import Masker, secret_values
 
 if TYPE_CHECKING:
     from aromcp_workflows.interpreter import WorkflowRun
@@ -65,13 +65,13 @@ def debug_info(run: WorkflowRun, events: list[HistoryEvent], masker: Masker) -> 
         "current_steps": current,
         "status": run.status,
         "error": masker(run.error) if run.error else None,
-        "step_history": masker(_step_history(events, _step_types(run))),  # one scan for the whole history
+        "step_history": masker(step_history(events, step_types(run))),  # one scan for the whole history
         "state_size": _state_size(run, events),
         "performance": _performance(events),
     }
 
 
-def _step_types(run: WorkflowRun) -> dict[str, str]:
+def step_types(run: WorkflowRun) -> dict[str, str]:
     """Step id -> step type, from the compiled programs (history events of skipped and
     server-side steps do not carry the type)."""
     return bundle_step_types(run.bundle)
@@ -83,8 +83,7 @@ def bundle_step_types(bundle: Any) -> dict[str, str]:
     hit = _TYPES.get(id(bundle))
     if hit is not None and hit[0] is bundle:
         return hit[1]
-    from aromcp_workflows.interpreter.compiler import programs_for
-    from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
+    from aromcp_workflows.interpreter import Exit, JumpUnless, LoopEnter, Run, programs_for
 
     types: dict[str, str] = {}
     for loaded in bundle.workflows.values():
@@ -119,7 +118,7 @@ def step_type(bundle: Any, step_id: str) -> str | None:
     return None
 
 
-def _step_history(events: list[HistoryEvent], types: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def step_history(events: list[HistoryEvent], types: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One entry per step run: started (delivered) and completed times, final status.
 
     Agent steps open at `step_delivered` and close at `step_completed`; shell commands at

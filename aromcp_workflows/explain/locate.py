@@ -12,10 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.definition.yaml_source import NodePath
-from aromcp_workflows.interpreter.compiler import step_places
-from aromcp_workflows.interpreter.program import Run
+from aromcp_workflows.definition import NodePath, WorkflowDefinition
+from aromcp_workflows.interpreter import Run, step_places
 
 if TYPE_CHECKING:
     from aromcp_workflows.interpreter import WorkflowRun

@@ -24,9 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from aromcp_workflows.definition.steps import ConditionalStep, ForeachStep, ParallelForeachStep, WhileStep
-from aromcp_workflows.definition.workflow import WorkflowDefinition
-from aromcp_workflows.interpreter.compiler import local_step_id
+from aromcp_workflows.definition import ConditionalStep, ForeachStep, ParallelForeachStep, WhileStep, WorkflowDefinition
+from aromcp_workflows.interpreter import local_step_id
 
 MAX_LABEL = 60
 AGENT_STEPS = frozenset({"agent_shell_command", "mcp_call", "user_input", "agent_prompt", "apply_hints"})

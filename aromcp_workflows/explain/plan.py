@@ -12,20 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from aromcp_workflows.definition.computed import computed_specs
-from aromcp_workflows.definition.loader import WorkflowBundle
-from aromcp_workflows.definition.steps import (
+from aromcp_workflows.definition import (
     ConditionalStep,
     ForeachStep,
     IncludeWorkflowStep,
     McpCallStep,
     ParallelForeachStep,
     WhileStep,
+    WorkflowBundle,
+    WorkflowDefinition,
+    computed_specs,
 )
-from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.explain.estimate import EstimatedWrite, estimate
-from aromcp_workflows.interpreter.compiler import listing, programs_for
-from aromcp_workflows.interpreter.inputs import check_inputs
+from aromcp_workflows.interpreter import check_inputs, listing, programs_for
 from aromcp_workflows.state import StateTiers
 
 _SERVER = frozenset({"shell_command", "state_update", "conditional", "while", "foreach", "break", "continue",

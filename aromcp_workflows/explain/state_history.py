@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aromcp_workflows.safety.masking import Masker, secret_values
+from aromcp_workflows.safety import Masker, secret_values
 from aromcp_workflows.state import StateError, replay_writes
 
 TIERS = ("raw", "state", "computed")

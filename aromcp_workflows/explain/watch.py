@@ -129,7 +129,7 @@ def _note(mark: NodeMark, node: FlowNode, event: Any) -> None:
 def _mark_current(graph: FlowGraph, run: WorkflowRun, scopes: TaskScopes, index: dict[tuple[str, str], list[FlowNode]],
                   marks: dict[str, NodeMark]) -> None:
     """Each unfinished thread's step in hand (delivered, or the instruction it stands on)."""
-    from aromcp_workflows.interpreter.machine import Ctx
+    from aromcp_workflows.interpreter import Ctx
 
     for tid, thread in run.threads.items():
         if thread.done or not thread.frames:

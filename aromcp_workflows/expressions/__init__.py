@@ -6,24 +6,43 @@ import mini-racer; V8 starts on first use.
 """
 
 from aromcp_workflows.expressions.analysis import Reads, analyse, js_truthy
-from aromcp_workflows.expressions.engine import ExpressionEngine, reads_of
+from aromcp_workflows.expressions.batch import Call, ChainItem, ChainOutcome, ValueTable
+from aromcp_workflows.expressions.engine import ExpressionEngine, command_plan, reads_of
 from aromcp_workflows.expressions.errors import MISSING, ExpressionError, UnclosedTemplate, UnknownFilter
+from aromcp_workflows.expressions.lexer import LexError, Token, find_template_end, tokenize
 from aromcp_workflows.expressions.runtime import EngineStats, EngineUnavailable
-from aromcp_workflows.expressions.template import parse_template, path_to_key, to_text
+from aromcp_workflows.expressions.shell_context import ShellContextError
+from aromcp_workflows.expressions.simple_eval import evaluate, is_number
+from aromcp_workflows.expressions.template import ExprPart, NeedsV8, classify, parse_template, path_to_key, to_text
 
 __all__ = [
     "MISSING",
+    "Call",
+    "ChainItem",
+    "ChainOutcome",
     "EngineStats",
     "EngineUnavailable",
+    "ExprPart",
     "ExpressionEngine",
     "ExpressionError",
+    "LexError",
+    "NeedsV8",
     "Reads",
+    "ShellContextError",
+    "Token",
     "UnclosedTemplate",
     "UnknownFilter",
+    "ValueTable",
     "analyse",
+    "classify",
+    "command_plan",
+    "evaluate",
+    "find_template_end",
+    "is_number",
     "js_truthy",
     "parse_template",
     "path_to_key",
     "reads_of",
     "to_text",
+    "tokenize",
 ]

@@ -6,4 +6,23 @@ Split by job: `reading` (round-trip YAML with lines), `js` (renaming inside Java
 `translate` (the whole translation of one file: `translate_text`, `translate_file`),
 `command` (the CLI).  This module imports nothing: the CLI registers `import` on every
 start (`serve` included), and the rules pull in the whole definition layer.
+
+The face: what other packages may use, each name loaded with its module on first use.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aromcp_workflows import lazy_face
+
+if TYPE_CHECKING:
+    from aromcp_workflows.importer.command import register
+
+__all__ = ["register"]
+__getattr__ = lazy_face(
+    __name__,
+    {
+        "register": "command",
+    },
+)

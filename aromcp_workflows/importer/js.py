@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aromcp_workflows.expressions.lexer import LexError, Token, find_template_end, tokenize
+from aromcp_workflows.expressions import LexError, Token, find_template_end, tokenize
 
 _BINDERS = frozenset({"const", "let", "var", "function", "catch"})
 

@@ -230,7 +230,7 @@ def _foreach(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> li
 
 def _loop_name_here(name: Any) -> bool:
     """Whether this project's foreach takes `name` as its variable_name/index_name."""
-    from aromcp_workflows.definition.steps import LOOP_NAME_RESERVED
+    from aromcp_workflows.definition import LOOP_NAME_RESERVED
 
     return isinstance(name, str) and name.isidentifier() and name not in LOOP_NAME_RESERVED
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-from aromcp_workflows.definition.workflow import json_type
+from aromcp_workflows.definition import json_type
 from aromcp_workflows.importer.reading import delete_key, line_of, new_map
 from aromcp_workflows.importer.report import Notes
 from aromcp_workflows.importer.rules_steps import translate_steps

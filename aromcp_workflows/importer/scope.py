@@ -188,7 +188,7 @@ def _evaluates(text: str) -> bool:
 
 def _whole_template(text: str) -> bool:
     """`{{ expr }}` and nothing else."""
-    from aromcp_workflows.expressions.lexer import LexError, find_template_end
+    from aromcp_workflows.expressions import LexError, find_template_end
 
     if not (text.startswith("{{") and text.endswith("}}")):
         return False

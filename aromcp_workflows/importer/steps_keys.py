@@ -11,7 +11,7 @@ from typing import Any, get_args
 
 from pydantic import AliasChoices
 
-from aromcp_workflows.definition.steps import STEP_TYPES, Step
+from aromcp_workflows.definition import STEP_TYPES, Step
 
 OUR_STEP_TYPES: tuple[str, ...] = STEP_TYPES
 _EXTRA_ALIASES = {"mcp_call": {"method", "params"}}

@@ -31,7 +31,7 @@ def translate_text(text: str, source: str) -> FileResult:
     The loader's bounds come first (`yaml_limits`: size, nesting, alias expansion, tags),
     before anything is built: an alias bomb or a file nested thousands deep is refused with
     the loader's own message instead of stalling the import or ending in a traceback."""
-    from aromcp_workflows.definition.yaml_limits import check_events
+    from aromcp_workflows.definition import check_events
 
     notes = Notes()
     refused = _out_of_bounds(lambda: check_events(text, source), source, notes)
@@ -80,7 +80,7 @@ def translate_file(path: Path, *, assume_aromcp: bool = False) -> FileResult:
     A file can be valid in both languages and still mean different things (`value: stdout`
     is the text "stdout" here, the command's output in AroMCP): such a file is still copied,
     with a hint naming those places, unless `assume_aromcp` asks to translate it anyway."""
-    from aromcp_workflows.definition.yaml_limits import check_size
+    from aromcp_workflows.definition import check_size
 
     refused = _out_of_bounds(lambda: check_size(path.stat().st_size, str(path)), str(path), Notes())
     if refused is not None:  # before reading: a 50 MB file is refused unread
@@ -96,7 +96,7 @@ def translate_file(path: Path, *, assume_aromcp: bool = False) -> FileResult:
 
 def _out_of_bounds(check: Callable[[], None], source: str, notes: Notes) -> FileResult | None:
     """The refused result when `check` finds the file beyond a YAML bound, else None."""
-    from aromcp_workflows.definition.errors import DefinitionError
+    from aromcp_workflows.definition import DefinitionError
 
     try:
         check()

@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aromcp_workflows.definition.computed import computed_specs
+from aromcp_workflows.definition import computed_specs
 from aromcp_workflows.expressions import MISSING
 from aromcp_workflows.instances.commits import LOOP_ITEMS, thread_for_run
-from aromcp_workflows.interpreter import WorkflowRun
-from aromcp_workflows.interpreter.thread import Thread
+from aromcp_workflows.interpreter import Thread, WorkflowRun
 from aromcp_workflows.state import StateTiers
 
 SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries")  # run attributes

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aromcp_workflows.expressions import MISSING
-from aromcp_workflows.interpreter import WorkflowRun
-from aromcp_workflows.interpreter.thread import Thread
+from aromcp_workflows.interpreter import Thread, WorkflowRun
 from aromcp_workflows.state import StateTiers
 from aromcp_workflows.store import STATUSES, InstanceRecord, StatusValue
 

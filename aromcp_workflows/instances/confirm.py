@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the store package is not imported before the first call needs it
-    from aromcp_workflows.store.base import SentSave
+    from aromcp_workflows.store import SentSave
 
 
 def not_saved(workflow_id: str | None, exc: Exception) -> str:
@@ -73,7 +73,7 @@ def add(pending: SentSave) -> None:
 def settle(pending: SentSave, workflow_id: str = "") -> None:
     """Wait for one deferred save; what its failure means for the call that made it.  (The
     store is imported here, not above: the MCP layer imports this module at start-up.)"""
-    from aromcp_workflows.store.base import ConflictError, NotFoundError, OutcomeUnknownError, StoreError
+    from aromcp_workflows.store import ConflictError, NotFoundError, OutcomeUnknownError, StoreError
 
     try:
         pending.result()

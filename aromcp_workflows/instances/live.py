@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.definition import WorkflowBundle
 from aromcp_workflows.instances.catch_up import apply_to_run
 from aromcp_workflows.instances.commits import Baseline, baseline_of, threads_for_run
 from aromcp_workflows.instances.errors import refusals

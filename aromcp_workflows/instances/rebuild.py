@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aromcp_workflows.instances.errors import ServiceError
-from aromcp_workflows.store import Body, Checkpoint, HistoryEvent, InstanceRecord, Store
-from aromcp_workflows.store.base import apply_deltas
+from aromcp_workflows.store import Body, Checkpoint, HistoryEvent, InstanceRecord, Store, apply_deltas
 
 OPENING_KINDS = ("step_delivered", "step_started")  # the events a step is handed out or started with
 

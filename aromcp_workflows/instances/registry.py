@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from aromcp_workflows.definition.loader import WorkflowBundle
-from aromcp_workflows.explain.inspect import step_type
+from aromcp_workflows.definition import WorkflowBundle
+from aromcp_workflows.explain import step_type
 from aromcp_workflows.instances import confirm
 from aromcp_workflows.instances.commits import plan, record_of, threads_for_run
 from aromcp_workflows.instances.errors import ServiceError
@@ -32,7 +32,7 @@ from aromcp_workflows.instances.rebuild import OPENING_KINDS
 from aromcp_workflows.instances.resources import EngineFactory, Resources
 from aromcp_workflows.interpreter import Journal, WorkflowRun
 from aromcp_workflows.observe import Observer
-from aromcp_workflows.safety.masking import Masker
+from aromcp_workflows.safety import Masker
 from aromcp_workflows.store import (
     Body,
     Checkpoint,

@@ -21,7 +21,7 @@ EngineFactory = Callable[[], "ExpressionEngine"]
 
 def _sub_agent_prompt() -> str | None:
     try:
-        from aromcp_workflows.integrations.prompts import sub_agent_prompt
+        from aromcp_workflows.integrations import sub_agent_prompt
 
         return sub_agent_prompt()
     except Exception:  # a missing prompt file must not stop a workflow: the built-in text serves

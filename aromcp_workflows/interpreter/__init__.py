@@ -6,23 +6,59 @@ the instance layer (`instances/`, driven by `app/`) performs them — runs shell
 appends history, commits.
 """
 
-from aromcp_workflows.interpreter.compiler import ProgramSet, listing, programs_for
-from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Journal, RunError, ShellRequest
-from aromcp_workflows.interpreter.inputs import InputError
+from aromcp_workflows.interpreter.compiler import (
+    ProgramSet,
+    StepPlace,
+    listing,
+    local_step_id,
+    programs_for,
+    step_places,
+)
+from aromcp_workflows.interpreter.effects import (
+    EVENT_KINDS,
+    Answer,
+    Busy,
+    Completion,
+    Journal,
+    Outcome,
+    RunError,
+    ShellRequest,
+)
+from aromcp_workflows.interpreter.inputs import InputError, check_inputs
+from aromcp_workflows.interpreter.machine import Ctx, Machine
+from aromcp_workflows.interpreter.migration import MoveBlocker, apply_move, plan_move
 from aromcp_workflows.interpreter.output import ShellResult
+from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
 from aromcp_workflows.interpreter.run import WorkflowRun
+from aromcp_workflows.interpreter.thread import Thread
 
 __all__ = [
+    "EVENT_KINDS",
     "Answer",
     "Busy",
     "Completion",
+    "Ctx",
+    "Exit",
     "InputError",
     "Journal",
+    "JumpUnless",
+    "LoopEnter",
+    "Machine",
+    "MoveBlocker",
+    "Outcome",
     "ProgramSet",
+    "Run",
     "RunError",
     "ShellRequest",
     "ShellResult",
+    "StepPlace",
+    "Thread",
     "WorkflowRun",
+    "apply_move",
+    "check_inputs",
     "listing",
+    "local_step_id",
+    "plan_move",
     "programs_for",
+    "step_places",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 
 from aromcp_workflows.interpreter.output import OutputFormatError, parse_output
-from aromcp_workflows.safety.patterns import full_match
+from aromcp_workflows.safety import full_match
 
 AGENT_TYPES = frozenset({"agent_shell_command", "mcp_call", "user_input", "agent_prompt", "apply_hints"})
 

@@ -15,8 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from aromcp_workflows.definition.steps import ConditionalStep, ForeachStep, WhileStep, child_step_lists
-from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.definition import ConditionalStep, ForeachStep, WhileStep, WorkflowDefinition, child_step_lists
 from aromcp_workflows.interpreter.program import (
     Break,
     Continue,

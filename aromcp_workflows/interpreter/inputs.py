@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aromcp_workflows.definition.errors import did_you_mean
-from aromcp_workflows.definition.workflow import InputSpec
+from aromcp_workflows.definition import InputSpec, did_you_mean
 from aromcp_workflows.errors import KindedError
-from aromcp_workflows.safety.masking import is_sensitive
+from aromcp_workflows.safety import is_sensitive
 
 
 class InputError(KindedError, ValueError):

@@ -15,10 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.definition.computed import computed_specs
-from aromcp_workflows.definition.loader import WorkflowBundle
-from aromcp_workflows.definition.secrets import SecretFields, secret_fields
-from aromcp_workflows.definition.workflow import WorkflowDefinition
+from aromcp_workflows.definition import SecretFields, WorkflowBundle, WorkflowDefinition, computed_specs, secret_fields
 from aromcp_workflows.expressions import MISSING, ExpressionEngine, js_truthy
 from aromcp_workflows.interpreter.agent_steps import public
 from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
@@ -33,7 +30,7 @@ from aromcp_workflows.interpreter.effects import (
 )
 from aromcp_workflows.interpreter.program import Instruction, Run
 from aromcp_workflows.interpreter.thread import TERMINAL, Frame, LoopFrame, Thread, ThreadTable
-from aromcp_workflows.safety.masking import Masker, SecretIndex
+from aromcp_workflows.safety import Masker, SecretIndex
 from aromcp_workflows.state import StateError, StateTiers, Update, UpdateResult
 
 DEFAULT_SUB_AGENT_PROMPT = (

@@ -24,10 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.definition.loader import LoadedWorkflow, WorkflowBundle
-from aromcp_workflows.definition.references import names_read, written_paths
-from aromcp_workflows.definition.scopes import sites
-from aromcp_workflows.definition.steps import ConditionalStep, ForeachStep, ParallelForeachStep, WhileStep
+from aromcp_workflows.definition import (
+    ConditionalStep,
+    ForeachStep,
+    LoadedWorkflow,
+    ParallelForeachStep,
+    WhileStep,
+    WorkflowBundle,
+    names_read,
+    sites,
+    written_paths,
+)
 from aromcp_workflows.expressions import ExpressionError
 from aromcp_workflows.interpreter.compiler import Program, StepPlace, programs_for, step_places
 from aromcp_workflows.interpreter.machine import Machine, computed_specs

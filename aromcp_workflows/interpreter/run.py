@@ -17,8 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.definition.computed import computed_specs
-from aromcp_workflows.definition.loader import WorkflowBundle
+from aromcp_workflows.definition import WorkflowBundle, computed_specs
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
 from aromcp_workflows.interpreter import control, delivery, parallel, rewind, shell_steps, steps, tracking
 from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Journal, Outcome, RunError, ShellRequest
@@ -29,7 +28,7 @@ from aromcp_workflows.interpreter.output import ShellResult
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext, Run
 from aromcp_workflows.interpreter.rewind import FailedStep
 from aromcp_workflows.interpreter.thread import Thread, ThreadTable, frame_from_json
-from aromcp_workflows.safety.masking import Masker
+from aromcp_workflows.safety import Masker
 from aromcp_workflows.state import StateTiers, Update, UpdateResult
 
 MAX_INSTRUCTIONS_PER_ADVANCE = 200_000

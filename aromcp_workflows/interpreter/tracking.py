@@ -14,8 +14,7 @@ from typing import Any
 
 from aromcp_workflows.interpreter.machine import Machine
 from aromcp_workflows.interpreter.thread import Thread
-from aromcp_workflows.state import StateError, Update
-from aromcp_workflows.state.updates import Operation
+from aromcp_workflows.state import Operation, StateError, Update
 
 FIELDS = ("steps_completed", "steps_failed", "retry_counts", "last_error", "workflow_errors")
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-from aromcp_workflows.safety.masking import Masker, secret_values
+from aromcp_workflows.safety import Masker, secret_values
 
 WIDTH = 110
 

@@ -171,8 +171,8 @@ class Stop:
 async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: str | Path | None,
                        env: dict[str, str] | None) -> RunOutcome:
     """The server has stopped (with its commands): mark the instance interrupted in its store."""
-    from aromcp_workflows.app.service import WorkflowService
-    from aromcp_workflows.instances.errors import ServiceError
+    from aromcp_workflows.app import WorkflowService
+    from aromcp_workflows.instances import ServiceError
 
     outcome = agent.outcome or RunOutcome(workflow="", workflow_id=agent.workflow_id, status="running")
     outcome.status = "interrupted"
@@ -196,9 +196,9 @@ def _shown(store: str | Path) -> str:
     """A store as it may be printed: a URL without its password."""
     text = str(store)
     if text.startswith(("postgresql://", "postgres://")):
-        from aromcp_workflows.store.pg_connect import redact
+        from aromcp_workflows.store import redact_url
 
-        return redact(text)
+        return redact_url(text)
     return text
 
 

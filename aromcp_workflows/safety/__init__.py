@@ -1,2 +1,44 @@
 """Defences every layer uses: secrets masked in replies, traces, errors and logs (`masking`),
-and authors' regular expressions run on RE2 in linear time (`patterns`)."""
+and authors' regular expressions run on RE2 in linear time (`patterns`).
+
+The face: what other packages may use, each name loaded with its module on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aromcp_workflows import lazy_face
+
+if TYPE_CHECKING:
+    from aromcp_workflows.safety.masking import Masker, SecretIndex, is_sensitive, secret_values
+    from aromcp_workflows.safety.patterns import full_match, pattern_problem
+    from aromcp_workflows.safety.redact import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, redact
+
+__all__ = [
+    "KNOWN_SECRETS",
+    "MAX_ECHO",
+    "MAX_LOG",
+    "Masker",
+    "SecretIndex",
+    "full_match",
+    "is_sensitive",
+    "pattern_problem",
+    "redact",
+    "secret_values",
+]
+__getattr__ = lazy_face(
+    __name__,
+    {
+        "Masker": "masking",
+        "SecretIndex": "masking",
+        "is_sensitive": "masking",
+        "secret_values": "masking",
+        "full_match": "patterns",
+        "pattern_problem": "patterns",
+        "KNOWN_SECRETS": "redact",
+        "MAX_ECHO": "redact",
+        "MAX_LOG": "redact",
+        "redact": "redact",
+    },
+)

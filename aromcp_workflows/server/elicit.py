@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
-from aromcp_workflows.app.results import NextStep, StepCompleted
+from aromcp_workflows.app import NextStep, StepCompleted
 
 if TYPE_CHECKING:  # typing only: the server imports this module at start, before any tool runs
-    from aromcp_workflows.app.service import WorkflowService
-    from aromcp_workflows.shell.runner import ProgressCallback
+    from aromcp_workflows.app import WorkflowService
+    from aromcp_workflows.shell import ProgressCallback
 
 log = logging.getLogger("aromcp_workflows")
 REQUEST_KEY = "aromcp_user_input"  # our one question per round in `input_requests`

@@ -32,7 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from aromcp_workflows.instances.confirm import (
+from aromcp_workflows.instances import (
     CommitFailed,
     CommitLost,
     Confirmations,
@@ -41,8 +41,7 @@ from aromcp_workflows.instances.confirm import (
     settle,
 )
 from aromcp_workflows.observe import Observer
-from aromcp_workflows.safety.masking import Masker, secret_values
-from aromcp_workflows.safety.redact import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, redact
+from aromcp_workflows.safety import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, Masker, redact, secret_values
 
 ANSWER_WAIT_S = 0.05  # how long the loop waits for a deferred save's answer before a thread does
 STEP_KEYS = ("step", "next_step")

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.app import WorkflowService
     from aromcp_workflows.observe import Observer
-    from aromcp_workflows.safety.masking import Masker
+    from aromcp_workflows.safety import Masker
 
 
 class ServiceHolder:
@@ -45,7 +45,7 @@ def default_service_factory(project_dir: str | None = None, store: str | None = 
                             observer: Observer | None = None, all_projects: bool = False
                             ) -> Callable[[], WorkflowService]:
     def build() -> WorkflowService:
-        from aromcp_workflows.app.service import WorkflowService
+        from aromcp_workflows.app import WorkflowService
 
         return WorkflowService(project_dir=project_dir, store_path=store, observer=observer,
                                all_projects=all_projects)

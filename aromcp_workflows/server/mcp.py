@@ -27,7 +27,7 @@ from aromcp_workflows.server.schemas import compact_tool_schemas
 from aromcp_workflows.server.tools import WorkflowTools
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.app import WorkflowService
     from aromcp_workflows.server.http_auth import HttpAuth, HttpOptions
 
 log = logging.getLogger("aromcp_workflows")
@@ -64,20 +64,20 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
     @mcp.prompt(name="workflow", description="Orchestrate a workflow: action = list|info|start|resume|status, "
                                              "target = workflow name or id")
     def workflow_prompt(action: str = "", target: str = "") -> list[UserMessage]:
-        from aromcp_workflows.integrations.prompts import orchestrator_prompt
+        from aromcp_workflows.integrations import orchestrator_prompt
 
         return [UserMessage(orchestrator_prompt(action or None, target or None))]
 
     @mcp.prompt(name="sub_agent", description="Run one parallel task of a workflow until it ends")
     def sub_agent_prompt(workflow_id: str, task_id: str) -> list[UserMessage]:
-        from aromcp_workflows.integrations.prompts import sub_agent_prompt as text
+        from aromcp_workflows.integrations import sub_agent_prompt as text
 
         return [UserMessage(text(workflow_id=workflow_id, task_id=task_id))]
 
     @mcp.resource("workflow://{name}", name="workflow", description="A workflow definition (YAML source)",
                   mime_type="application/yaml")
     def workflow_resource(name: str) -> str:
-        from aromcp_workflows.instances.errors import ServiceError
+        from aromcp_workflows.instances import ServiceError
 
         try:
             info = holder.get().get_info(name)
@@ -147,7 +147,7 @@ def _mount_ui(server: MCPServer, app: Any, options: HttpOptions) -> list[str]:
     launch token); where it is."""
     if not options.ui:
         return []
-    from aromcp_workflows.web.run import UI_PATH, mount_ui, url_of
+    from aromcp_workflows.web import UI_PATH, mount_ui, url_of
 
     service = getattr(server, "service", None)
     assert service is not None, "build_server gives the server its service"
@@ -162,7 +162,7 @@ def _take_over_orphans(server: MCPServer, store: str | None) -> None:
     anything (for at most `CLAIM_BEFORE_SERVING_S`: a store that does not answer must not keep
     the server from starting), since until then a replica elsewhere may see a lease run out
     and run a command again; waiting for the commands goes on in the background."""
-    from aromcp_workflows.shell.rundir import orphans
+    from aromcp_workflows.shell import orphans
 
     service = getattr(server, "service", None)
     if service is None or not orphans():  # the common start: none (those of a deleted store are removed)
@@ -197,7 +197,7 @@ def _stop_commands_on_signals(observer: Observer | None = None) -> None:
     import signal
 
     def stop(signum: int, _frame: Any) -> None:
-        from aromcp_workflows.shell.runner import stop_all_commands
+        from aromcp_workflows.shell import stop_all_commands
 
         stopped = stop_all_commands()
         log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)

@@ -20,7 +20,7 @@ from mcp.types import ToolAnnotations
 from mcp_types import InputRequiredResult
 from pydantic import ConfigDict
 
-from aromcp_workflows.app.results import (
+from aromcp_workflows.app import (
     CheckpointTaken,
     Completed,
     DebugInfo,
@@ -46,7 +46,7 @@ from aromcp_workflows.errors import KindedError
 from aromcp_workflows.server.elicit import UserInputGate
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.app import WorkflowService
     from aromcp_workflows.server.holder import ServiceHolder
 
 log = logging.getLogger("aromcp_workflows")
@@ -64,7 +64,7 @@ def tool_errors(tool: str) -> Iterator[None]:
     """What a tool's failure looks like to the client: the service's refusal as it is, a
     shutdown said plainly, anything unexpected as an internal error (logged in full)."""
     from aromcp_workflows.expressions import EngineUnavailable
-    from aromcp_workflows.shell.runner import ShellInterrupted
+    from aromcp_workflows.shell import ShellInterrupted
 
     try:
         yield

@@ -1,4 +1,51 @@
 """Server-side shell commands: which shell runs a command (`grammar`, `dialect`), running it
 with capped output, a timeout and progress (`runner`), and who owns a running command across
 processes and hosts (`owner`).  One concept, one reason to change; the instance layer
-(`app/`) calls it, the interpreter only asks for it with a `ShellRequest`."""
+(`app/`) calls it, the interpreter only asks for it with a `ShellRequest`.
+
+The face: what other packages may use, each name loaded with its module on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aromcp_workflows import lazy_face
+
+if TYPE_CHECKING:
+    from aromcp_workflows.shell.rundir import RunDir, orphans
+    from aromcp_workflows.shell.runner import (
+        DEFAULT_TIMEOUT_MS,
+        Periodic,
+        ProgressCallback,
+        ShellInterrupted,
+        adopt,
+        run_shell,
+        stop_all_commands,
+    )
+
+__all__ = [
+    "DEFAULT_TIMEOUT_MS",
+    "Periodic",
+    "ProgressCallback",
+    "RunDir",
+    "ShellInterrupted",
+    "adopt",
+    "orphans",
+    "run_shell",
+    "stop_all_commands",
+]
+__getattr__ = lazy_face(
+    __name__,
+    {
+        "RunDir": "rundir",
+        "orphans": "rundir",
+        "DEFAULT_TIMEOUT_MS": "runner",
+        "Periodic": "runner",
+        "ProgressCallback": "runner",
+        "ShellInterrupted": "runner",
+        "adopt": "runner",
+        "run_shell": "runner",
+        "stop_all_commands": "runner",
+    },
+)

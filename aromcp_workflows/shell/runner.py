@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.interpreter.output import ShellResult
+from aromcp_workflows.interpreter import ShellResult
 from aromcp_workflows.shell.dialect import dash_text, posix_words, sh_path
 from aromcp_workflows.shell.rundir import OUTPUT_CAP as OUTPUT_CAP  # the cap, where callers look for it
 from aromcp_workflows.shell.rundir import RunDir

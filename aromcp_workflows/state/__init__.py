@@ -4,16 +4,17 @@ Public API: `StateTiers`, `ComputedFieldSpec`, `Update`, `UpdateResult`, `StateE
 (see docs/architecture.md).  Knows nothing about steps or MCP.
 """
 
-from aromcp_workflows.state.computed import ComputedFieldSpec, ComputedGraph
+from aromcp_workflows.state.computed import ComputedFieldSpec, ComputedGraph, shared_graph
 from aromcp_workflows.state.errors import StateError
 from aromcp_workflows.state.paths import format_path, parse_path, parse_write_path
 from aromcp_workflows.state.tiers import StateTiers
-from aromcp_workflows.state.updates import OPERATIONS, Update, UpdateResult, replay_writes
+from aromcp_workflows.state.updates import OPERATIONS, Operation, Update, UpdateResult, replay_writes
 
 __all__ = [
     "OPERATIONS",
     "ComputedFieldSpec",
     "ComputedGraph",
+    "Operation",
     "StateError",
     "StateTiers",
     "Update",
@@ -22,4 +23,5 @@ __all__ = [
     "parse_path",
     "parse_write_path",
     "replay_writes",
+    "shared_graph",
 ]

@@ -19,10 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aromcp_workflows.expressions import MISSING, ExpressionEngine
-from aromcp_workflows.expressions.batch import ChainOutcome
-from aromcp_workflows.expressions.simple_eval import evaluate, is_number
-from aromcp_workflows.expressions.template import NeedsV8
+from aromcp_workflows.expressions import MISSING, ChainOutcome, ExpressionEngine, NeedsV8, evaluate, is_number
 from aromcp_workflows.state.computed import ComputedGraph, FieldNode, Ref
 from aromcp_workflows.state.paths import get_in
 

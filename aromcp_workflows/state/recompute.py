@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aromcp_workflows.expressions import MISSING, ExpressionEngine
-from aromcp_workflows.expressions.batch import Call, ChainItem, ChainOutcome, ValueTable
+from aromcp_workflows.expressions import MISSING, Call, ChainItem, ChainOutcome, ExpressionEngine, ValueTable
 from aromcp_workflows.state.computed import ComputedGraph, FieldNode, Ref
 from aromcp_workflows.state.paths import get_in
 from aromcp_workflows.state.python_chain import python_chain

@@ -24,9 +24,17 @@ from aromcp_workflows.store.base import (
     Store,
     StoreError,
     StoreOpenError,
+    apply_deltas,
     note_caught_up,
 )
-from aromcp_workflows.store.pg_connect import POOL_ENV_VAR, is_postgres_url, pool_size_from_env
+from aromcp_workflows.store.pg_connect import (
+    POOL_ENV_VAR,
+    StoreURLError,
+    has_password,
+    is_postgres_url,
+    pool_size_from_env,
+    redact_url,
+)
 from aromcp_workflows.store.postgres import PostgresStore
 from aromcp_workflows.store.records import (
     STATUSES,
@@ -79,10 +87,14 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreOpenError",
+    "StoreURLError",
+    "apply_deltas",
     "default_store_path",
+    "has_password",
     "is_postgres_url",
     "note_caught_up",
     "open_store",
+    "redact_url",
     "resolve_store_path",
     "store_location",
     "utc_now",
@@ -117,9 +129,9 @@ def store_location(path: str | os.PathLike[str] | None = None) -> str:
     (`Store.path`): the URL with its password masked, or the resolved file."""
     chosen = str(path) if path is not None and str(path) != "" else os.environ.get(ENV_VAR, "")
     if is_postgres_url(chosen):
-        from aromcp_workflows.store.pg_connect import redact
+        from aromcp_workflows.store.pg_connect import redact_url
 
-        return redact(chosen)
+        return redact_url(chosen)
     return str(resolve_store_path(path))
 
 
@@ -171,14 +183,14 @@ def open_store(
 
 def _open_postgres(url: str) -> PostgresStore:
     """A lazily connected `PostgresStore`; a URL libpq cannot parse fails here, in one line."""
-    from aromcp_workflows.store.pg_connect import StoreURLError, import_psycopg, one_line, redact
+    from aromcp_workflows.store.pg_connect import StoreURLError, import_psycopg, one_line, redact_url
 
     psycopg, _ = import_psycopg()
     try:
         psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.Error as exc:
         raise StoreURLError(
-            f"The workflow store URL {redact(url)} is not understood: {one_line(exc)}. Use "
+            f"The workflow store URL {redact_url(url)} is not understood: {one_line(exc)}. Use "
             "postgresql://USER@HOST:PORT/DB or postgresql://USER@/DB?host=/socket/dir "
             f"(--store or {ENV_VAR})."
         ) from exc

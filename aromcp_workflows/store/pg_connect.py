@@ -31,7 +31,7 @@ _USERINFO_PASSWORD = re.compile(r"^(postgres(?:ql)?://[^:/@?]*):([^@/?]*)@")
 _PARAMETER = re.compile(r"([?&])([^=&#]*)=([^&#]*)")
 
 
-def redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """The URL as it may appear in messages and logs: any password replaced by ``***``.
 
     libpq decodes percent-escapes in parameter names too, so `pass%77ord=` is a password."""

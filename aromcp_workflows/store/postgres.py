@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.store import decode, writes
 from aromcp_workflows.store.base import ConflictError, KeyTakenError, NotFoundError
-from aromcp_workflows.store.pg_connect import DEFAULT_POOL_SIZE, is_postgres_url, redact
+from aromcp_workflows.store.pg_connect import DEFAULT_POOL_SIZE, is_postgres_url, redact_url
 from aromcp_workflows.store.pg_pending import PendingSave, PendingWrite
 from aromcp_workflows.store.pg_pool import Committed, StorePool, new_token
 from aromcp_workflows.store.pg_schema import SCHEMA_VERSION
@@ -90,9 +90,9 @@ class PostgresStore:
 
     def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         if not is_postgres_url(url):
-            raise ValueError(f"not a postgresql:// URL: {redact(url)!r}")
+            raise ValueError(f"not a postgresql:// URL: {redact_url(url)!r}")
         self.url = url
-        self.path = redact(url)
+        self.path = redact_url(url)
         self.pool_size = pool_size
         self._db = StorePool(url, self.path, pool_size)
 

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app.results import Coverage
-from aromcp_workflows.app.service import WorkflowService
-from aromcp_workflows.instances.errors import ServiceError
-from aromcp_workflows.runner.answers import AnswerBook, ScriptedAnswer, shell_answer
-from aromcp_workflows.shell.runner import run_shell
+from aromcp_workflows.app import Coverage, WorkflowService
+from aromcp_workflows.instances import ServiceError
+from aromcp_workflows.runner import AnswerBook, ScriptedAnswer, shell_answer
+from aromcp_workflows.shell import run_shell
 from aromcp_workflows.testing.expect import Mismatch, compare
 from aromcp_workflows.testing.spec import Case
 from aromcp_workflows.testing.stubs import StubShell

@@ -114,8 +114,8 @@ def _coverage(session: Any, args: argparse.Namespace, out: TextIO) -> bool:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from aromcp_workflows.app.service import WorkflowService
-    from aromcp_workflows.instances.errors import ServiceError
+    from aromcp_workflows.app import WorkflowService
+    from aromcp_workflows.instances import ServiceError
     from aromcp_workflows.testing.record import record
     from aromcp_workflows.testing.session import TestCommandError, TestSession
     from aromcp_workflows.testing.spec import TestFileError

@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.scalarstring import LiteralScalarString
 
-from aromcp_workflows.app.results import RecordedAnswer, RecordedCommand, Recording
+from aromcp_workflows.app import RecordedAnswer, RecordedCommand, Recording
 from aromcp_workflows.testing.case import CaseOutcome
 from aromcp_workflows.testing.session import TestCommandError, TestSession
 from aromcp_workflows.testing.spec import SUFFIX, TestFile, load_test_file, read_case, workflow_stem

@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app.driver import default_shell_runner
-from aromcp_workflows.app.service import WorkflowService
-from aromcp_workflows.definition import DefinitionError, WorkflowLoader, WorkflowResolver
-from aromcp_workflows.definition.resolver import PROJECT_SUBDIR
+from aromcp_workflows.app import WorkflowService, default_shell_runner
+from aromcp_workflows.definition import PROJECT_SUBDIR, DefinitionError, WorkflowLoader, WorkflowResolver
 from aromcp_workflows.testing.case import CaseOutcome, run_case
 from aromcp_workflows.testing.spec import SUFFIX, Case, TestFile, TestFileError, is_test_file
 from aromcp_workflows.testing.stubs import StubShell

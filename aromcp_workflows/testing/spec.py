@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem
-from aromcp_workflows.definition.yaml_source import Positions, parse_yaml
-from aromcp_workflows.runner.answers import AnswerBook, AnswersFileError
+from aromcp_workflows.definition import DefinitionError, DefinitionProblem, Positions, parse_yaml
+from aromcp_workflows.runner import AnswerBook, AnswersFileError
 
 SUFFIX = ".test.yaml"
 TOP_KEYS = ("workflow", "cases", "coverage_ignore")

@@ -14,9 +14,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from aromcp_workflows.interpreter import ShellRequest
-from aromcp_workflows.interpreter.output import ShellResult
-from aromcp_workflows.shell.runner import Periodic, ProgressCallback
+from aromcp_workflows.interpreter import ShellRequest, ShellResult
+from aromcp_workflows.shell import Periodic, ProgressCallback
 from aromcp_workflows.testing.spec import Stub, StubResult
 
 NO_STUB_EXIT_CODE = 127  # what a shell answers for a command it cannot find

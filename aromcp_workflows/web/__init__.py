@@ -1,1 +1,24 @@
-"""The web view of running instances (`aromcp-workflows ui`); see `app.py`."""
+"""The web view of running instances (`aromcp-workflows ui`); see `app.py`.
+
+The face: what other packages may use, each name loaded with its module on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aromcp_workflows import lazy_face
+
+if TYPE_CHECKING:
+    from aromcp_workflows.web.run import UI_PATH, mount_ui, run_ui, url_of
+
+__all__ = ["UI_PATH", "mount_ui", "run_ui", "url_of"]
+__getattr__ = lazy_face(
+    __name__,
+    {
+        "UI_PATH": "run",
+        "mount_ui": "run",
+        "run_ui": "run",
+        "url_of": "run",
+    },
+)

@@ -30,11 +30,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from aromcp_workflows.errors import ErrorKind, KindedError
-from aromcp_workflows.safety.masking import Masker
-from aromcp_workflows.safety.redact import redact
+from aromcp_workflows.safety import Masker, redact
 
 if TYPE_CHECKING:
-    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.app import WorkflowService
 
 STATIC = Path(__file__).with_name("static")
 TOKEN_HEADER = "x-aromcp-token"

@@ -13,7 +13,7 @@ from aromcp_workflows.web.app import WebView
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.app import WorkflowService
 
 UI_PATH = "/ui"
 

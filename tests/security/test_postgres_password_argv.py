@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from pg_cluster import PgCluster, find_bin_dir, unavailable
 from srv_helpers import make_project, server_env
 
-from aromcp_workflows.store.pg_connect import redact
+from aromcp_workflows.store.pg_connect import redact_url as redact
 
 PASSWORD = "Pg-S3cret-7a1c"
 COMMAND = Path(sys.executable).parent / "aromcp-workflows"  # what a user (or Claude Code) starts

@@ -19,7 +19,8 @@ from aromcp_workflows.store import (
     StoreOpenError,
     open_store,
 )
-from aromcp_workflows.store.pg_connect import StoreURLError, redact
+from aromcp_workflows.store.pg_connect import StoreURLError
+from aromcp_workflows.store.pg_connect import redact_url as redact
 from aromcp_workflows.store.pg_schema import SCHEMA_VERSION
 
 

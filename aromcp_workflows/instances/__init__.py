@@ -1,0 +1,49 @@
+"""The instance layer, the only place that commits: live copies of instances, current and
+locked, one transaction per change, catching up with what other processes committed.
+
+The face: what other packages may use, each name loaded with its module on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aromcp_workflows import lazy_face
+
+if TYPE_CHECKING:
+    from aromcp_workflows.instances.confirm import (
+        CommitFailed,
+        CommitLost,
+        Confirmations,
+        collecting,
+        confirmed_quietly,
+        settle,
+    )
+    from aromcp_workflows.instances.errors import ServiceError, refusals
+    from aromcp_workflows.instances.registry import InstanceRegistry
+
+__all__ = [
+    "CommitFailed",
+    "CommitLost",
+    "Confirmations",
+    "InstanceRegistry",
+    "ServiceError",
+    "collecting",
+    "confirmed_quietly",
+    "refusals",
+    "settle",
+]
+__getattr__ = lazy_face(
+    __name__,
+    {
+        "CommitFailed": "confirm",
+        "CommitLost": "confirm",
+        "Confirmations": "confirm",
+        "collecting": "confirm",
+        "confirmed_quietly": "confirm",
+        "settle": "confirm",
+        "ServiceError": "errors",
+        "refusals": "errors",
+        "InstanceRegistry": "registry",
+    },
+)
