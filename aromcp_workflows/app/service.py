@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app import repair
+from aromcp_workflows.app import calls, repair
 from aromcp_workflows.app.authoring import AuthoringApi
 from aromcp_workflows.app.definitions import changed_since_start
 from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
@@ -130,10 +130,10 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
                   progress: ProgressCallback | None = None) -> NextStep:
         """The thread's next atomic step (the same one again while it is not completed)."""
         with refusals():
-            answer = self.driver.next_step(workflow_id, task_id, progress)
+            answer = self.driver.next_step(workflow_id, task_id, self._masked(workflow_id, progress))
         error = None if answer.error is None else self.masker(workflow_id, latest=False).mask_text(answer.error)
         return NextStep(workflow_id=workflow_id, status=answer.status, step=answer.step, messages=answer.messages,
-                        error=error)
+                        error=error, waiting_for=answer.waiting_for)
 
     def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
                       error: str | None = None, task_id: str | None = None,
@@ -144,11 +144,11 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
         if status not in STEP_STATUSES:
             raise ServiceError(f"status must be 'success' or 'failed', not {status!r}")
         with refusals():
-            done = self.driver.complete(workflow_id, task_id, step_id, status, result, error, progress,
-                                        may_answer_user)
+            done = self.driver.complete(workflow_id, task_id, step_id, status, result, error,
+                                        self._masked(workflow_id, progress), may_answer_user)
         answer = done.answer
         return StepCompleted(success=done.success, status=answer.status, messages=answer.messages,
-                             next_step=answer.step, error=answer.error)
+                             next_step=answer.step, error=answer.error, waiting_for=answer.waiting_for)
 
     def state_read(self, workflow_id: str, paths: list[str] | None = None, task_id: str | None = None) -> StateView:
         def look(run: WorkflowRun, _record: InstanceRecord) -> StateView:
@@ -193,16 +193,23 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
                            timestamp=last.created_at))
 
     def complete(self, workflow_id: str, status: str = "success") -> Completed:
+        """End an instance early.  Its commands in flight are stopped once the end is
+        committed — their whole process group, on this machine at once (the CLI's `cancel`,
+        `workflow_complete` and the page all come here), on another host when its server
+        next renews the command's lease — and their results are not kept."""
         if status not in END_STATUSES:
             raise ServiceError(f"status must be one of success, failed, cancelled (got {status!r})")
 
-        def finish(run: WorkflowRun) -> Completed:
+        def finish(run: WorkflowRun) -> tuple[Completed, list[Busy]]:
+            shells = [] if run.finished else run.shells_in_flight()
             if not run.finished:
                 run.cancel(END_STATUSES[status])
-            return Completed(success=True, final_state=run.states["main"].flattened())
+            return Completed(success=True, final_state=run.states["main"].flattened()), shells
 
         with refusals():
-            return self.instances.transact(workflow_id, finish)
+            done, shells = self.instances.transact(workflow_id, finish)
+        calls.stop_commands(calls.local_run_dirs(shells), f"workflow {workflow_id} ended ({status})")
+        return done
 
     def interrupt(self, workflow_id: str, reason: str = "") -> StatusChanged:
         """Mark a running instance `interrupted`: the process running it was stopped (Ctrl-C
@@ -274,7 +281,7 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
                          migrations=moves or None)
 
     # -- commands left behind by a server that died -------------------------------------
-    def take_over_orphans(self, run_dirs: list[RunDir] | None = None) -> int:
+    def adopt_orphans(self, run_dirs: list[RunDir] | None = None) -> int:
         """Adopt the commands of this store that servers of this machine started and left
         behind when they died (`shell.rundir.orphans`; `run_dirs` when the caller has just
         looked them up).  Each is claimed here and now (its lease renewed: a server on
@@ -292,9 +299,9 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
             thread = meta.get("thread_id")
             workflow_id, thread_id = str(meta.get("workflow_id")), None if thread in (None, "main") else str(thread)
             try:
-                rest = self.driver.take_back(workflow_id, thread_id)
+                rest = self.driver.adopter.adopt_now(workflow_id, thread_id)
             except Exception as exc:  # a broken instance must not stop the server: its next call reports it
-                log.warning("could not take over the command left in %s: %s", run_dir.path, exc)
+                log.warning("could not adopt the command left in %s: %s", run_dir.path, exc)
                 continue
             threading.Thread(target=self._adopt_orphan, args=(run_dir, workflow_id, thread_id, rest),
                              name="aromcp-adopt", daemon=True).start()
@@ -309,10 +316,20 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
             (rest or (lambda: self.driver.next_step(workflow_id, thread_id)))()
             named = self.instances.read(workflow_id, lambda run, _: _names(run.busy_shell(thread_id), run_dir))
         except Exception as exc:  # a broken instance must not stop the server: its next call reports it
-            log.warning("could not take over the command left in %s: %s", run_dir.path, exc)
+            log.warning("could not adopt the command left in %s: %s", run_dir.path, exc)
             return
         if not named:
             run_dir.remove()
+
+    def _masked(self, workflow_id: str, progress: ProgressCallback | None) -> ProgressCallback | None:
+        """Progress reports masked like replies: they carry what a command prints."""
+        if progress is None:
+            return None
+
+        def report(elapsed: float, message: str) -> None:
+            progress(elapsed, self.masker(workflow_id, latest=False).mask_text(message))
+
+        return report
 
     def close(self) -> None:
         """Release the store's connections (a later call opens them again)."""
@@ -365,4 +382,4 @@ def _instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus
 
 def _names(busy: Busy | None, run_dir: RunDir) -> bool:
     """Whether a thread's command in flight is the one of `run_dir` (its claim names it)."""
-    return busy is not None and busy.claim.get("run_dir") == str(run_dir.path)
+    return busy is not None and busy.claim.run_dir == str(run_dir.path)

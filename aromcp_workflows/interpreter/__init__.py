@@ -5,6 +5,7 @@ over the program counter whose handlers return effects as values; the instance l
 (`app/`) performs them — runs shell commands, appends history, commits.
 """
 
+from aromcp_workflows.interpreter.claim import ShellClaim
 from aromcp_workflows.interpreter.compiler import ProgramSet, listing, programs_for
 from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Journal, RunError, ShellRequest
 from aromcp_workflows.interpreter.inputs import InputError
@@ -19,6 +20,7 @@ __all__ = [
     "Journal",
     "ProgramSet",
     "RunError",
+    "ShellClaim",
     "ShellRequest",
     "ShellResult",
     "WorkflowRun",
