@@ -185,18 +185,18 @@ class LoopCall:
     """Starts an instance of a loop workflow and times the call that runs its loop."""
 
     def __init__(self, start: Callable[[str, int], str], next_step: Callable[[str], dict[str, Any]],
-                 complete: Callable[[str, str], dict[str, Any]]):
-        self.start, self.next_step, self.complete = start, next_step, complete
+                 complete: Callable[[str, str], dict[str, Any]], cpu: Callable[[], float] = lambda: cpu_now()):
+        self.start, self.next_step, self.complete, self.cpu = start, next_step, complete, cpu
 
     def time(self, workflow: str, n: int) -> tuple[float, float]:
-        """Wall time of the call that runs the loop, and the CPU time this process (and its
-        commands) spent in it — meaningful in process only."""
+        """Wall time of the call that runs the loop, and the CPU time the server (this process
+        in process, the server's process tree over stdio) and its commands spent in it."""
         workflow_id = self.start(workflow, n)
         step = self.next_step(workflow_id)
         assert step["id"] == "before", step
-        c0, t0 = cpu_now(), time.perf_counter()
+        c0, t0 = self.cpu(), time.perf_counter()
         answer = self.complete(workflow_id, step["id"])
-        elapsed, cpu = time.perf_counter() - t0, cpu_now() - c0
+        elapsed, cpu = time.perf_counter() - t0, self.cpu() - c0
         following = answer["next_step"]
         assert following is not None and following["id"] == "after", f"the loop did not run through: {answer}"
         return elapsed, cpu
@@ -206,9 +206,12 @@ def stdio_loop(server: SyncStdio) -> LoopCall:
     def start(workflow: str, n: int) -> str:
         return str(server.tool("workflow_start", {"workflow": workflow, "inputs": {"n": n}})["workflow_id"])
 
+    from proc_cpu import tree_cpu_s
+
     return LoopCall(start, lambda wid: server.tool("workflow_get_next_step", {"workflow_id": wid})["step"],
                     lambda wid, sid: server.tool("workflow_step_complete",
-                                                 {"workflow_id": wid, "step_id": sid, "result": "ok"}))
+                                                 {"workflow_id": wid, "step_id": sid, "result": "ok"}),
+                    lambda: tree_cpu_s(server.proc.pid))
 
 
 def in_process_loop(service: Any) -> LoopCall:
@@ -298,6 +301,13 @@ def summarize(samples: dict[str, list[float]], steps: int, wheres: list[str]) ->
                         for where in wheres}
     out["ratio b/a"]["cpu in process"] = statistics.median(cpu_shell) / bash_cpu
     for where in wheres:
+        for label, workflow, n, spawns in (("true step", "bench-shell", steps, steps),
+                                           ("needs bash", "bench-shellbash", steps, steps),
+                                           ("while", "bench-while", 20, 20)):
+            spent = sum(samples[f"cpu {where} {workflow} n={n}"]) - sum(samples[f"cpu {where} {workflow} n=0"])
+            rounds = len(samples[f"cpu {where} {workflow} n={n}"])
+            out["ratio b/a"][f"cpu {where}, {label}"] = spent / (rounds * spawns) / bash_cpu
+    for where in wheres:
         out["ratio b/a"][f"{where}, needs bash"] = (
             out[f"b {where}"][f"per shell step '[[ 1 ]]' (needs bash; N={steps})"]["median_ms"] / bash)
         out["ratio b/a"][f"{where}, while"] = (
@@ -320,7 +330,11 @@ def report(figures: dict[str, Any], rounds: int) -> None:
     for where in wheres:
         print(f"  {where:22s} {ratios[where]:18.2f} {ratios[f'{where}, needs bash']:16.2f} "
               f"{ratios[f'{where}, while']:21.2f}")
-    print(f"  CPU in process, true step: {ratios['cpu in process']:.2f}")
+    print("CPU ratios (server and its commands ÷ this process and its child for the bare spawn; summed over "
+          "the rounds, robust to load):")
+    for where in wheres:
+        print(f"  {where:22s} {ratios[f'cpu {where}, true step']:18.2f} {ratios[f'cpu {where}, needs bash']:16.2f} "
+              f"{ratios[f'cpu {where}, while']:21.2f}")
 
 
 CLASSIFIED = ["true", "echo \"$HOME\"", "ls -l | wc -l >/dev/null 2>&1", "[[ 1 ]]"]
