@@ -25,7 +25,13 @@ b. a server-side `true` step through the real server over stdio (JSON-RPC over t
 d. the classifier that picks dash (`shell.dialect.runs_same_under_sh`, texts cached),
    microseconds per call for a builtin, two programs and a pipe, with os.environ.
 c. a 20-iteration server-side shell loop: the whole call, and its loop part (minus the
-   0-step call).  (The issue compares this with AroMCP's 61 ms.)
+   0-step call).  (The issue compares this with AroMCP's 61 ms.)  And a 20-iteration
+   server-side `while` whose body is one `true` and an `increment` of its counter: its loop
+   part ÷ 20 bare spawns (budget 1.3 ×).
+
+`--before DIR` measures another checkout's server (its `aromcp_workflows` package, e.g.
+`git archive REV aromcp_workflows | tar -x -C DIR`) over stdio in the same rounds, next to
+this tree's: the before/after table of docs/performance.md comes from one such run.
 
 Printed: medians and p90s, and the ratio b ÷ a (`bash -c true` via subprocess.run).
 Absolute times drift on shared machines; the ratios of one run are what to compare.
@@ -87,6 +93,36 @@ PLAIN_LOOP = SHELL_LOOP.replace("bench-shell", "bench-noshell").replace(
 # The same loop with a command that needs bash (`[[`): the step always runs under bash.
 BASH_LOOP = SHELL_LOOP.replace("bench-shell", "bench-shellbash").replace('command: "true"', 'command: "[[ 1 ]]"')
 
+# A server-side `while`: one `true` and the counter's increment per iteration.
+WHILE_LOOP = """
+name: bench-while
+description: "a server-side while loop running one `true` per iteration"
+inputs:
+  n: {type: integer, default: 0}
+default_state:
+  raw: {i: 0}
+steps:
+  - id: before
+    type: agent_prompt
+    prompt: "start"
+  - id: loop
+    type: while
+    condition: "{{ i < inputs.n }}"
+    max_iterations: 10000
+    body:
+      - id: sh
+        type: shell_command
+        command: "true"
+      - type: state_update
+        path: raw.i
+        operation: increment
+        value: 1
+  - id: after
+    type: agent_prompt
+    prompt: "end"
+"""
+WORKFLOWS = ("bench-shell", "bench-noshell", "bench-shellbash", "bench-while")
+
 BASH = shutil.which("bash") or "/bin/bash"
 
 
@@ -96,6 +132,7 @@ def make_project(root: Path) -> Path:
     (target / "bench-shell.yaml").write_text(SHELL_LOOP)
     (target / "bench-noshell.yaml").write_text(PLAIN_LOOP)
     (target / "bench-shellbash.yaml").write_text(BASH_LOOP)
+    (target / "bench-while.yaml").write_text(WHILE_LOOP)
     return root
 
 
@@ -148,18 +185,18 @@ class LoopCall:
     """Starts an instance of a loop workflow and times the call that runs its loop."""
 
     def __init__(self, start: Callable[[str, int], str], next_step: Callable[[str], dict[str, Any]],
-                 complete: Callable[[str, str], dict[str, Any]]):
-        self.start, self.next_step, self.complete = start, next_step, complete
+                 complete: Callable[[str, str], dict[str, Any]], cpu: Callable[[], float] = lambda: cpu_now()):
+        self.start, self.next_step, self.complete, self.cpu = start, next_step, complete, cpu
 
     def time(self, workflow: str, n: int) -> tuple[float, float]:
-        """Wall time of the call that runs the loop, and the CPU time this process (and its
-        commands) spent in it — meaningful in process only."""
+        """Wall time of the call that runs the loop, and the CPU time the server (this process
+        in process, the server's process tree over stdio) and its commands spent in it."""
         workflow_id = self.start(workflow, n)
         step = self.next_step(workflow_id)
         assert step["id"] == "before", step
-        c0, t0 = cpu_now(), time.perf_counter()
+        c0, t0 = self.cpu(), time.perf_counter()
         answer = self.complete(workflow_id, step["id"])
-        elapsed, cpu = time.perf_counter() - t0, cpu_now() - c0
+        elapsed, cpu = time.perf_counter() - t0, self.cpu() - c0
         following = answer["next_step"]
         assert following is not None and following["id"] == "after", f"the loop did not run through: {answer}"
         return elapsed, cpu
@@ -169,9 +206,12 @@ def stdio_loop(server: SyncStdio) -> LoopCall:
     def start(workflow: str, n: int) -> str:
         return str(server.tool("workflow_start", {"workflow": workflow, "inputs": {"n": n}})["workflow_id"])
 
+    from proc_cpu import tree_cpu_s
+
     return LoopCall(start, lambda wid: server.tool("workflow_get_next_step", {"workflow_id": wid})["step"],
                     lambda wid, sid: server.tool("workflow_step_complete",
-                                                 {"workflow_id": wid, "step_id": sid, "result": "ok"}))
+                                                 {"workflow_id": wid, "step_id": sid, "result": "ok"}),
+                    lambda: tree_cpu_s(server.proc.pid))
 
 
 def in_process_loop(service: Any) -> LoopCall:
@@ -180,17 +220,22 @@ def in_process_loop(service: Any) -> LoopCall:
                     lambda wid, sid: service.step_complete(wid, sid, result="ok").model_dump())
 
 
-def run(workdir: Path, rounds: int, steps: int) -> dict[str, Any]:
+def run(workdir: Path, rounds: int, steps: int, before: Path | None = None) -> dict[str, Any]:
     from aromcp_workflows.app.service import WorkflowService
 
     project = make_project(workdir / "project")
     home = workdir / "home"
     home.mkdir()
-    store = workdir / "stdio.sqlite3"
-    server = SyncStdio(our_command(project, store), server_env(home, store), project)
-    server.handshake()
+    servers = {"stdio": SyncStdio(our_command(project, workdir / "stdio.sqlite3"),
+                                  server_env(home, workdir / "stdio.sqlite3"), project)}
+    if before is not None:
+        env = {**server_env(home, workdir / "before.sqlite3"), "PYTHONPATH": str(before)}
+        servers["stdio before"] = SyncStdio(our_command(project, workdir / "before.sqlite3"), env, project)
+    for server in servers.values():
+        server.handshake()
     service = WorkflowService(project_dir=project, store_path=workdir / "inproc.sqlite3", home=home)
-    loops = {"stdio": stdio_loop(server), "in process": in_process_loop(service)}
+    loops = {where: stdio_loop(server) for where, server in servers.items()}
+    loops["in process"] = in_process_loop(service)
     spawns = spawn_rows(project)
     samples: dict[str, list[float]] = {}
 
@@ -207,14 +252,15 @@ def run(workdir: Path, rounds: int, steps: int) -> dict[str, Any]:
                     add(f"a {label}", elapsed)
                     add(f"cpu {label}", cpu_now() - c0)
         for where, loop in loops.items():
-            for workflow in ("bench-shell", "bench-noshell", "bench-shellbash"):
+            for workflow in WORKFLOWS:
                 for n in sorted({0, steps, 20}):
                     elapsed, cpu = loop.time(workflow, n)
                     if keep:
                         add(f"{where} {workflow} n={n}", elapsed)
                         add(f"cpu {where} {workflow} n={n}", cpu)
-    server.close()
-    return summarize(samples, steps)
+    for server in servers.values():
+        server.close()
+    return summarize(samples, steps, list(loops))
 
 
 def per_step(samples: dict[str, list[float]], where: str, workflow: str, n: int) -> list[float]:
@@ -223,10 +269,10 @@ def per_step(samples: dict[str, list[float]], where: str, workflow: str, n: int)
                                                    samples[f"{where} {workflow} n=0"], strict=True)]
 
 
-def summarize(samples: dict[str, list[float]], steps: int) -> dict[str, Any]:
+def summarize(samples: dict[str, list[float]], steps: int, wheres: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"a spawn floor": {k[2:]: stats(v) for k, v in samples.items() if k.startswith("a ")}}
     bash_cpu = statistics.median(samples["cpu subprocess.run bash -c true"])
-    for where in ("stdio", "in process"):
+    for where in wheres:
         shell = per_step(samples, where, "bench-shell", steps)
         plain = per_step(samples, where, "bench-noshell", steps)
         needs_bash = per_step(samples, where, "bench-shellbash", steps)
@@ -241,6 +287,8 @@ def summarize(samples: dict[str, list[float]], steps: int) -> dict[str, Any]:
         out[f"c {where}"] = {
             "20-iteration shell loop, whole call": stats(samples[f"{where} bench-shell n=20"]),
             "20-iteration shell loop, loop part (minus 0-step call)": stats([v * 20 for v in loop20]),
+            "20-iteration while (true + increment), loop part": stats(
+                [v * 20 for v in per_step(samples, where, "bench-while", 20)]),
         }
     cpu_shell = per_step(samples, "cpu in process", "bench-shell", steps)
     out["cpu (this process + its commands; a load-robust view)"] = {
@@ -250,15 +298,25 @@ def summarize(samples: dict[str, list[float]], steps: int) -> dict[str, Any]:
     }
     bash = out["a spawn floor"]["subprocess.run bash -c true"]["median_ms"]
     out["ratio b/a"] = {where: out[f"b {where}"][f"per shell step (N={steps})"]["median_ms"] / bash
-                        for where in ("stdio", "in process")}
+                        for where in wheres}
     out["ratio b/a"]["cpu in process"] = statistics.median(cpu_shell) / bash_cpu
-    for where in ("stdio", "in process"):
+    for where in wheres:
+        for label, workflow, n, spawns in (("true step", "bench-shell", steps, steps),
+                                           ("needs bash", "bench-shellbash", steps, steps),
+                                           ("while", "bench-while", 20, 20)):
+            spent = sum(samples[f"cpu {where} {workflow} n={n}"]) - sum(samples[f"cpu {where} {workflow} n=0"])
+            rounds = len(samples[f"cpu {where} {workflow} n={n}"])
+            out["ratio b/a"][f"cpu {where}, {label}"] = spent / (rounds * spawns) / bash_cpu
+    for where in wheres:
         out["ratio b/a"][f"{where}, needs bash"] = (
             out[f"b {where}"][f"per shell step '[[ 1 ]]' (needs bash; N={steps})"]["median_ms"] / bash)
+        out["ratio b/a"][f"{where}, while"] = (
+            out[f"c {where}"]["20-iteration while (true + increment), loop part"]["median_ms"] / (20 * bash))
     return out
 
 
 def report(figures: dict[str, Any], rounds: int) -> None:
+    wheres = [k[2:] for k in figures if k.startswith("b ")]
     print(f"(medians of {rounds} rounds; p90 in brackets)")
     for section, rows in figures.items():
         if section == "ratio b/a":
@@ -266,13 +324,17 @@ def report(figures: dict[str, Any], rounds: int) -> None:
         print(f"\n{section}")
         for label, row in rows.items():
             print(f"  {label:58s} {row['median_ms']:8.3f} ms  [{row['p90_ms']:.3f}]")
-    print("\nratio: server-side shell step ÷ subprocess.run(bash -c true) "
-          f"(target <= 1.2): stdio {figures['ratio b/a']['stdio']:.2f}, "
-          f"in process {figures['ratio b/a']['in process']:.2f}; CPU in process "
-          f"{figures['ratio b/a']['cpu in process']:.2f}")
-    print("ratio for a command that needs bash ('[[ 1 ]]'): "
-          f"stdio {figures['ratio b/a']['stdio, needs bash']:.2f}, "
-          f"in process {figures['ratio b/a']['in process, needs bash']:.2f}")
+    ratios = figures["ratio b/a"]
+    print("\nratios to subprocess.run(bash -c true), this run:")
+    print(f"  {'':22s} {'true step (<=1.2)':>18s} {'[[ 1 ]] (<=1.3)':>16s} {'20-it. while (<=1.3)':>21s}")
+    for where in wheres:
+        print(f"  {where:22s} {ratios[where]:18.2f} {ratios[f'{where}, needs bash']:16.2f} "
+              f"{ratios[f'{where}, while']:21.2f}")
+    print("CPU ratios (server and its commands ÷ this process and its child for the bare spawn; summed over "
+          "the rounds, robust to load):")
+    for where in wheres:
+        print(f"  {where:22s} {ratios[f'cpu {where}, true step']:18.2f} {ratios[f'cpu {where}, needs bash']:16.2f} "
+              f"{ratios[f'cpu {where}, while']:21.2f}")
 
 
 CLASSIFIED = ["true", "echo \"$HOME\"", "ls -l | wc -l >/dev/null 2>&1", "[[ 1 ]]"]
@@ -297,12 +359,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="N: shell steps in the measured loop")
     parser.add_argument("--dir", help="where the stores are created (default: a temp dir under cwd)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
+    parser.add_argument("--before", help="another checkout's package directory, measured over stdio beside this one")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-shell-", dir=args.dir or ".")).resolve()
     info = machine()
     print("machine:", ", ".join(f"{k}={v}" for k, v in info.items()))
     try:
-        figures = run(workdir, args.rounds, args.steps)
+        figures = run(workdir, args.rounds, args.steps, Path(args.before).resolve() if args.before else None)
         cost = classifier_cost(workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -78,6 +78,8 @@ class Round:
     calls: int = 0
     lost: int = 0
     resent: int = 0
+    impatient: int = 0  # instances whose client gave up on calls (`--impatient`)
+    gave_up: int = 0  # calls those clients gave up on (each sent again)
     seconds: float = 0.0
     disk: str = ""
     hosts_apart: bool = False
@@ -146,6 +148,7 @@ async def run_round(setup_name: str, seed: int, args: argparse.Namespace, workdi
         elif not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     result.faults, result.calls, result.lost, result.resent = faults.count(), log.calls, log.lost, log.resent
+    result.gave_up = log.gave_up
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
@@ -162,7 +165,10 @@ async def _drive(setup: Any, rng: random.Random, args: argparse.Namespace, answe
     def more() -> None:
         plan = next(pool)
         used.append(plan)
-        agent = Agent(setup.transport, plan, answers, log, float("inf"), use_key=not args.no_keys)
+        patient = not impatient(plan.key, args.impatient)
+        result.impatient += not patient
+        agent = Agent(setup.transport, plan, answers, log, float("inf"), use_key=not args.no_keys,
+                      patience=None if patient else PATIENCE_S)
         agents[asyncio.create_task(agent.run())] = agent
 
     try:
@@ -173,6 +179,16 @@ async def _drive(setup: Any, rng: random.Random, args: argparse.Namespace, answe
         for task in [*agents, injecting]:
             task.cancel()
         raise
+
+
+PATIENCE_S = 0.15  # an impatient client's read timeout: shorter than many of the workload's commands
+
+
+def impatient(key: str, share: float) -> bool:
+    """Whether the plan's client gives up on calls (drawn from its key: the same in a rerun)."""
+    import hashlib
+
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < share
 
 
 async def _keep_going(agents: dict[asyncio.Task[Outcome], Agent], injecting: asyncio.Task[None],
@@ -231,6 +247,8 @@ def totals(rounds: list[Round]) -> dict[str, Any]:
     return {"rounds": len(rounds), "faults": faults, "faults_total": sum(faults.values()), **sums,
             "calls": sum(r.calls for r in rounds), "lost_answers": sum(r.lost for r in rounds),
             "resent": sum(r.resent for r in rounds), "anomalies": anomalies,
+            "impatient_instances": sum(r.impatient for r in rounds),
+            "calls_given_up": sum(r.gave_up for r in rounds),
             "host_deaths": sum(r.faults.get("host_death", 0) for r in rounds),
             "seconds": round(sum(r.seconds for r in rounds), 1)}
 
@@ -241,7 +259,8 @@ def print_report(rounds: list[Round], args: argparse.Namespace) -> None:
         verdict = "ok" if not f.anomalies else f"{len(f.anomalies)} ANOMALIES"
         print(f"[{r.setup} seed {r.seed}] {r.seconds:.0f} s, faults {r.faults}, {f.instances} instances, "
               f"{f.steps} steps, {f.acks_checked} acknowledged answers checked, {r.lost} answers lost "
-              f"({r.resent} resends), {f.store_refusals} store refusals, {f.reruns_after_host_death} reruns after "
+              f"({r.resent} resends), {r.impatient} impatient clients gave up on {r.gave_up} calls, "
+              f"{f.store_refusals} store refusals, {f.reruns_after_host_death} reruns after "
               f"{r.faults.get('host_death', 0)} host deaths: {verdict}; phases {r.phases}", flush=True)
         for kind, key, detail in f.anomalies[:20]:
             print(f"    {kind} {key}: {detail[:400]}")
@@ -310,6 +329,9 @@ def main() -> int:
     parser.add_argument("--gap", default="0.3,1.5", help="seconds between faults: MIN,MAX")
     parser.add_argument("--drain", type=float, default=90.0, help="seconds the last instances get to finish")
     parser.add_argument("--no-keys", action="store_true", help="start without idempotency keys (shows why they exist)")
+    parser.add_argument("--impatient", type=float, default=0.25,
+                        help="share of the instances whose client gives up on a call after 0.15 s (a read timeout: "
+                             "notifications/cancelled over stdio, a closed request over HTTP) and sends it again")
     parser.add_argument("--no-auth", action="store_true", help="no bearer token for the HTTP replicas")
     parser.add_argument("--server-tree", metavar="DIR", help="run the servers, the fault-free reference and the "
                         "checker's reads on the package of another checkout (an earlier commit, to see what the "

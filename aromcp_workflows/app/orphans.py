@@ -1,4 +1,4 @@
-"""Commands a dead server left behind, taken over by this one at start.
+"""Commands a dead server left behind, adopted by this one at start.
 
 A server of this machine that died left its running commands' run directories
 (`shell.rundir`); the next server of the same store claims each at once (its lease
@@ -21,7 +21,7 @@ from aromcp_workflows.shell import RunDir, orphans
 log = logging.getLogger("aromcp_workflows")
 
 
-def take_over(driver: Driver, instances: InstanceRegistry, run_dirs: list[RunDir] | None = None) -> int:
+def adopt_all(driver: Driver, instances: InstanceRegistry, run_dirs: list[RunDir] | None = None) -> int:
     """Adopt the commands of this store that servers of this machine started and left
     behind when they died (`shell.rundir.orphans`; `run_dirs` when the caller has just
     looked them up).  Each is claimed here and now (its lease renewed: a server on
@@ -35,9 +35,9 @@ def take_over(driver: Driver, instances: InstanceRegistry, run_dirs: list[RunDir
         thread = meta.get("thread_id")
         workflow_id, thread_id = str(meta.get("workflow_id")), None if thread in (None, "main") else str(thread)
         try:
-            rest = driver.take_back(workflow_id, thread_id)
+            rest = driver.adopter.adopt_now(workflow_id, thread_id)
         except Exception as exc:  # a broken instance must not stop the server: its next call reports it
-            log.warning("could not take over the command left in %s: %s", run_dir.path, exc)
+            log.warning("could not adopt the command left in %s: %s", run_dir.path, exc)
             continue
         threading.Thread(target=_adopt, args=(driver, instances, run_dir, workflow_id, thread_id, rest),
                          name="aromcp-adopt", daemon=True).start()
@@ -53,7 +53,7 @@ def _adopt(driver: Driver, instances: InstanceRegistry, run_dir: RunDir, workflo
         (rest or (lambda: driver.next_step(workflow_id, thread_id)))()
         named = instances.read(workflow_id, lambda run, _: _names(run.busy_shell(thread_id), run_dir))
     except Exception as exc:  # a broken instance must not stop the server: its next call reports it
-        log.warning("could not take over the command left in %s: %s", run_dir.path, exc)
+        log.warning("could not adopt the command left in %s: %s", run_dir.path, exc)
         return
     if not named:
         run_dir.remove()
@@ -61,4 +61,4 @@ def _adopt(driver: Driver, instances: InstanceRegistry, run_dir: RunDir, workflo
 
 def _names(busy: Busy | None, run_dir: RunDir) -> bool:
     """Whether a thread's command in flight is the one of `run_dir` (its claim names it)."""
-    return busy is not None and busy.claim.get("run_dir") == str(run_dir.path)
+    return busy is not None and busy.claim.run_dir == str(run_dir.path)

@@ -141,3 +141,32 @@ class StateAt(Result):
     changed: list[str]
     complete: bool
     note: str | None = None
+
+
+class OutputSlice(Result):
+    """Part of a command's stdout or stderr: `text` holds bytes `start`..`end` of what the
+    command wrote; `cut`: bytes before `start` (that were asked for) are not kept.  After the
+    command ended, offsets count the text the history kept."""
+
+    text: str
+    start: int
+    end: int
+    cut: bool
+
+
+class CommandOutput(Result):
+    """A server-side command's output (`WorkflowService.command_output`): live from its run
+    directory while it runs on this machine, from the history once it ended.
+
+    `source` says where it was read: `live`, `history`, `elsewhere` (it runs on another
+    host: nothing to read here) or `none` (no such command)."""
+
+    workflow_id: str
+    step_id: str | None
+    task_id: str | None = None
+    running: bool
+    source: str
+    command: str | None = None
+    exit_code: int | None = None
+    stdout: OutputSlice
+    stderr: OutputSlice

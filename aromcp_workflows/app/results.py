@@ -101,7 +101,10 @@ class Started(Result):
 
 class NextStep(Result):
     """Where a thread stands: the atomic step to perform (None at the end) and the messages
-    that come before it.  `user_answers`: what the user answered in forms during this call."""
+    that come before it.  `user_answers`: what the user answered in forms during this call.
+    `waiting_for`: set only when the call's budget (`AROMCP_CALL_BUDGET_S`) ran out while a
+    server-side command runs — {kind: "command", step_id, command, for_s, instructions}:
+    no step yet, call again."""
 
     workflow_id: str
     status: str
@@ -109,6 +112,7 @@ class NextStep(Result):
     messages: list[str]
     error: str | None = None
     user_answers: list[Json] | None = None
+    waiting_for: Json | None = None
 
 
 class StepCompleted(Result):
@@ -121,6 +125,7 @@ class StepCompleted(Result):
     next_step: Json | None
     error: str | None = None
     user_answers: list[Json] | None = None
+    waiting_for: Json | None = None  # as in `NextStep`
 
 
 class StateView(Result):

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app import orphans, repair
+from aromcp_workflows.app import calls, orphans, repair
 from aromcp_workflows.app.authoring import Authoring
 from aromcp_workflows.app.definitions import changed_since_start
 from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
-from aromcp_workflows.app.page_results import InstancePageView, InstanceView, StateAt
+from aromcp_workflows.app.page_results import CommandOutput, InstancePageView, InstanceView, StateAt
 from aromcp_workflows.app.results import (
     CheckpointInfo,
     CheckpointTaken,
@@ -61,7 +61,7 @@ from aromcp_workflows.app.watching import Watching
 from aromcp_workflows.app.workflows import Workflows
 from aromcp_workflows.definition import WorkflowBundle, WorkflowLoader, WorkflowResolver
 from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
-from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.interpreter import Busy, WorkflowRun
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety import Masker
 from aromcp_workflows.shell import ProgressCallback, RunDir
@@ -153,6 +153,11 @@ class WorkflowService:
     def instance_version(self, workflow_id: str) -> int:
         return self.watching.instance_version(workflow_id)
 
+    def command_output(self, workflow_id: str, step_id: str | None = None, task_id: str | None = None,
+                       stdout_since: int | None = None, stderr_since: int | None = None,
+                       limit: int = 16 * 1024) -> CommandOutput:
+        return self.watching.command_output(workflow_id, step_id, task_id, stdout_since, stderr_since, limit)
+
     def instance_view(self, workflow_id: str) -> InstanceView:
         return self.watching.instance_view(workflow_id)
 
@@ -186,10 +191,10 @@ class WorkflowService:
                   progress: ProgressCallback | None = None) -> NextStep:
         """The thread's next atomic step (the same one again while it is not completed)."""
         with refusals():
-            answer = self.driver.next_step(workflow_id, task_id, progress)
+            answer = self.driver.next_step(workflow_id, task_id, self._masked(workflow_id, progress))
         error = None if answer.error is None else self.masker(workflow_id, latest=False).mask_text(answer.error)
         return NextStep(workflow_id=workflow_id, status=answer.status, step=answer.step, messages=answer.messages,
-                        error=error)
+                        error=error, waiting_for=answer.waiting_for)
 
     def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
                       error: str | None = None, task_id: str | None = None,
@@ -200,11 +205,11 @@ class WorkflowService:
         if status not in STEP_STATUSES:
             raise ServiceError(f"status must be 'success' or 'failed', not {status!r}")
         with refusals():
-            done = self.driver.complete(workflow_id, task_id, step_id, status, result, error, progress,
-                                        may_answer_user)
+            done = self.driver.complete(workflow_id, task_id, step_id, status, result, error,
+                                        self._masked(workflow_id, progress), may_answer_user)
         answer = done.answer
         return StepCompleted(success=done.success, status=answer.status, messages=answer.messages,
-                             next_step=answer.step, error=answer.error)
+                             next_step=answer.step, error=answer.error, waiting_for=answer.waiting_for)
 
     def state_read(self, workflow_id: str, paths: list[str] | None = None, task_id: str | None = None) -> StateView:
         def look(run: WorkflowRun, _record: InstanceRecord) -> StateView:
@@ -249,16 +254,23 @@ class WorkflowService:
                            timestamp=last.created_at))
 
     def complete(self, workflow_id: str, status: str = "success") -> Completed:
+        """End an instance early.  Its commands in flight are stopped once the end is
+        committed — their whole process group, on this machine at once (the CLI's `cancel`,
+        `workflow_complete` and the page all come here), on another host when its server
+        next renews the command's lease — and their results are not kept."""
         if status not in END_STATUSES:
             raise ServiceError(f"status must be one of success, failed, cancelled (got {status!r})")
 
-        def finish(run: WorkflowRun) -> Completed:
+        def finish(run: WorkflowRun) -> tuple[Completed, list[Busy]]:
+            shells = [] if run.finished else run.shells_in_flight()
             if not run.finished:
                 run.cancel(END_STATUSES[status])
-            return Completed(success=True, final_state=run.states["main"].flattened())
+            return Completed(success=True, final_state=run.states["main"].flattened()), shells
 
         with refusals():
-            return self.instances.transact(workflow_id, finish)
+            done, shells = self.instances.transact(workflow_id, finish)
+        calls.stop_commands(calls.local_run_dirs(shells), f"workflow {workflow_id} ended ({status})")
+        return done
 
     def interrupt(self, workflow_id: str, reason: str = "") -> StatusChanged:
         """Mark a running instance `interrupted`: the process running it was stopped (Ctrl-C
@@ -324,10 +336,20 @@ class WorkflowService:
                          migrations=moves or None)
 
     # -- commands left behind by a server that died -------------------------------------
-    def take_over_orphans(self, run_dirs: list[RunDir] | None = None) -> int:
+    def adopt_orphans(self, run_dirs: list[RunDir] | None = None) -> int:
         """Adopt the commands of this store that servers of this machine left behind when
         they died (`app/orphans.py`); how many were found."""
-        return orphans.take_over(self.driver, self.instances, run_dirs)
+        return orphans.adopt_all(self.driver, self.instances, run_dirs)
+
+    def _masked(self, workflow_id: str, progress: ProgressCallback | None) -> ProgressCallback | None:
+        """Progress reports masked like replies: they carry what a command prints."""
+        if progress is None:
+            return None
+
+        def report(elapsed: float, message: str) -> None:
+            progress(elapsed, self.masker(workflow_id, latest=False).mask_text(message))
+
+        return report
 
     def close(self) -> None:
         """Release the store's connections (a later call opens them again)."""

@@ -1,5 +1,6 @@
 """The service's reads for the web view: a page of instances, an instance's whole view, its
-version (which changes with every commit of any process), its state at a point of history.
+version (which changes with every commit of any process), its state at a point of history,
+a command's output as it comes (the page, `run` and `debug` read it).
 
 `Watching` is a part the service has (`WorkflowService.watching`): these methods read
 through the same instance layer, under the same project scope and masker, as the MCP tools.  The
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aromcp_workflows.app.page_results import InstancePageView, InstanceView, StateAt
+from aromcp_workflows.app.page_results import CommandOutput, InstancePageView, InstanceView, StateAt
 from aromcp_workflows.definition import DefinitionError, WorkflowLoader
 from aromcp_workflows.instances import InstanceRegistry, refusals
 from aromcp_workflows.store import InstanceFilter
@@ -39,6 +40,25 @@ class Watching:
         return InstancePageView(rows=[summary_row(r) for r in found.rows], total=found.total, page=page,
                                 per_page=per_page, workflows=sorted({g.workflow for g in groups}),
                                 projects=sorted({g.project_dir for g in groups}), statuses=counts)
+
+    def command_output(self, workflow_id: str, step_id: str | None = None, task_id: str | None = None,
+                       stdout_since: int | None = None, stderr_since: int | None = None,
+                       limit: int = 16 * 1024) -> CommandOutput:
+        """A server-side command's stdout and stderr: of the thread's command running now
+        (from byte `*_since` on, or the last `limit` bytes; poll again from each slice's
+        `end`), else of its last command that ended (or the last run of `step_id`), as the
+        history kept it.  Readable from any process of the machine the command runs on."""
+        from aromcp_workflows.app import command_output as output
+
+        masker = self.instances.masker(workflow_id)
+        limit = max(1, min(limit, 1024 * 1024))
+        with refusals():
+            busy = self.instances.read(workflow_id, lambda run, _: run.busy_shell(task_id))
+            if busy is not None and step_id in (None, busy.step_id):
+                return output.from_run_dir(workflow_id, task_id, busy, (stdout_since, stderr_since), limit,
+                                           masker.mask_text)
+            events = self.instances.history(workflow_id, kinds=["step_started", "step_completed"])
+        return output.from_history(workflow_id, task_id, step_id, events, limit, masker.mask_text)
 
     def instance_version(self, workflow_id: str) -> int:
         """The instance's committed version: it changes with every commit of any process."""

@@ -138,6 +138,7 @@ def cmd_debug(args: argparse.Namespace) -> int:
             error = f"  ended by {entry['ended_by']} after {entry.get('iterations')} iteration(s)" + error
         print(f"  {entry['status']:<8} {entry['step_id']}{task} ({entry.get('type') or '?'}) "
               f"{entry['started_at']} → {entry.get('completed_at') or '…'}{took}{error}")
+    _print_command_output(service_for(args), args.workflow_id)
     size = info.state_size
     print(f"State size: raw {size['raw_bytes']} B, state {size.get('state_bytes', 0)} B, computed "
           f"{size['computed_bytes']} B; {size['total_transformations']} transformations")
@@ -146,6 +147,25 @@ def cmd_debug(args: argparse.Namespace) -> int:
     for row in perf["slowest_transformations"]:
         print(f"  {row['field']:<24} avg {row['avg_ms']} ms over {row.get('count', '?')} runs")
     return 0
+
+
+def _print_command_output(service: Any, workflow_id: str, lines: int = 20) -> None:
+    """The main thread's server-side command: its output so far while it runs, else what the
+    history kept of its last one (the last `lines` lines of each stream)."""
+    output = call(lambda: service.command_output(workflow_id))
+    if output.source == "none":
+        return
+    if output.running:
+        where = "runs on another host: its output is readable there" if output.source == "elsewhere" else "running"
+        print(f"Command of step {output.step_id} ({where}): {output.command}")
+    else:
+        print(f"Last command, step {output.step_id} (exit code {output.exit_code}): {output.command}")
+    for name, part in (("stdout", output.stdout), ("stderr", output.stderr)):
+        shown = part.text.rstrip("\n").split("\n")[-lines:] if part.text.strip() else []
+        if shown:
+            cut = " (earlier output not shown)" if part.cut or part.text.count("\n") > lines else ""
+            print(f"  {name}{cut}:")
+            print("\n".join(f"    {line}" for line in shown))
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -6,6 +6,7 @@ the instance layer (`instances/`, driven by `app/`) performs them — runs shell
 appends history, commits.
 """
 
+from aromcp_workflows.interpreter.claim import ShellClaim
 from aromcp_workflows.interpreter.compiler import (
     ProgramSet,
     StepPlace,
@@ -49,6 +50,7 @@ __all__ = [
     "ProgramSet",
     "Run",
     "RunError",
+    "ShellClaim",
     "ShellRequest",
     "ShellResult",
     "StepPlace",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.errors import ErrorKind, KindedError
+from aromcp_workflows.interpreter.claim import ShellClaim
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Answer:
     messages: list[str] = field(default_factory=list)
     error: str | None = None
     thread_id: str = "main"
+    waiting_for: dict[str, Any] | None = None  # a command still running when the call's budget ran out
 
 
 @dataclass
@@ -46,13 +48,13 @@ class ShellRequest:
 class Busy:
     """The thread's server-side command is running for another caller; wait for it.
 
-    `claim` is what the pending step stored about who runs it (`owner`, `lease_until`,
-    and `owner_pid` from older versions), as the instance layer wrote it: the interpreter
-    neither fills it in nor judges it."""
+    `claim` is what the pending step stored about who runs it, as the instance layer
+    wrote it: the interpreter neither fills it in nor judges it."""
 
     thread_id: str
     step_id: str
-    claim: dict[str, Any] = field(default_factory=dict)
+    claim: ShellClaim = field(default_factory=ShellClaim)
+    command: str = ""  # the command as it was rendered (shown to a caller that stops waiting)
 
 
 Outcome = Answer | ShellRequest | Busy

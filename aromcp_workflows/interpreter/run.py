@@ -13,13 +13,14 @@ continues exactly where it was.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.definition import WorkflowBundle, computed_specs
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
 from aromcp_workflows.interpreter import control, delivery, parallel, rewind, shell_steps, steps, tracking
+from aromcp_workflows.interpreter.claim import ShellClaim
 from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Journal, Outcome, RunError, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.inputs import check_inputs
@@ -161,10 +162,11 @@ class WorkflowRun:
         return self.machine.answer(thread, pending.step)
 
     # -- results from outside -----------------------------------------------------------------
-    def finish_shell(self, request: ShellRequest, result: ShellResult, owner: Any = None) -> Outcome:
+    def finish_shell(self, request: ShellRequest, result: ShellResult,
+                     owner: Mapping[str, Any] | None = None) -> Outcome:
         """A command's result: stored (or its `on_error` applied), then the thread goes on.
-        With `owner`, only while that runner still holds the command's claim (another took it
-        over after its lease ran out: its result, of the same run, is the one kept)."""
+        With `owner`, only while that runner still holds the command's claim (another adopted
+        it after its lease ran out: its result, of the same run, is the one kept)."""
         thread = self.machine.thread(request.thread_id)
         pending = thread.pending
         if (pending is None or pending.kind != "shell" or pending.step_id != request.step_id
@@ -179,17 +181,22 @@ class WorkflowRun:
         thread = self.machine.thread(thread_id)
         return shell_steps.busy(thread) if thread.pending is not None and thread.pending.kind == "shell" else None
 
-    def claim_shell(self, thread_id: str, step_id: str, claim: dict[str, Any]) -> bool:
+    def shells_in_flight(self) -> list[Busy]:
+        """Every thread's server-side command in flight, with its claim (cancel stops them)."""
+        return [shell_steps.busy(thread) for thread in self.threads.values()
+                if thread.pending is not None and thread.pending.kind == "shell"]
+
+    def claim_shell(self, thread_id: str, step_id: str, claim: ShellClaim) -> bool:
         """Record who runs a pending command (owner, lease): the instance layer's data."""
         return shell_steps.claim(self.machine.thread(thread_id), step_id, claim)
 
-    def renew_shell(self, thread_id: str, step_id: str, owner: Any, lease_until: float) -> bool:
+    def renew_shell(self, thread_id: str, step_id: str, owner: Mapping[str, Any], lease_until: float) -> bool:
         """Extend the lease of the runner that still owns the command; False if it does not."""
         return shell_steps.renew(self.machine.thread(thread_id), step_id, owner, lease_until)
 
-    def adopt_shell(self, thread_id: str, step_id: str, expected: dict[str, Any], claim: dict[str, Any],
+    def adopt_shell(self, thread_id: str, step_id: str, expected: ShellClaim, claim: ShellClaim,
                     reason: str) -> bool:
-        """Take over a command whose runner is gone (or whose lease ran out) without running it
+        """Adopt a command whose runner is gone (or whose lease ran out) without running it
         again: `claim` names the new runner.  Only while its claim is still `expected`."""
         thread = self.machine.thread(thread_id)
         if not shell_steps.adopt(thread, step_id, expected, claim):
@@ -199,7 +206,7 @@ class WorkflowRun:
         return True
 
     def release_shell(self, thread_id: str, step_id: str, reason: str = "the process running the command is gone",
-                      expected: dict[str, Any] | None = None) -> bool:
+                      expected: ShellClaim | None = None) -> bool:
         """Forget a shell step whose command is running nowhere (its runner died): it will run
         again.  With `expected`, only if its claim is still the one judged abandoned."""
         thread = self.machine.thread(thread_id)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.expressions import ExpressionError
 from aromcp_workflows.interpreter import tracking
+from aromcp_workflows.interpreter.claim import FIELDS, ShellClaim
 from aromcp_workflows.interpreter.effects import Busy, Outcome, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
@@ -24,8 +26,6 @@ from aromcp_workflows.interpreter.path_templates import path_template, path_valu
 from aromcp_workflows.interpreter.results import store_failure, store_result
 from aromcp_workflows.interpreter.thread import Pending, Thread
 
-# Who runs a pending command and where its output goes (the app layer's data, never judged here).
-CLAIM_KEYS = ("owner", "lease_until", "owner_pid", "run_dir", "deadline")
 HISTORY_OUTPUT_CAP = 64 * 1024  # characters of a stream the history keeps beyond its 500-character tail
 
 
@@ -153,11 +153,11 @@ def busy(thread: Thread) -> Busy:
     """A thread parked on a command: wait for it, with the claim the runner left."""
     pending = thread.pending
     assert pending is not None and pending.kind == "shell"
-    return Busy(thread.thread_id, pending.step_id, claim_of(pending))
+    return Busy(thread.thread_id, pending.step_id, claim_of(pending), str(pending.data.get("command", "")))
 
 
-def claim_of(pending: Pending) -> dict[str, Any]:
-    return {key: pending.data[key] for key in CLAIM_KEYS if key in pending.data}
+def claim_of(pending: Pending) -> ShellClaim:
+    return ShellClaim.from_data(pending.data)
 
 
 def _pending_shell(thread: Thread, step_id: str) -> Pending | None:
@@ -167,42 +167,51 @@ def _pending_shell(thread: Thread, step_id: str) -> Pending | None:
     return pending
 
 
-def claim(thread: Thread, step_id: str, claim: dict[str, Any]) -> bool:
+def _store(pending: Pending, claim: ShellClaim) -> None:
+    for key in FIELDS:
+        pending.data.pop(key, None)
+    pending.data.update(claim.to_data())
+
+
+def claim(thread: Thread, step_id: str, claim: ShellClaim) -> bool:
     """Record who runs the command now (the caller that is about to run it)."""
     pending = _pending_shell(thread, step_id)
     if pending is None:
         return False
-    pending.data.update(claim)
+    _store(pending, claim)
     return True
 
 
-def renew(thread: Thread, step_id: str, owner: Any, lease_until: float) -> bool:
+def renew(thread: Thread, step_id: str, owner: Mapping[str, Any], lease_until: float) -> bool:
     """Extend the claim of `owner`; False when the command is no longer its own (released
     and claimed by another runner, or the thread moved on)."""
     pending = _pending_shell(thread, step_id)
-    if pending is None or pending.data.get("owner") != owner:
+    if pending is None or claim_of(pending).owner != owner:
         return False
     pending.data["lease_until"] = lease_until
     return True
 
 
-def adopt(thread: Thread, step_id: str, expected: dict[str, Any], claim: dict[str, Any]) -> bool:
+def adopt(thread: Thread, step_id: str, expected: ShellClaim, claim: ShellClaim) -> bool:
     """Make `claim` the command's claim if its claim is still `expected` (the one judged
-    abandoned): its new runner takes over the running command, not a new run of it."""
+    abandoned): its new runner adopts the running command, not a new run of it."""
     pending = releasable(thread, step_id, expected)
     if pending is None:
         return False
-    pending.data.update(claim)
+    _store(pending, claim)
     return True
 
 
-def claimed_by(thread: Thread, step_id: str, owner: Any) -> bool:
+def claimed_by(thread: Thread, step_id: str, owner: Mapping[str, Any]) -> bool:
     """Whether `owner` still holds the claim on the pending command (no claim: anybody does)."""
     pending = _pending_shell(thread, step_id)
-    return pending is not None and pending.data.get("owner", owner) == owner
+    if pending is None:
+        return False
+    held = claim_of(pending).owner
+    return held is None or held == owner
 
 
-def releasable(thread: Thread, step_id: str, expected: dict[str, Any] | None) -> Pending | None:
+def releasable(thread: Thread, step_id: str, expected: ShellClaim | None) -> Pending | None:
     """The pending command to release, if it is still the one judged abandoned: with
     `expected`, only while its claim is unchanged (a renewal in between keeps it)."""
     pending = _pending_shell(thread, step_id)

@@ -52,7 +52,7 @@ INPUT_REQUIRED_VERSION = "2026-07-28"
 def standing(workflow_id: str, completed: StepCompleted) -> NextStep:
     """Where the thread stands after a completion: its next step, as `next_step` would say."""
     return NextStep(workflow_id=workflow_id, status=completed.status, step=completed.next_step,
-                    messages=completed.messages, error=completed.error)
+                    messages=completed.messages, error=completed.error, waiting_for=completed.waiting_for)
 
 
 @dataclass

@@ -101,7 +101,7 @@ def serve(project_dir: str | None = None, store: str | None = None, allowed_file
         if http is None:
             server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer)
             _stop_commands_on_signals(observer)
-            _take_over_orphans(server, store)
+            _adopt_orphans(server, store)
             server.run()
         else:
             _serve_http(factory, level, allowed_files, http, store, observer)
@@ -113,7 +113,7 @@ def serve(project_dir: str | None = None, store: str | None = None, allowed_file
 def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_files: tuple[str, ...],
                 options: HttpOptions, store: str | None, observer: Observer | None = None) -> None:
     """Bind first (a port in use changes nothing, not even a token file), then decide how
-    clients are checked, take back the commands a dead server left (`_take_over_orphans`),
+    clients are checked, adopt the commands a dead server left (`_adopt_orphans`),
     and only then listen: until it can answer, a replica refuses connections, so neither a
     client nor a load balancer's check takes it for started while its claims are not made."""
     from dataclasses import replace
@@ -133,7 +133,7 @@ def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_file
         app = mcp_app(server, limits)
         notices = [f"serving MCP (streamable HTTP) at {options.url}", auth.notice, *_mount_ui(server, app, options)]
         _stop_commands_on_signals(observer)
-        _take_over_orphans(server, store)
+        _adopt_orphans(server, store)
         sock.listen(BACKLOG)  # only now can a client (or a load balancer's check) connect
         print("\n".join(f"aromcp-workflows: {line}" for line in notices), file=sys.stderr, flush=True)
         anyio.run(serve_http, app, options, limits, rule, sock, level)
@@ -155,7 +155,7 @@ def _mount_ui(server: MCPServer, app: Any, options: HttpOptions) -> list[str]:
     return [f"web view at {url_of(options.host, options.port, UI_PATH + '/', view)}"]
 
 
-def _take_over_orphans(server: MCPServer, store: str | None) -> None:
+def _adopt_orphans(server: MCPServer, store: str | None) -> None:
     """When a server of this machine died leaving commands of this store running (or ended,
     unrecorded), adopt them now: the service (store, V8) is built only if there are any, so a
     normal start stays as fast as ever.  Their claims are made before the server answers
@@ -175,16 +175,16 @@ def _take_over_orphans(server: MCPServer, store: str | None) -> None:
             mine = orphans(store=store_location(store))
             if not mine:
                 return  # another store's: its own server adopts them
-            found = service().take_over_orphans(mine)
-            log.info("taking over %d command(s) left by a server that died", found)
+            found = service().adopt_orphans(mine)
+            log.info("adopting %d command(s) left by a server that died", found)
         except Exception:
-            log.warning("could not take over the commands left by a server that died", exc_info=True)
+            log.warning("could not adopt the commands left by a server that died", exc_info=True)
 
     claiming = threading.Thread(target=adopt, name="aromcp-orphans", daemon=True)
     claiming.start()
     claiming.join(CLAIM_BEFORE_SERVING_S)
     if claiming.is_alive():
-        log.warning("still taking over the commands left by a server that died after %d s; serving meanwhile",
+        log.warning("still adopting the commands left by a server that died after %d s; serving meanwhile",
                     CLAIM_BEFORE_SERVING_S)
 
 

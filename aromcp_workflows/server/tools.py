@@ -159,7 +159,7 @@ class WorkflowTools:
         return StepCompleted(success=head.head_success, status=settled.status, messages=settled.messages,
                              next_step=settled.step,
                              error=settled.error if head.head_success else head.head_error,
-                             user_answers=gate.answers())
+                             user_answers=gate.answers(), waiting_for=settled.waiting_for)
 
     def workflow_state_read(self, workflow_id: str, paths: list[str] | None = None,
                             task_id: str | None = None) -> StateView:

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from aromcp_workflows.interpreter import ShellClaim
 
 LEASE_ENV = "AROMCP_SHELL_LEASE_S"  # seconds a claim on a running command lasts unless renewed
 DEFAULT_LEASE_S = 30.0
@@ -54,7 +57,7 @@ class Owner:
     @classmethod
     def from_data(cls, data: Any) -> Owner | None:
         """The owner a stored claim names, or None when it names none that can be read."""
-        if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
+        if not isinstance(data, Mapping) or not isinstance(data.get("pid"), int):
             return None
         return cls(str(data.get("host", "")), data.get("boot"), data.get("pidns"), data["pid"], data.get("started"))
 
@@ -118,23 +121,22 @@ def pid_exists(pid: Any) -> bool:
     return True
 
 
-def abandoned(claim: dict[str, Any], me: Owner, now: float) -> str | None:
-    """Why a busy command runs nowhere (so it must be released and run again), or None
-    while its owner may still be running it.  `claim` holds what the pending step stored:
-    `owner`, `lease_until`, and `owner_pid` (all that instances of older versions have).
-    The caller has already found that this process is not running it."""
-    owner = Owner.from_data(claim.get("owner"))
+def abandoned(claim: ShellClaim, me: Owner, now: float) -> str | None:
+    """Why a busy command runs nowhere (so it must be adopted, or released and run again),
+    or None while its owner may still be running it.  A claim stored by an older version
+    has only `owner_pid`.  The caller has already found that this process is not running it."""
+    owner = Owner.from_data(claim.owner)
     if owner is None:
-        return _abandoned_legacy(claim.get("owner_pid"), me)
+        return _abandoned_legacy(claim.owner_pid, me)
     local = me.shares_pids_with(owner)
     if local and (owner.pid, owner.started) == (me.pid, me.started):  # even if the host was renamed since
         return "this server process started it and no longer runs it"
-    lease_until = claim.get("lease_until")
-    expired = not isinstance(lease_until, int | float) or lease_until < now
+    lease_until = claim.lease_until
+    expired = lease_until is None or lease_until < now
     if local and not runs(owner):
         return f"the server {owner.describe()} that ran it is gone"
     if expired:
-        late = f" {now - lease_until:.1f} s ago" if isinstance(lease_until, int | float) else ""
+        late = f" {now - lease_until:.1f} s ago" if lease_until is not None else ""
         return f"the lease of the server {owner.describe()} that ran it expired{late}"
     return None
 

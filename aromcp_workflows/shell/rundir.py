@@ -22,7 +22,9 @@ The next server on the same machine adopts the command instead of running it aga
 status).  The directory lives on a tmpfs where there is one (`$XDG_RUNTIME_DIR`,
 `/dev/shm`): a file created on a disk costs milliseconds, and a reboot — the end of every
 command of the machine — empties it.  Output beyond `OUTPUT_CAP` is cut out of the files
-while a server waits (`trim`), so a chatty command cannot fill that memory.
+while a server waits (`trim`: every 0.25 s, every 20 ms while the command writes fast; how
+many bytes a file lost from its start is kept in `<stream>.cut`, so readers of the live
+output count absolute offsets), so a chatty command cannot fill that memory.
 """
 
 from __future__ import annotations
@@ -32,33 +34,42 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
 import stat
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-OUTPUT_CAP = 1024 * 1024  # bytes kept per stream
+OUTPUT_CAP = 256 * 1024  # bytes kept per stream: both streams, JSON-escaped, fit a reply under 1 MB
 COMMANDS_DIR_ENV = "AROMCP_COMMANDS_DIR"  # where run directories are made (default: a tmpfs)
 STREAMS = ("out", "err")
-FILES = (*STREAMS, "status", "meta", "pid", "out.head", "err.head")
+FILES = (*STREAMS, "status", "meta", "pid", "out.head", "err.head", "out.cut", "err.cut")
 RunState = Literal["finished", "running", "never_started", "killed"]
 
-# The command text travels as $1 and runs in a subshell through `eval`, which parses it line
-# by line as `bash -c` does (a `shopt` on one line governs the next); the subshell keeps the
-# wrapper alive to record the status whatever the command does (`exit`, `exec`, a signal:
-# 128 + its number, as a shell reports it).  $0 stays "bash" and no positional parameter,
-# variable or environment entry of the wrapper reaches the command.
-WRAPPER = ('__aromcp_cmd=$1; shift; (eval "unset __aromcp_cmd; $__aromcp_cmd"); __aromcp_status=$?; '
-           'echo "$__aromcp_status" >{status}; exit "$__aromcp_status"')
-# A command that can neither leave the shell early nor replace it (the plain commands dash
-# runs, `shell.dialect`, without `exit` and without the `exec` of its last program) runs in
-# the wrapper itself: no subshell to fork.
-_SUBSHELL = '(eval "unset __aromcp_cmd; $__aromcp_cmd")'
-INLINE_WRAPPER = WRAPPER.replace(_SUBSHELL, _SUBSHELL[1:-1])
+# The command text travels as $1 and runs through `eval`, which parses it line by line as
+# `bash -c` does (a `shopt` on one line governs the next).  $0 stays "bash" and no positional
+# parameter or variable of the wrapper reaches the command.  The exit status is written by an
+# EXIT trap of the shell that runs the command (`TRAP_WRAPPER`): it fires however the command
+# ends — its last word, `exit`, `set -e`, a signal its program died of (128 + n) — and costs
+# no process.  A command whose text could replace that shell or that trap (`exec`, `trap`, or
+# code this text cannot see: `source`, `.`, `eval`, an exported function) runs in a subshell
+# instead (`SUBSHELL_WRAPPER`), the wrapper waiting to record its status: one fork more.
+SUBSHELL_WRAPPER = ('__aromcp_cmd=$1; shift; (eval "unset __aromcp_cmd; $__aromcp_cmd"); __aromcp_status=$?; '
+                    'echo "$__aromcp_status" >{status}; exit "$__aromcp_status"')
+TRAP_WRAPPER = '__aromcp_cmd=$1; shift; trap {trap} EXIT; eval "unset __aromcp_cmd; $__aromcp_cmd"'
+_REPLACES_SHELL = re.compile(r"(?<![\w./-])(exec|trap|source|eval)(?![\w.-])|(?<![\w./-])\.(?=[ \t])")
+
+
+def needs_subshell(command: str, env: Mapping[str, str]) -> bool:
+    """Whether `command` could replace the shell that runs it or its EXIT trap (judged on the
+    text, conservatively: a false alarm costs one fork), so its status needs a subshell."""
+    return _REPLACES_SHELL.search(command) is not None or any(key.startswith("BASH_FUNC_") for key in env)
+
 
 _roots: dict[str, Path] = {}
 
@@ -103,9 +114,12 @@ class RunDir:
     def file(self, name: str) -> Path:
         return self.path / name
 
-    def wrapper(self, inline: bool = False) -> str:
+    def wrapper(self, subshell: bool = False) -> str:
         """The shell text that runs the command given as $1 and records its status here."""
-        return (INLINE_WRAPPER if inline else WRAPPER).format(status=shlex.quote(str(self.file("status"))))
+        status = shlex.quote(str(self.file("status")))
+        if subshell:
+            return SUBSHELL_WRAPPER.format(status=status)
+        return TRAP_WRAPPER.format(trap=shlex.quote(f'echo "$?" >{status}'))
 
     def open_streams(self, meta: dict[str, Any]) -> tuple[int, int]:
         """Create the directory, its `meta` and the two output files, each locked (see the
@@ -137,6 +151,21 @@ class RunDir:
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) else None
+
+    def started_pid(self) -> int | None:
+        """The wrapper's pid as recorded when it started (it may have ended since)."""
+        try:
+            return int(self.file("pid").read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            return None
+
+    def cut_before(self, name: str) -> int:
+        """How many bytes the stream's file has lost from its start (`trim`): byte 0 of the
+        file is byte `cut_before` of what the command wrote."""
+        try:
+            return int(self.file(f"{name}.cut").read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            return 0
 
     def wrapper_pid(self) -> int | None:
         """The pid of the command's wrapper shell while it still runs, checked by what it
@@ -186,10 +215,12 @@ class RunDir:
             return "finished"
         return "killed" if self.file("pid").exists() else "never_started"
 
-    def trim(self, dropped: dict[str, int]) -> None:
+    def trim(self, dropped: dict[str, int]) -> bool:
         """Keep a stream's first `OUTPUT_CAP` bytes (in `<stream>.head`) and empty the file
-        when it grew past twice that, counting what was cut in `dropped`: the command writes
-        on at the end of an emptied file (append mode), and memory stays bounded."""
+        when it grew past twice that, counting what was cut in `dropped` (and, for readers
+        of the live output, in `<stream>.cut`): the command writes on at the end of an
+        emptied file (append mode), and memory stays bounded.  True when it cut."""
+        cut = False
         for name in STREAMS:
             path = self.file(name)
             try:
@@ -203,8 +234,11 @@ class RunDir:
                 with path.open("rb") as source:
                     head.write_bytes(source.read(OUTPUT_CAP))
                 dropped[name] = dropped.get(name, 0) - OUTPUT_CAP
+            _write(self.file(f"{name}.cut"), b"%d" % (self.cut_before(name) + size))
             os.truncate(path, 0)
             dropped[name] = dropped.get(name, 0) + size
+            cut = True
+        return cut
 
     def output(self, name: str, dropped: dict[str, int] | None = None) -> tuple[str, bool]:
         """A stream's text (at most `OUTPUT_CAP` bytes kept, with a note of the rest) and

@@ -40,15 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.interpreter import ShellResult
-from aromcp_workflows.shell.dialect import dash_text, posix_words, sh_path
+from aromcp_workflows.shell.dialect import dash_text, sh_path
 from aromcp_workflows.shell.rundir import OUTPUT_CAP as OUTPUT_CAP  # the cap, where callers look for it
-from aromcp_workflows.shell.rundir import RunDir
+from aromcp_workflows.shell.rundir import RunDir, needs_subshell
 
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 ProgressCallback = Callable[[float, str], None]
 PROGRESS_INTERVAL_ENV = "AROMCP_PROGRESS_INTERVAL"  # seconds between progress reports (default 1)
 FAST_SHELL_ENV = "AROMCP_SHELL_FAST"  # "auto" (default): dash where it gives bash's result; "off": bash always
 TRIM_INTERVAL_S = 0.25  # how often a running command's output files are cut back to the cap
+TRIM_FAST_S = 0.02  # ... and while it writes faster than that (the last look found one past twice the cap)
 HOLDER_POLL_S = (0.005, 0.1)  # backoff while a process left behind still holds the output open
 
 _running: set[int] = set()  # process groups of the commands running now
@@ -204,46 +205,50 @@ def _spawn(command: str, cwd: Path, env: dict[str, str] | None, run_dir: RunDir,
            meta: dict[str, Any]) -> subprocess.Popen[bytes]:
     """`bash -c <wrapper> bash command` in its own session (vfork stays usable: no
     `preexec_fn`), stdin from /dev/null, stdout and stderr to the run directory's files, the
-    environment copied only when the step adds to it."""
+    environment copied only when the step adds to it.  The wrapper is the shell that runs
+    the command, recording its status from an EXIT trap (`rundir.TRAP_WRAPPER`), unless the
+    text could replace that shell or its trap."""
     full_env = {**os.environ, **env} if env else None
     bash = _bash_for(full_env)
-    fast = _fast_shell(command, full_env, cwd) if bash != "bash" else None  # bash not found: keep its error
+    subshell = needs_subshell(command, os.environ if full_env is None else full_env)
+    text = command
+    shell = None if bash == "bash" or subshell else _fast_shell(command, full_env, cwd)  # bash not found: its error
     out, err = run_dir.open_streams(meta)
     try:
-        if fast is not None:  # argv[0] stays "bash": $0 and message prefixes are bash's; the text: see dash_text
-            dash, text, inline = fast
+        if shell is not None:  # argv[0] stays "bash": $0 and message prefixes are bash's; the text: see dash_text
             try:
-                return subprocess.Popen(["bash", "-c", run_dir.wrapper(inline), "bash", text], executable=dash, cwd=cwd,
-                                        env=full_env, stdin=_devnull(), stdout=out, stderr=err,
-                                        start_new_session=True)
+                return _popen(shell[1], run_dir.wrapper(), shell[0], cwd, full_env, out, err)
             except FileNotFoundError:
                 sh_path.cache_clear()  # dash went away: bash runs it, and /bin/sh is looked at again next time
-        wrapper = run_dir.wrapper()
+        wrapper = run_dir.wrapper(subshell)
         try:
-            return subprocess.Popen(["bash", "-c", wrapper, "bash", command], executable=bash, cwd=cwd,
-                                    env=full_env, stdin=_devnull(), stdout=out, stderr=err,
-                                    start_new_session=True)
+            return _popen(text, wrapper, bash, cwd, full_env, out, err)
         except FileNotFoundError:
             if bash == "bash":
                 raise
             _BASH_PATHS.clear()  # bash moved since it was looked up: look it up again, once
-            return subprocess.Popen(["bash", "-c", wrapper, "bash", command], cwd=cwd, env=full_env,
-                                    stdin=_devnull(), stdout=out, stderr=err, start_new_session=True)
+            return _popen(text, wrapper, None, cwd, full_env, out, err)
     finally:
         os.close(out)
         os.close(err)
 
 
-def _fast_shell(command: str, env: dict[str, str] | None, cwd: Path) -> tuple[str, str, bool] | None:
-    """dash's path, the text to give it, and whether it can run in the wrapper itself, when
-    dash gives exactly what bash gives for this command (it starts in about 0.6 of bash's
-    time; `shell.dialect` decides), else None.  FAST_SHELL_ENV=off: never."""
+def _popen(text: str, wrapper: str, executable: str | None, cwd: Path, env: dict[str, str] | None,
+           out: int, err: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["bash", "-c", wrapper, "bash", text], executable=executable, cwd=cwd, env=env,
+                            stdin=_devnull(), stdout=out, stderr=err, start_new_session=True)
+
+
+def _fast_shell(command: str, env: dict[str, str] | None, cwd: Path) -> tuple[str, str] | None:
+    """dash's path and the text to give it, when dash gives exactly what bash gives for this
+    command (it starts in about 0.6 of bash's time; `shell.dialect` decides), else None.
+    The text never `exec`s its last program: the shell must outlive it to record its status.
+    FAST_SHELL_ENV=off: never."""
     sh = sh_path()
     if sh is None or os.environ.get(FAST_SHELL_ENV, "auto") == "off":
         return None
-    inline = "exit" not in (posix_words(command) or ("exit",))
-    text = dash_text(command, os.environ if env is None else env, cwd, exec_last=not inline)
-    return None if text is None else (sh, text, inline)
+    text = dash_text(command, os.environ if env is None else env, cwd, exec_last=False)
+    return None if text is None else (sh, text)
 
 
 def _bash_for(env: dict[str, str] | None) -> str:
@@ -294,7 +299,8 @@ class _Wait:
         self.pid, self.run_dir, self.process = pid, run_dir, process
         self.deadline, self.started = deadline, started
         self.dropped: dict[str, int] = {}
-        self.duties = [*duties, Periodic(TRIM_INTERVAL_S, lambda _elapsed: run_dir.trim(self.dropped))]
+        self.trimming = Periodic(TRIM_INTERVAL_S, self._trim)
+        self.duties = [*duties, self.trimming]
         for duty in self.duties:
             duty.due = started + duty.interval_s
 
@@ -350,6 +356,10 @@ class _Wait:
             if now >= duty.due:
                 duty.action(now - self.started)
                 duty.due = time.monotonic() + duty.interval_s
+
+    def _trim(self, _elapsed: float) -> None:
+        """Cut the output files back to the cap; look again sooner while the command writes fast."""
+        self.trimming.interval_s = TRIM_FAST_S if self.run_dir.trim(self.dropped) else TRIM_INTERVAL_S
 
     def _kill(self) -> bool:
         if self.pid is not None:

@@ -19,10 +19,11 @@ from chaoslib.transport import Lost, Reply
 from chaoslib.workload import Answers, Plan
 
 RETRY_PAUSE_S = (0.05, 1.0)
+IMPATIENT_TOOLS = ("workflow_get_next_step", "workflow_step_complete")  # the calls that wait on commands
 
 
 class Transport(Protocol):
-    async def call(self, tool: str, args: dict[str, Any]) -> Reply: ...
+    async def call(self, tool: str, args: dict[str, Any], timeout: float = ...) -> Reply: ...
 
 
 class GaveUp(Exception):
@@ -50,6 +51,7 @@ class CallLog:
     errors: list[tuple[str, str, str]] = field(default_factory=list)  # (key, tool, text)
     resent: int = 0
     calls: int = 0
+    gave_up: int = 0  # calls an impatient client gave up on (counted in `lost` too)
 
 
 @dataclass
@@ -62,9 +64,12 @@ class Outcome:
 
 class Agent:
     def __init__(self, transport: Transport, plan: Plan, answers: Answers, log: CallLog, deadline: float,
-                 use_key: bool = True) -> None:
+                 use_key: bool = True, patience: float | None = None) -> None:
+        """`patience`: an impatient client, which gives up on a step call after that many
+        seconds (its transport tells the server: `notifications/cancelled` over stdio) and
+        sends it again, as a client behind a short read timeout does."""
         self.transport, self.plan, self.answers, self.log = transport, plan, answers, log
-        self.deadline, self.use_key = deadline, use_key
+        self.deadline, self.use_key, self.patience = deadline, use_key, patience
         self.workflow_id = ""
         self.subs: dict[str, asyncio.Task[str]] = {}
         self.given: dict[tuple[str, str], int] = {}  # (thread, step id) -> answers chosen
@@ -96,10 +101,16 @@ class Agent:
             self.log.calls += 1
             self.log.resent += sends > 0
             sends += 1
+            sent = time.monotonic()
             try:
-                reply = await self.transport.call(tool, args)
+                if self.patience is not None and tool in IMPATIENT_TOOLS:
+                    reply = await self.transport.call(tool, args, timeout=self.patience)
+                else:
+                    reply = await self.transport.call(tool, args)
             except Lost:
                 self.log.lost += 1
+                impatient = self.patience is not None and tool in IMPATIENT_TOOLS
+                self.log.gave_up += impatient and time.monotonic() - sent >= self.patience
                 await asyncio.sleep(min(RETRY_PAUSE_S[1], RETRY_PAUSE_S[0] * sends))
                 continue
             if reply.ok:

@@ -16,6 +16,7 @@ call's timeout).  A lost call may or may not have taken effect; the agent sends 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -134,6 +135,9 @@ class StdioTransport:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
             generation.waiting.pop(request_id, None)
+            with contextlib.suppress(Lost):  # as the MCP SDK's client does when its read timeout expires
+                self._send(generation, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                        "params": {"requestId": request_id, "reason": "read timeout"}})
             raise Lost(f"no answer to {method} in {timeout:g} s") from None
 
     async def call(self, tool: str, args: dict[str, Any], timeout: float = 120) -> Reply:

@@ -1,5 +1,6 @@
 """The fault campaign (`benchmarks/chaos.py`), CI-sized: both setups, fixed seeds, a few dozen
-faults, and not one anomaly in what the checker reads back (docs/reliability.md).
+faults, a quarter of the clients giving up on calls that wait on commands (and sending them
+again), and not one anomaly in what the checker reads back (docs/reliability.md).
 
 It runs the campaign as a user does, in a process of its own, and fails with the campaign's
 own report — every anomaly, its instance, and the command that reruns its round.
@@ -37,5 +38,6 @@ def test_the_fault_campaign_finds_no_anomaly(tmp_path: Path) -> None:
     assert totals["faults_total"] >= 2 * FAULTS, totals
     assert set(totals["faults"]) >= {"sqlite:kill", "replicas:kill", "replicas:stop", "replicas:pg_restart"}, totals
     assert totals["acks_checked"] > 1000 and totals["instances"] > 100, totals
+    assert totals["impatient_instances"] > 10 and totals["calls_given_up"] > 10, totals  # clients that gave up
     assert totals["anomalies"] == {}, done.stdout[-8000:]
     assert done.returncode == 0, done.stderr[-3000:]

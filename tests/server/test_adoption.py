@@ -197,7 +197,7 @@ async def test_never_started_runs_once_and_killed_runs_again(tmp_path: Path) -> 
     recorded its exit status (no status, nothing holding its output: its machine or container
     stopped with it) runs again, at least once, as after a host death."""
     from aromcp_workflows.app.service import WorkflowService
-    from aromcp_workflows.interpreter import ShellRequest
+    from aromcp_workflows.interpreter import ShellClaim, ShellRequest
     from aromcp_workflows.shell import owner as owners
 
     machine = Machine(tmp_path, sleep=0)
@@ -216,9 +216,9 @@ async def test_never_started_runs_once_and_killed_runs_again(tmp_path: Path) -> 
                 run.complete(None, first["id"], "success", "ok")
                 request = run.advance(None)
                 assert isinstance(request, ShellRequest)
-                run.claim_shell(request.thread_id, request.step_id, {
-                    "owner": gone, "lease_until": time.time() + 60, "owner_pid": dead.pid,
-                    "run_dir": str(run_dir), "deadline": time.time() + 60})
+                run.claim_shell(request.thread_id, request.step_id, ShellClaim(
+                    owner=gone, lease_until=time.time() + 60, owner_pid=dead.pid,
+                    run_dir=str(run_dir), deadline=time.time() + 60))
 
             service.instances.transact(wid, hand_out)
             return wid

@@ -30,7 +30,7 @@ import pytest
 
 from aromcp_workflows.app.results import NextStep
 from aromcp_workflows.app.service import WorkflowService
-from aromcp_workflows.interpreter import ShellRequest, ShellResult
+from aromcp_workflows.interpreter import ShellClaim, ShellRequest, ShellResult
 from aromcp_workflows.shell import owner as owners
 
 OWNED = """
@@ -79,7 +79,7 @@ def claimed(service: WorkflowService, claim: dict[str, Any]) -> tuple[str, Shell
         run.complete(None, first["id"], "success", "ok")
         request = run.advance(None)
         assert isinstance(request, ShellRequest), request
-        run.claim_shell(request.thread_id, request.step_id, claim)
+        run.claim_shell(request.thread_id, request.step_id, ShellClaim.from_data(claim))
         return request
 
     return workflow_id, service.instances.transact(workflow_id, hand_out)
@@ -264,7 +264,7 @@ def test_a_release_does_nothing_when_the_claim_was_renewed_meanwhile(project: Pa
     service.instances.transact(workflow_id, lambda run: run.renew_shell(
         request.thread_id, request.step_id, ELSEWHERE, time.time() + 30))  # the owner renews in between
     assert not service.instances.transact(workflow_id, lambda run: run.release_shell(
-        request.thread_id, request.step_id, "lease expired", judged))
+        request.thread_id, request.step_id, "lease expired", ShellClaim.from_data(judged)))
     assert stored_pending(service, workflow_id) is not None
     assert not service.instances.transact(workflow_id, lambda run: run.renew_shell(
         request.thread_id, request.step_id, {**ELSEWHERE, "pid": 1}, time.time() + 30)), \
@@ -276,7 +276,8 @@ def test_judging_a_claim_by_identity_and_lease() -> None:
     valid, expired = now + 30, now - 1
 
     def judge(owner: dict[str, Any], lease_until: float) -> str | None:
-        return owners.abandoned({"owner": owner, "lease_until": lease_until, "owner_pid": owner["pid"]}, me, now)
+        return owners.abandoned(ShellClaim.from_data({"owner": owner, "lease_until": lease_until,
+                                                      "owner_pid": owner["pid"]}), me, now)
 
     assert "this server process" in str(judge(me.data(), valid))
     assert "this server process" in str(judge({**me.data(), "host": "renamed-since"}, valid))
@@ -287,4 +288,19 @@ def test_judging_a_claim_by_identity_and_lease() -> None:
     # another pid namespace on this kernel (a container): not judged by pid either
     assert judge({**me.data(), "pidns": "pid:[1]", "pid": 1, "started": 1}, valid) is None
     assert judge(ELSEWHERE, valid) is None and "expired" in str(judge(ELSEWHERE, expired))
-    assert "no server process is recorded" in str(owners.abandoned({}, me, now))  # no claim at all
+    assert "no server process is recorded" in str(owners.abandoned(ShellClaim(), me, now))  # no claim at all
+
+
+def test_a_claim_of_any_version_reads_back() -> None:
+    """The claim is a typed record whose stored form is the flat keys every version wrote: a
+    claim of today round-trips, one stored before owners and leases reads as its `owner_pid`
+    (judged as it was then), and values of the wrong type read as absent."""
+    me = owners.current()
+    today = ShellClaim(owner=me.data(), lease_until=12.5, owner_pid=me.pid, run_dir="/run/x", deadline=99.0,
+                       started_at=10.0)
+    assert ShellClaim.from_data(today.to_data()) == today
+    assert set(today.to_data()) == {"owner", "lease_until", "owner_pid", "run_dir", "deadline", "started_at"}
+    legacy = ShellClaim.from_data({"attempt": 0, "command": "make", "owner_pid": me.pid})
+    assert legacy == ShellClaim(owner_pid=me.pid)
+    assert "this server process" in str(owners.abandoned(legacy, me, time.time()))
+    assert ShellClaim.from_data({"owner": "x", "lease_until": "soon", "owner_pid": True, "run_dir": 3}) == ShellClaim()

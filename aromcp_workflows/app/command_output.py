@@ -1,0 +1,67 @@
+"""A server-side command's output as it comes, and as it was kept once it ended.
+
+While a command runs on this machine, its stdout and stderr are read from its run directory
+(the step's claim names it): any process can, at any offset (`shell.live.read_slice`).  Once
+it ended, the history's `step_completed` event has kept them: the first
+`HISTORY_OUTPUT_CAP` characters of each stream (with `stdout_cut`/`stderr_cut` when there
+was more) and its last 500 characters.  Either way nothing beyond one slice is read into
+memory, and the text is masked like every other value shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from aromcp_workflows.app.page_results import CommandOutput, OutputSlice
+from aromcp_workflows.interpreter import Busy
+from aromcp_workflows.shell import RunDir, live
+from aromcp_workflows.shell import owner as owners
+from aromcp_workflows.store import HistoryEvent
+
+Mask = Callable[[str], str]
+
+
+def from_run_dir(workflow_id: str, task_id: str | None, busy: Busy, since: tuple[int | None, int | None],
+                 limit: int, mask: Mask) -> CommandOutput:
+    """The output of the command in flight, read where it runs (if that is this machine)."""
+    owner = owners.Owner.from_data(busy.claim.owner)
+    here = busy.claim.run_dir is not None and owner is not None and owners.current().shares_pids_with(owner)
+    slices = [OutputSlice(text="", start=0, end=0, cut=False)] * 2
+    if here:
+        run_dir = RunDir(Path(str(busy.claim.run_dir)))
+        slices = [_slice(live.read_slice(run_dir, stream, start, limit), mask)
+                  for stream, start in zip(("out", "err"), since, strict=True)]
+    return CommandOutput(workflow_id=workflow_id, step_id=busy.step_id, task_id=task_id, running=True,
+                         source="live" if here else "elsewhere", command=mask(busy.command),
+                         stdout=slices[0], stderr=slices[1])
+
+
+def from_history(workflow_id: str, task_id: str | None, step_id: str | None, events: list[HistoryEvent],
+                 limit: int, mask: Mask) -> CommandOutput:
+    """The output the history kept of the thread's last command (or of `step_id`'s last run)."""
+    thread = task_id if task_id not in (None, "main") else None
+    ended = [e for e in events if e.kind == "step_completed" and e.data.get("type") == "shell_command"
+             and (e.task_id or None) == thread and (step_id is None or e.step_id == step_id)]
+    empty = OutputSlice(text="", start=0, end=0, cut=False)
+    if not ended:
+        return CommandOutput(workflow_id=workflow_id, step_id=step_id, task_id=task_id, running=False, source="none",
+                             stdout=empty, stderr=empty)
+    data = ended[-1].data
+    started = [e for e in events if e.kind == "step_started" and e.step_id == ended[-1].step_id]
+    command = started[-1].data.get("command") if started else None
+    return CommandOutput(workflow_id=workflow_id, step_id=ended[-1].step_id, task_id=task_id, running=False,
+                         source="history", command=mask(str(command)) if command is not None else None,
+                         exit_code=data.get("exit_code"),
+                         stdout=_kept(data, "stdout", limit, mask), stderr=_kept(data, "stderr", limit, mask))
+
+
+def _kept(data: dict[str, object], stream: str, limit: int, mask: Mask) -> OutputSlice:
+    text = str(data.get(stream) or data.get(f"{stream}_tail") or "")
+    cut = bool(data.get(f"{stream}_cut")) or "[output truncated:" in text
+    shown = text[-limit:]
+    return OutputSlice(text=mask(shown), start=len(text) - len(shown), end=len(text), cut=cut or len(shown) < len(text))
+
+
+def _slice(part: live.Slice, mask: Mask) -> OutputSlice:
+    return OutputSlice(text=mask(part.text), start=part.start, end=part.end, cut=part.cut)

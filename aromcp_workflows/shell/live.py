@@ -1,0 +1,139 @@
+"""A running command seen from outside: its output as it comes, and stopping it.
+
+Any process of the machine that knows a command's run directory (the step's claim names it)
+can read the command's stdout and stderr while it runs — the server that runs it (progress
+notifications carry the latest line), another server, the CLI's `debug` — and stop its whole
+process group (a cancel, from whichever process it comes).
+
+Offsets are absolute: byte N of what the command wrote to a stream, however often the file
+was cut back to the cap meanwhile (`RunDir.trim` records in `<stream>.cut` how many bytes
+the file has lost from its start).  A reader never holds more than the slice it asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from aromcp_workflows.shell.rundir import STREAMS, RunDir
+
+SLICE_BYTES = 16 * 1024  # what one read returns at most, per stream
+LINE_BYTES = 4096  # how far back from the end the latest line is looked for
+LINE_CHARS = 200  # the latest line as a progress message shows it
+STOP_GRACE_S = 1.0  # SIGTERM, then SIGKILL for what is left after this
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Part of a stream: `text` holds bytes `start`..`end` of what the command wrote;
+    `cut`: bytes before `start` that were asked for are no longer kept."""
+
+    text: str
+    start: int
+    end: int
+    cut: bool
+
+
+def read_slice(run_dir: RunDir, stream: str, since: int | None = None, limit: int = SLICE_BYTES) -> Slice:
+    """From byte `since` on (at most `limit` bytes), or the last `limit` bytes (`since` None)."""
+    base = run_dir.cut_before(stream)
+    try:
+        fd = os.open(run_dir.file(stream), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return Slice("", base, base, bool(since and since < base))
+    try:
+        size = os.fstat(fd).st_size
+        end = base + size
+        start = max(base, end - limit) if since is None else min(max(since, base), end)
+        data = os.pread(fd, min(limit, end - start), start - base)
+    finally:
+        os.close(fd)
+    wanted = 0 if since is None else since
+    return Slice(data.decode("utf-8", errors="replace"), start, start + len(data), start > wanted)
+
+
+def latest_line(run_dir: RunDir) -> str | None:
+    """The last non-blank line the command wrote (to whichever stream it wrote last), cut to
+    `LINE_CHARS`; None before its first line.  A line redrawn with carriage returns (a
+    progress bar) reads as its latest drawing."""
+    newest: tuple[float, str] | None = None
+    for stream in STREAMS:
+        with contextlib.suppress(OSError):
+            info = os.stat(run_dir.file(stream))
+            if info.st_size and (newest is None or info.st_mtime_ns > newest[0]):
+                newest = (info.st_mtime_ns, stream)
+    if newest is None:
+        return None
+    text = read_slice(run_dir, newest[1], None, LINE_BYTES).text
+    for line in reversed(text.replace("\r", "\n").split("\n")):
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"
+    return None
+
+
+def group_of(run_dir: RunDir) -> int | None:
+    """The process group of the command in `run_dir`, while any process of it still runs:
+    the wrapper's pid while the wrapper runs, else while a process of that group (a
+    background child) still holds the command's output.  Never a group the pid was given
+    to since."""
+    pid = run_dir.wrapper_pid()
+    if pid is not None:
+        return pid
+    started = run_dir.started_pid()
+    if started is None:
+        return None
+    targets = {os.fsencode(str(run_dir.file(stream))) for stream in STREAMS}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _in_group(int(entry), started) and _writes_to(int(entry), targets):
+            return started
+    return None
+
+
+def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
+    """Stop the command's whole process group: SIGTERM, then SIGKILL after `grace_s` for
+    what is left.  False when nothing of it runs (any more)."""
+    group = group_of(run_dir)
+    if group is None:
+        return False
+    _signal(group, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and _exists(group):
+        time.sleep(0.02)
+    _signal(group, signal.SIGKILL)
+    return True
+
+
+def _signal(group: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)
+
+
+def _exists(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _in_group(pid: int, group: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return len(fields) > 2 and fields[2] == b"%d" % group  # field 5: the process group
+
+
+def _writes_to(pid: int, targets: set[bytes]) -> bool:
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if os.fsencode(os.readlink(f"/proc/{pid}/fd/{fd}")) in targets:
+                return True
+    return False
