@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from aromcp_workflows.app.page_results import CommandOutput, InstancePageView, InstanceView, StateAt
-from aromcp_workflows.definition import DefinitionError, WorkflowLoader
+from aromcp_workflows.definition import DefinitionError, Step, WorkflowLoader
 from aromcp_workflows.instances import InstanceRegistry, refusals
 from aromcp_workflows.store import InstanceFilter
 
@@ -91,7 +91,7 @@ class Watching:
             events = self.instances.history(workflow_id, kinds=["started", "state_changed", "rolled_back"])
         return StateAt(**state_at(events, seq, checkpoint_state, masker))
 
-    def _locate(self, file: str, workflow: str, path: tuple[Any, ...], step: Any) -> tuple[int | None, int | None,
+    def _locate(self, file: str, workflow: str, path: tuple[Any, ...], step: Step) -> tuple[int | None, int | None,
                                                                                           bool] | None:
         """Where a step an instance runs is written in its file now (see `explain.locate`)."""
         from aromcp_workflows.explain import where_now

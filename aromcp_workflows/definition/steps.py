@@ -60,14 +60,15 @@ class StepBase(Strict):
     description: str | None = None
 
 
-class _ResultStep(StepBase):
+class ResultStep(StepBase):
     """A step that produces a result which the server stores for the agent."""
 
     state_update: StateUpdateSpec | None = None
     error_state_update: StateUpdateSpec | None = None
+    fallback_value: Any = None  # each kind declares it again, where its own fields list it
 
 
-class ShellCommandStep(_ResultStep):
+class ShellCommandStep(ResultStep):
     type: Literal["shell_command"]
     command: str
     output_format: OutputFormat = "text"
@@ -96,7 +97,7 @@ def _env_text(value: Any) -> Any:
     return value
 
 
-class AgentShellCommandStep(_ResultStep):
+class AgentShellCommandStep(ResultStep):
     type: Literal["agent_shell_command"]
     command: str
     reason: str | None = None
@@ -112,7 +113,7 @@ class McpSpec(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class McpCallStep(_ResultStep):
+class McpCallStep(ResultStep):
     type: Literal["mcp_call"]
     mcp: McpSpec
     on_error: Literal["fail", "continue"] = "fail"
@@ -138,7 +139,7 @@ class UserMessageStep(StepBase):
     message: str
 
 
-class UserInputStep(_ResultStep):
+class UserInputStep(ResultStep):
     type: Literal["user_input"]
     prompt: str
     validation: ValidationSpec | None = None
@@ -149,7 +150,7 @@ class UserInputStep(_ResultStep):
     fallback_value: Any = None
 
 
-class AgentPromptStep(_ResultStep):
+class AgentPromptStep(ResultStep):
     type: Literal["agent_prompt"]
     prompt: str
     context: Any = None
@@ -159,7 +160,7 @@ class AgentPromptStep(_ResultStep):
     fallback_value: Any = None
 
 
-class ApplyHintsStep(_ResultStep):
+class ApplyHintsStep(ResultStep):
     """The seed's specialised agent prompt: apply `hints` to `file`."""
 
     type: Literal["apply_hints"]
@@ -345,6 +346,10 @@ Step = Annotated[
 ]
 
 
+AgentStep = AgentShellCommandStep | McpCallStep | UserInputStep | AgentPromptStep | ApplyHintsStep  # handed out
+LoopStep = WhileStep | ForeachStep
+
+
 STEP_TYPES: tuple[str, ...] = (
     "shell_command",
     "agent_shell_command",
@@ -373,7 +378,7 @@ for _model in (ConditionalStep, WhileStep, ForeachStep):
     _model.model_rebuild()
 
 
-def child_step_lists(step: Any) -> list[tuple[str, list[Any]]]:
+def child_step_lists(step: StepBase) -> list[tuple[str, list[Step]]]:
     """The nested step lists of a container step, labelled by the key that holds them."""
     if isinstance(step, ConditionalStep):
         return [("then", step.then), ("else", step.else_)]

@@ -33,6 +33,7 @@ from aromcp_workflows.definition.steps import (
     ForeachStep,
     IncludeWorkflowStep,
     ParallelForeachStep,
+    Step,
     UserInputStep,
     WhileStep,
     child_step_lists,
@@ -170,7 +171,7 @@ class _Checker:
             for key, children in child_step_lists(step):
                 self.check_loop_nesting((*path, key), children, inner)
 
-    def check_step(self, path: NodePath, step: Any) -> None:
+    def check_step(self, path: NodePath, step: Step) -> None:
         if step.id is not None and not re.fullmatch(r"[A-Za-z0-9_\-]+", step.id):
             self.error((*path, "id"), f"step id {step.id!r} may use only letters, digits, '-' and '_'")
         for key in ("state_update", "error_state_update"):

@@ -27,6 +27,7 @@ from aromcp_workflows.definition import (
     ForeachStep,
     IncludeWorkflowStep,
     ParallelForeachStep,
+    ResultStep,
     WhileStep,
     WorkflowBundle,
     WorkflowDefinition,
@@ -85,17 +86,17 @@ def _step_branches(place: StepPlace) -> Iterator[tuple[str, str]]:
         yield "entered", f"{name}: entered"
         yield "skipped", f"{name}: skipped ({'condition false at once' if isinstance(step, WhileStep) else 'no items'})"
         if isinstance(step, WhileStep):
-            yield from _while_exits(place)
+            yield from _while_exits(step, place.qid)
     elif isinstance(step, ParallelForeachStep):
         yield "no_items", f"{name}: no items"
         yield "some_items", f"{name}: some items"
         yield "task_failed", f"{name}: a task failed (on_sub_agent_error {step.on_sub_agent_error.strategy})"
-    elif getattr(step, "on_error", "fail") != "fail":
+    elif isinstance(step, ResultStep) and step.on_error != "fail":
         yield "on_error", f"{name}: failed, on_error {step.on_error} taken"
 
 
-def _while_exits(place: StepPlace) -> Iterator[tuple[str, str]]:
-    step, name = place.step, f"while {place.qid}"
+def _while_exits(step: WhileStep, qid: str) -> Iterator[tuple[str, str]]:
+    name = f"while {qid}"
     yield "condition", f"{name}: left by its condition after an iteration"
     if _holds_break(step.body):
         yield "break", f"{name}: left by a break"

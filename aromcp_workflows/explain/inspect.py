@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aromcp_workflows.safety import Masker, secret_values
 
 if TYPE_CHECKING:
+    from aromcp_workflows.definition import WorkflowBundle
     from aromcp_workflows.interpreter import WorkflowRun
     from aromcp_workflows.store import HistoryEvent
 
@@ -106,7 +107,7 @@ def bundle_step_types(bundle: Any) -> dict[str, str]:
 _TYPES: dict[int, tuple[Any, dict[str, str]]] = {}
 
 
-def step_type(bundle: Any, step_id: str) -> str | None:
+def step_type(bundle: WorkflowBundle, step_id: str) -> str | None:
     """The type of a delivered step (`fix_1.retry1.files.apply#2` → `agent_prompt`): its
     loop iterations dropped, then its task, include and attempt prefixes one by one."""
     types = bundle_step_types(bundle)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aromcp_workflows.definition import NodePath, WorkflowDefinition
+from aromcp_workflows.definition import NodePath, Positions, Step, WorkflowDefinition
 from aromcp_workflows.interpreter import Run, step_places
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def failures(run: WorkflowRun) -> list[Failure]:
     return found
 
 
-def step_of(run: WorkflowRun, failure: Failure) -> Any:
+def step_of(run: WorkflowRun, failure: Failure) -> Step | None:
     """The step model a failure names, from the instance's own definition (None if gone)."""
     if failure.step_id is None:
         return None
@@ -65,8 +65,8 @@ def step_path(definition: WorkflowDefinition, program: str, step_id: str) -> Nod
     return None if place is None else place.path
 
 
-def where_now(definition: WorkflowDefinition, positions: Any, path: NodePath,
-              step: Any) -> tuple[int | None, int | None, bool]:
+def where_now(definition: WorkflowDefinition, positions: Positions, path: NodePath,
+              step: Step) -> tuple[int | None, int | None, bool]:
     """Line and column of the step at `path` in a file as it reads now (`definition` and
     its `positions`), and whether that step differs from `step`, the one the instance runs."""
     line, column = positions.locate(path)

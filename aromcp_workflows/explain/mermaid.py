@@ -24,7 +24,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from aromcp_workflows.definition import ConditionalStep, ForeachStep, ParallelForeachStep, WhileStep, WorkflowDefinition
+from aromcp_workflows.definition import (
+    ConditionalStep,
+    ForeachStep,
+    LoopStep,
+    ParallelForeachStep,
+    Step,
+    WhileStep,
+    WorkflowDefinition,
+)
 from aromcp_workflows.interpreter import local_step_id
 
 MAX_LABEL = 60
@@ -208,7 +216,7 @@ def _relabel(tails: list[Tail], label: str | None) -> list[Tail]:
     return [(node, own or label) for node, own in tails]
 
 
-def _draw(graph: _Graph, step: Any, local: str, tails: list[Tail], qid: str) -> list[Tail]:
+def _draw(graph: _Graph, step: Step, local: str, tails: list[Tail], qid: str) -> list[Tail]:
     if isinstance(step, ConditionalStep):
         test = graph.node(f"{local}: {step.condition}", "diamond", qid)
         graph.link(tails, test)
@@ -264,7 +272,7 @@ def _draw_include(graph: _Graph, name: str, node: str, qid: str) -> list[Tail]:
     return tails
 
 
-def _draw_loop(graph: _Graph, step: Any, local: str, tails: list[Tail], qid: str) -> list[Tail]:
+def _draw_loop(graph: _Graph, step: LoopStep, local: str, tails: list[Tail], qid: str) -> list[Tail]:
     if isinstance(step, WhileStep):
         text, body = f"while {step.condition} (max {step.limit})", step.body
     else:
@@ -319,7 +327,7 @@ def task_scope(task: str, fan_out: str) -> str:
     return f"task:{task}@{fan_out}"
 
 
-def _summary(step: Any) -> str:
+def _summary(step: Step) -> str:
     if step.type in ("shell_command", "agent_shell_command"):
         return f"{step.type} {step.command}"
     if step.type == "mcp_call":

@@ -18,12 +18,14 @@ from aromcp_workflows.definition import (
     IncludeWorkflowStep,
     McpCallStep,
     ParallelForeachStep,
+    Step,
     WhileStep,
     WorkflowBundle,
     WorkflowDefinition,
     computed_specs,
 )
 from aromcp_workflows.explain.estimate import EstimatedWrite, estimate
+from aromcp_workflows.expressions import ExpressionEngine
 from aromcp_workflows.interpreter import check_inputs, listing, programs_for
 from aromcp_workflows.state import StateTiers
 
@@ -38,7 +40,7 @@ class _Entry:
     data: dict[str, Any]
     section: str  # "main", "task:<name>", "cleanup:<name>", "on_failure", or "[other] ..."
     loop_ids: tuple[str, ...] = ()
-    step: Any = None
+    step: Step | None = None
 
 
 @dataclass
@@ -112,7 +114,7 @@ class _Walk:
         self.steps(definition.error_handling.on_failure, "on_failure", f"{label}on failure: ", "on_failure.")
 
 
-def explain_plan(bundle: WorkflowBundle, inputs: dict[str, Any], engine: Any) -> dict[str, Any]:
+def explain_plan(bundle: WorkflowBundle, inputs: dict[str, Any], engine: ExpressionEngine) -> dict[str, Any]:
     """The plan as a JSON-safe dict (the MCP tool `workflow_explain_plan`, plus
     `state_paths_written` and per-step detail).  Bad inputs raise `InputError`."""
     main = bundle.main.definition
@@ -191,7 +193,7 @@ def _earlier_writes(entries: list[_Entry], position: int) -> list[EstimatedWrite
     return writes
 
 
-def _writes(step: Any, local: str) -> list[str]:
+def _writes(step: Step, local: str) -> list[str]:
     paths = []
     for key in ("state_update", "error_state_update"):
         spec = getattr(step, key, None)

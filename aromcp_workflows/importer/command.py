@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 HELP = "translate AroMCP workflow files into this project's language"
 DESCRIPTION = (
@@ -26,7 +25,7 @@ DESCRIPTION = (
     "Exit 0: all translated; 1: some part could not be translated (or an output is a link); 2: usage error.")
 
 
-def register(commands: Any) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `import` to the CLI's subcommands (called from cli/main.py)."""
     parser = commands.add_parser("import", help=HELP, description=DESCRIPTION)
     parser.add_argument("paths", nargs="+", metavar="PATH", help="AroMCP workflow files (.yaml) or folders of them")

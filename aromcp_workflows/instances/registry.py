@@ -20,6 +20,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aromcp_workflows.definition import WorkflowBundle
@@ -101,12 +102,12 @@ class InstanceRegistry:
         self.copies.forget(workflow_id)
 
     # -- creating -----------------------------------------------------------------------------
-    def start(self, workflow_id: str, bundle: WorkflowBundle, project_dir: Any, inputs: dict[str, Any],
+    def start(self, workflow_id: str, bundle: WorkflowBundle, project_dir: str | Path, inputs: dict[str, Any],
               start_key: StartKey | None = None) -> WorkflowRun:
         """A new instance, committed before anyone can see it (with its start key, if any:
         `KeyTakenError` when that key started another instance first)."""
         bundle = WorkflowBundle.from_snapshot(bundle.snapshot())  # one bundle per content, shared by instances
-        run = WorkflowRun.start(workflow_id, bundle, self.engine, project_dir, inputs, self.resources.prompt)
+        run = WorkflowRun.start(workflow_id, bundle, self.engine, Path(project_dir), inputs, self.resources.prompt)
         self.create(run, bundle.main.name, bundle.snapshot(), start_key)
         return run
 

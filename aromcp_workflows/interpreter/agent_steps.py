@@ -14,13 +14,14 @@ from typing import Any
 
 import jsonschema
 
+from aromcp_workflows.definition import AgentShellCommandStep, AgentStep, McpCallStep, UserInputStep
 from aromcp_workflows.interpreter.output import OutputFormatError, parse_output
 from aromcp_workflows.safety import full_match
 
 AGENT_TYPES = frozenset({"agent_shell_command", "mcp_call", "user_input", "agent_prompt", "apply_hints"})
 
 
-def templated_fields(step: Any) -> dict[str, Any]:
+def templated_fields(step: AgentStep) -> dict[str, Any]:
     """The fields of an agent step whose templates are rendered at delivery."""
     if step.type == "agent_shell_command":
         return {"reason": step.reason, "timeout": step.timeout, "working_dir": step.working_dir}
@@ -40,21 +41,20 @@ def templated_fields(step: Any) -> dict[str, Any]:
     raise ValueError(f"not an agent step: {step.type}")
 
 
-def atomic_step(step: Any, step_id: str, rendered: dict[str, Any], command: str | None = None) -> dict[str, Any]:
+def atomic_step(step: AgentStep, step_id: str, rendered: dict[str, Any], command: str | None = None) -> dict[str, Any]:
     """The atomic step handed to the agent: id, type, instructions, concrete definition."""
-    kind = step.type
-    if kind == "agent_shell_command":
+    if isinstance(step, AgentShellCommandStep):
         definition = {"command": command, "reason": rendered.get("reason"), "output_format": step.output_format,
                       "timeout": rendered.get("timeout"), "working_dir": rendered["working_dir"]}
         text = ("Run this shell command exactly as given, in the directory `working_dir` (an absolute path), "
                 "and report its standard output as `result`. If it exits non-zero, complete the step with "
                 "status \"failed\" and its error output as `error`.")
         return _atomic(step_id, "agent_shell_command", text, definition)
-    if kind == "mcp_call":
+    if isinstance(step, McpCallStep):
         definition = {"method": rendered["method"], "params": rendered["params"]}
         text = f"Call the MCP tool `{rendered['method']}` with `params` as given; report its result as `result`."
         return _atomic(step_id, "mcp_call", text, definition)
-    if kind == "user_input":
+    if isinstance(step, UserInputStep):
         definition = {"prompt": rendered["prompt"]}
         if "choices" in rendered:
             definition["choices"] = rendered["choices"]
@@ -78,7 +78,7 @@ def atomic_step(step: Any, step_id: str, rendered: dict[str, Any], command: str 
     return _atomic(step_id, "agent_prompt", text, definition)
 
 
-def _prompt_parts(step: Any, rendered: dict[str, Any]) -> tuple[str, Any]:
+def _prompt_parts(step: AgentStep, rendered: dict[str, Any]) -> tuple[str, Any]:
     if step.type == "apply_hints":
         prompt = rendered.get("prompt") or (
             f"Apply the coding hints in `context.hints` to the file {rendered['file']}, editing "
@@ -101,10 +101,9 @@ class Rejected:
     problem: str
 
 
-def accept_result(step: Any, result: Any) -> Accepted | Rejected:
+def accept_result(step: AgentStep, result: Any) -> Accepted | Rejected:
     """Parse and validate an agent's reported result for `step`."""
-    kind = step.type
-    if kind == "agent_shell_command":
+    if isinstance(step, AgentShellCommandStep):
         text = result["stdout"] if isinstance(result, dict) and "stdout" in result else result
         if not isinstance(text, str):
             return Accepted(text)  # already structured (e.g. an object the agent parsed itself)
@@ -112,10 +111,10 @@ def accept_result(step: Any, result: Any) -> Accepted | Rejected:
             return Accepted(parse_output(text, step.output_format))
         except OutputFormatError as exc:
             return Rejected(f"the command output could not be read as {step.output_format}: {exc}")
-    if kind == "user_input":
+    if isinstance(step, UserInputStep):
         return _accept_answer(step, result)
     value = _maybe_json(result)
-    schema = getattr(step, "response_schema", None)
+    schema = None if isinstance(step, McpCallStep) else step.response_schema
     if schema is not None:
         try:
             jsonschema.validate(value, schema)
@@ -127,7 +126,7 @@ def accept_result(step: Any, result: Any) -> Accepted | Rejected:
     return Accepted(value)
 
 
-def _accept_answer(step: Any, result: Any) -> Accepted | Rejected:
+def _accept_answer(step: UserInputStep, result: Any) -> Accepted | Rejected:
     answer = result if isinstance(result, str) else json.dumps(result) if result is not None else ""
     answer = answer.strip()
     if step.choices is not None:

@@ -15,7 +15,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from aromcp_workflows.definition import ConditionalStep, ForeachStep, WhileStep, WorkflowDefinition, child_step_lists
+from aromcp_workflows.definition import (
+    ConditionalStep,
+    ForeachStep,
+    Step,
+    WhileStep,
+    WorkflowDefinition,
+    child_step_lists,
+)
 from aromcp_workflows.interpreter.program import (
     Break,
     Continue,
@@ -30,7 +37,7 @@ from aromcp_workflows.interpreter.program import (
 )
 
 
-def local_step_id(step: Any, index: int, branch: str = "") -> str:
+def local_step_id(step: Step, index: int, branch: str = "") -> str:
     """A step's own id: the author's, or one made from its position (`shell_command_2`,
     `then_state_update_1` in a conditional's branch).  A qualified id is the container's
     id, a dot, and this."""
@@ -61,7 +68,7 @@ class _Compiler:
         for index, step in enumerate(steps):
             self.step(step, f"{prefix}{local_step_id(step, index, branch)}", loops)
 
-    def step(self, step: Any, qid: str, loops: list[_Loop]) -> None:
+    def step(self, step: Step, qid: str, loops: list[_Loop]) -> None:
         guard = None
         if step.when is not None:
             guard = self.emit(JumpUnless(qid, step.when, -1, "when"))
@@ -120,7 +127,7 @@ class StepPlace:
     program: str
     qid: str
     path: tuple[Any, ...]
-    step: Any
+    step: Step
     parent: str | None
 
 

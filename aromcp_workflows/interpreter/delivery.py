@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aromcp_workflows.definition import AgentStep, ResultStep
 from aromcp_workflows.expressions import ExpressionError
 from aromcp_workflows.interpreter import tracking
 from aromcp_workflows.interpreter.agent_steps import (
@@ -30,7 +31,7 @@ from aromcp_workflows.interpreter.shell_steps import store_failed, working_direc
 from aromcp_workflows.interpreter.thread import Pending
 
 
-def deliver(ctx: Ctx, step: Any, step_id: str) -> Answer | Fail | None:
+def deliver(ctx: Ctx, step: AgentStep, step_id: str) -> Answer | Fail | None:
     """Render an agent step (one engine call) and park it as the thread's pending step.
     An agent shell command whose `working_dir` is not a directory of the project fails
     here, before the agent sees it (its `on_error` decides what follows)."""
@@ -56,6 +57,9 @@ def deliver(ctx: Ctx, step: Any, step_id: str) -> Answer | Fail | None:
 def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | None) -> Completion:
     """The agent's result for its pending step: accepted, re-issued, or the step failed."""
     step = ctx.m.step_at(ctx.frame)
+    if not isinstance(step, AgentStep):
+        raise StepFailed(f"step {pending.step_id} is a {step.type} step, not one the agent performs; report this "
+                         "as a bug")
     if status != "success":  # what the agent said goes to the history (`test --record` replays it)
         ctx.record("step_reported", pending.step_id, {"status": status, "error": error, "result": result})
         return step_failed(ctx, step, pending, error or f"the agent reported status {status!r}")
@@ -92,7 +96,7 @@ def user_is_asked(pending: Pending) -> Completion:
                       public(pending.step), advance=False)
 
 
-def step_failed(ctx: Ctx, step: Any, pending: Pending, message: str, rejected: bool = False) -> Completion:
+def step_failed(ctx: Ctx, step: ResultStep, pending: Pending, message: str, rejected: bool = False) -> Completion:
     """The step failed (reported failed, or no valid answer in `max_attempts`): apply its
     `on_error`. The completion is unsuccessful when the agent's last answer was rejected."""
     ctx.thread.pending = None

@@ -11,11 +11,21 @@ and never the loop in `run.py`, so the interpreter has no import circle.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from aromcp_workflows.definition import SecretFields, WorkflowBundle, WorkflowDefinition, computed_specs, secret_fields
+from aromcp_workflows.definition import (
+    BoolOrTemplate,
+    SecretFields,
+    Step,
+    StepBase,
+    WorkflowBundle,
+    WorkflowDefinition,
+    computed_specs,
+    secret_fields,
+)
 from aromcp_workflows.expressions import MISSING, ExpressionEngine, js_truthy
 from aromcp_workflows.interpreter.agent_steps import public
 from aromcp_workflows.interpreter.compiler import ProgramSet, programs_for
@@ -33,6 +43,7 @@ from aromcp_workflows.interpreter.thread import TERMINAL, Frame, LoopFrame, Thre
 from aromcp_workflows.safety import Masker, SecretIndex
 from aromcp_workflows.state import StateError, StateTiers, Update, UpdateResult
 
+S = TypeVar("S", bound=StepBase)
 DEFAULT_SUB_AGENT_PROMPT = (
     "You are a workflow sub-agent for workflow {workflow_id}, task {task_id}. Call "
     "workflow_get_next_step(workflow_id, task_id), do exactly what the step says, report it "
@@ -93,11 +104,20 @@ class Machine:
     def instruction(self, frame: Frame) -> Instruction:
         return self.programs(frame.workflow)[frame.program].instructions[frame.pc]
 
-    def step_at(self, frame: Frame) -> Any:
+    def step_at(self, frame: Frame) -> Step:
         """The step model of the `Run` instruction the frame stands on."""
         ins = self.instruction(frame)
         assert isinstance(ins, Run)
         return ins.step
+
+    def step_as(self, frame: Frame, kind: type[S]) -> S:
+        """The step the frame stands on, known to be of `kind` (a thread waits on the step it
+        was handed; another kind there is a bug in the run's own bookkeeping)."""
+        step = self.step_at(frame)
+        if not isinstance(step, kind):
+            raise StepFailed(f"step {step.id or frame.pc} is a {step.type} step, where a {kind.__name__} was "
+                             "expected; report this as a bug")
+        return step
 
     def new_state(self, definition: WorkflowDefinition, inputs: dict[str, Any], trigger: str) -> StateTiers:
         store = StateTiers(self.engine, computed=computed_specs(definition), inputs=inputs)
@@ -252,7 +272,7 @@ class Ctx:
         self.m.record(kind, step_id, self.task, data)
 
     # -- expressions --------------------------------------------------------------------
-    def scope(self, extra: dict[str, Any] | None = None) -> Any:
+    def scope(self, extra: dict[str, Any] | None = None) -> Mapping[str, Any]:
         """What templates of this frame can read: state, loop, task and error variables."""
         thread, frame = self.thread, self.frame
         variables: dict[str, Any] = {"workflow_id": self.m.workflow_id}
@@ -269,12 +289,12 @@ class Ctx:
     def render(self, value: Any, origin: str, extra: dict[str, Any] | None = None) -> Any:
         return self.m.engine.render(value, self.scope(extra), origin=origin)
 
-    def render_command(self, fields: Any, command: str, origin: str) -> tuple[Any, str]:
+    def render_command(self, fields: dict[str, Any], command: str, origin: str) -> tuple[Any, str]:
         """A step's fields and its shell-quoted command, rendered in one engine call."""
         rendered, quoted = self.m.engine.render_with_command(fields, command, self.scope(), origin)
         return rendered, quoted
 
-    def truthy(self, condition: Any, step_id: str, branches: tuple[str, str] | None = None,
+    def truthy(self, condition: BoolOrTemplate, step_id: str, branches: tuple[str, str] | None = None,
                own_loop: bool = False, record_false: bool = True) -> bool:
         """A condition's JavaScript truthiness; with `branches` (taken, not taken) the check,
         its value and the branch taken go to the history for `workflow_debug_info` (a false

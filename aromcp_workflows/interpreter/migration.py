@@ -224,7 +224,8 @@ def _check_pending(run: Machine, new: _New, frame: Frame, pc: int, move: Move) -
         move.blockers.append(new.blocker(frame.workflow, f"step {now.step_id} waits for its answer as type "
                                          f"{old.step.type}, but {new.file_name(frame.workflow)} makes it type "
                                          f"{now.step.type}", path))
-    elif isinstance(now.step, ParallelForeachStep) and now.step.sub_agent_task != old.step.sub_agent_task:
+    elif (isinstance(now.step, ParallelForeachStep) and isinstance(old.step, ParallelForeachStep)
+          and now.step.sub_agent_task != old.step.sub_agent_task):
         move.blockers.append(new.blocker(frame.workflow, f"step {now.step_id} runs task {old.step.sub_agent_task}, "
                                          f"but {new.file_name(frame.workflow)} makes it run "
                                          f"{now.step.sub_agent_task}", path))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aromcp_workflows.definition import ParallelForeachStep
 from aromcp_workflows.interpreter.effects import Answer, Completion
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed
@@ -22,7 +23,7 @@ from aromcp_workflows.interpreter.thread import Frame, Pending, Thread
 WAIT_RETRY_MS = 2000
 
 
-def run_parallel(ctx: Ctx, step: Any, step_id: str) -> Answer | Fail | None:
+def run_parallel(ctx: Ctx, step: ParallelForeachStep, step_id: str) -> Answer | Fail | None:
     group = ctx.m.groups.get(step_id)
     if group is None:
         group = create_group(ctx, step, step_id)
@@ -31,7 +32,7 @@ def run_parallel(ctx: Ctx, step: Any, step_id: str) -> Answer | Fail | None:
     return finalize_group(ctx, step, group)
 
 
-def create_group(ctx: Ctx, step: Any, step_id: str) -> dict[str, Any]:
+def create_group(ctx: Ctx, step: ParallelForeachStep, step_id: str) -> dict[str, Any]:
     m, frame = ctx.m, ctx.frame
     items = ctx.render(step.items, f"items of step {step_id}")
     if isinstance(items, dict):
@@ -73,7 +74,7 @@ def task_context(ctx: Ctx, task: Any, task_id: str, item: Any, index: int) -> di
     return context
 
 
-def task_prompt(ctx: Ctx, step: Any, task_id: str, context: dict[str, Any]) -> str | None:
+def task_prompt(ctx: Ctx, step: ParallelForeachStep, task_id: str, context: dict[str, Any]) -> str | None:
     """`sub_agent_prompt_override` rendered for one task, once, when the task is created:
     with its `item`, `index`, `task`, inputs and `context` over the state as it is then
     (the same moment `items` is evaluated, so a task's prompt and its item agree)."""
@@ -85,7 +86,7 @@ def task_prompt(ctx: Ctx, step: Any, task_id: str, context: dict[str, Any]) -> s
     return json.dumps(rendered, ensure_ascii=False)  # one whole template that gave a value: its JSON text
 
 
-def deliver_batch(ctx: Ctx, group: dict[str, Any], step: Any) -> Answer:
+def deliver_batch(ctx: Ctx, group: dict[str, Any], step: ParallelForeachStep) -> Answer:
     thread = ctx.thread
     batch, group["queue"] = group["queue"][: step.max_parallel], group["queue"][step.max_parallel:]
     group["round"] += 1
@@ -101,7 +102,7 @@ def parallel_step(ctx: Ctx) -> dict[str, Any]:
     """The `parallel_tasks` step, listing only the tasks of the batch not yet finished."""
     m, pending = ctx.m, ctx.thread.pending
     assert pending is not None
-    step = m.step_at(ctx.frame)
+    step = m.step_as(ctx.frame, ParallelForeachStep)
     open_ids = [t for t in pending.data["task_ids"] if not m.threads[t].done]
     tasks = [task_entry(m, m.threads[t]) for t in open_ids]
     if not tasks:
@@ -138,7 +139,7 @@ def is_wait_of(pending: Pending, step_id: str) -> bool:
 
 def complete_parallel(ctx: Ctx, pending: Pending) -> Completion:
     m, thread = ctx.m, ctx.thread
-    step = m.step_at(ctx.frame)
+    step = m.step_as(ctx.frame, ParallelForeachStep)
     unfinished = [t for t in pending.data["task_ids"] if not m.threads[t].done]
     if unfinished and step.wait_for_all:
         wait = {"id": f"{pending.step_id}.wait", "type": "wait",
@@ -154,7 +155,7 @@ def complete_parallel(ctx: Ctx, pending: Pending) -> Completion:
     return Completion(True)
 
 
-def finalize_group(ctx: Ctx, step: Any, group: dict[str, Any]) -> Fail | Answer | None:
+def finalize_group(ctx: Ctx, step: ParallelForeachStep, group: dict[str, Any]) -> Fail | Answer | None:
     m = ctx.m
     policy = step.on_sub_agent_error
     failed = [t for t in group["task_ids"] if m.threads[t].status == "failed"]
@@ -179,7 +180,7 @@ def finalize_group(ctx: Ctx, step: Any, group: dict[str, Any]) -> Fail | Answer 
     return None
 
 
-def reset_task(m: Machine, task_id: str, frame: Frame, step: Any) -> None:
+def reset_task(m: Machine, task_id: str, frame: Frame, step: ParallelForeachStep) -> None:
     """Start a failed task again from its first step, in the frame that spawned it."""
     old = m.threads[task_id]
     retries = old.retries + 1  # new step ids: a late completion from the failed attempt is refused

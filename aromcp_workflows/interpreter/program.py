@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from aromcp_workflows.definition import Step
+
 
 @dataclass(frozen=True)
 class Instruction:
@@ -21,7 +23,7 @@ class Instruction:
 class Run(Instruction):
     """Perform one leaf step (server-side or agent-side); `step` is its pydantic model."""
 
-    step: Any
+    step: Step
 
 
 @dataclass(frozen=True)

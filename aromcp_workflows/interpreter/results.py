@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from aromcp_workflows.definition import ResultStep
 from aromcp_workflows.interpreter import tracking
 from aromcp_workflows.interpreter.machine import Ctx
 from aromcp_workflows.interpreter.path_templates import path_template, path_value
 
 
-def store_result(ctx: Ctx, step: Any, path: str | None, result: Any, output: Any, step_id: str) -> None:
+def store_result(ctx: Ctx, step: ResultStep, path: str | None, result: Any, output: Any, step_id: str) -> None:
     spec = getattr(step, "state_update", None)
     if spec is None or path is None:
         return
@@ -23,7 +24,8 @@ def store_result(ctx: Ctx, step: Any, path: str | None, result: Any, output: Any
     ctx.write([(path, spec.operation, value)], f"step {step_id}")
 
 
-def store_failure(ctx: Ctx, step: Any, step_id: str, message: str, output: Any = None, result: Any = None) -> None:
+def store_failure(ctx: Ctx, step: ResultStep, step_id: str, message: str, output: Any = None,
+                  result: Any = None) -> None:
     """`on_error: continue`: store `fallback_value` if given, else what the step's
     `state_update` would store (its `value` over `result`, or the parsed output);
     then apply `error_state_update`."""

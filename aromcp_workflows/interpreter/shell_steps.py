@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from aromcp_workflows.definition import AgentShellCommandStep, ShellCommandStep
 from aromcp_workflows.expressions import ExpressionError
 from aromcp_workflows.interpreter import tracking
 from aromcp_workflows.interpreter.claim import FIELDS, ShellClaim
@@ -54,7 +55,7 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def request_shell(ctx: Ctx, step: Any, step_id: str, attempt: int) -> ShellRequest:
+def request_shell(ctx: Ctx, step: ShellCommandStep, step_id: str, attempt: int) -> ShellRequest:
     other, command = ctx.render_command(
         {"cwd": step.working_dir, "env": step.env,
          "path": path_template(step.state_update.path) if step.state_update else None},
@@ -72,7 +73,7 @@ def shell_finished(ctx: Ctx, request: ShellRequest, result: ShellResult) -> Outc
     """Store a finished command's output, or apply its `on_error` (retry, continue, fail)."""
     thread, frame = ctx.thread, ctx.frame
     pending = thread.pending
-    step = ctx.m.step_at(frame)
+    step = ctx.m.step_as(frame, ShellCommandStep)
     attempt = pending.data["attempt"] if pending is not None else 0
     thread.pending = None
     problem, output = _problem(result, step.output_format)
@@ -118,14 +119,15 @@ def _kept_output(result: ShellResult) -> dict[str, Any]:
     return {k: v for k, v in kept.items() if v is not None}
 
 
-def _bare_result(step: Any) -> bool:
+def _bare_result(step: ShellCommandStep) -> bool:
     """`value: "{{ result }}"` on a shell step means its output, as the seed design writes it
     (`result.stdout`, `result.exit_code` and `result.output` stay available)."""
     value = step.state_update.value if step.state_update is not None else None
     return isinstance(value, str) and re.fullmatch(r"\{\{\s*result\s*\}\}", value.strip()) is not None
 
 
-def store_failed(ctx: Ctx, step: Any, step_id: str, problem: str) -> Fail | None:
+def store_failed(ctx: Ctx, step: ShellCommandStep | AgentShellCommandStep, step_id: str,
+                 problem: str) -> Fail | None:
     """The command ran but its result could not be stored: the step's `on_error` decides."""
     if step.on_error == "continue" or (step.on_error == "retry" and step.fallback_value is not None):
         store_failure(ctx, step, step_id, problem)

@@ -10,9 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from aromcp_workflows.definition import (
+    AgentStep,
+    IncludeWorkflowStep,
+    ParallelForeachStep,
+    ShellCommandStep,
+    StateUpdateStep,
+    Step,
+    StepBase,
+    UserMessageStep,
+)
 from aromcp_workflows.expressions import ExpressionError
 from aromcp_workflows.interpreter import delivery, parallel
-from aromcp_workflows.interpreter.agent_steps import AGENT_TYPES
 from aromcp_workflows.interpreter.control import Effect
 from aromcp_workflows.interpreter.inputs import InputError, check_inputs
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
@@ -21,18 +30,20 @@ from aromcp_workflows.interpreter.program import Run
 from aromcp_workflows.interpreter.shell_steps import request_shell, store_failed
 from aromcp_workflows.interpreter.thread import Frame
 
-StepHandler = Callable[[Ctx, Any, str], Effect]
+StepHandler = Callable[[Ctx, Any, str], Effect]  # each takes the step class it is listed under
 
 
 def run(ctx: Ctx, ins: Run) -> Effect:
     step, step_id = ins.step, ctx.delivered_id(ins.step_id)
-    handler = STEP_HANDLERS.get(step.type)
-    if handler is None:
-        handler = delivery.deliver if step.type in AGENT_TYPES else _unknown
-    return handler(ctx, step, step_id)
+    handler = STEP_HANDLERS.get(type(step))
+    if handler is not None:
+        return handler(ctx, step, step_id)
+    if isinstance(step, AgentStep):
+        return delivery.deliver(ctx, step, step_id)
+    return _unknown(ctx, step, step_id)
 
 
-def state_update(ctx: Ctx, step: Any, step_id: str) -> Effect:
+def state_update(ctx: Ctx, step: StateUpdateStep, step_id: str) -> Effect:
     updates = ctx.render([{**u.model_dump(), "path": path_template(u.path)} for u in step.as_updates()],
                          f"step {step_id}")
     ctx.write([(path_value(u["path"]), u["operation"], u["value"]) for u in updates], f"step {step_id}")
@@ -40,7 +51,7 @@ def state_update(ctx: Ctx, step: Any, step_id: str) -> Effect:
     return None
 
 
-def user_message(ctx: Ctx, step: Any, step_id: str) -> Effect:
+def user_message(ctx: Ctx, step: UserMessageStep, step_id: str) -> Effect:
     message = ctx.render(step.message, f"step {step_id}")
     ctx.thread.outbox.append("" if message is None else str(message))
     text = ctx.thread.outbox[-1]
@@ -50,7 +61,7 @@ def user_message(ctx: Ctx, step: Any, step_id: str) -> Effect:
     return None
 
 
-def shell_command(ctx: Ctx, step: Any, step_id: str) -> Effect:
+def shell_command(ctx: Ctx, step: ShellCommandStep, step_id: str) -> Effect:
     """A command that cannot even be written (a template that throws, a value that would end
     a here-document early) is a failure of this step: its `on_error` decides."""
     try:
@@ -60,7 +71,7 @@ def shell_command(ctx: Ctx, step: Any, step_id: str) -> Effect:
         return store_failed(ctx, step, step_id, f"the command could not be built: {exc}")
 
 
-def include_workflow(ctx: Ctx, step: Any, step_id: str) -> Effect:
+def include_workflow(ctx: Ctx, step: IncludeWorkflowStep, step_id: str) -> Effect:
     """Run the child workflow inline in a new frame with its own state (only the inputs passed)."""
     m, frame = ctx.m, ctx.frame
     child = m.bundle.get(step.workflow)
@@ -85,14 +96,14 @@ def include_workflow(ctx: Ctx, step: Any, step_id: str) -> Effect:
     return None
 
 
-def _unknown(ctx: Ctx, step: Any, step_id: str) -> Effect:
+def _unknown(ctx: Ctx, step: Step, step_id: str) -> Effect:
     raise StepFailed(f"step {step_id}: the interpreter has no handler for step type {step.type!r}")
 
 
-STEP_HANDLERS: dict[str, StepHandler] = {
-    "state_update": state_update,
-    "user_message": user_message,
-    "shell_command": shell_command,
-    "include_workflow": include_workflow,
-    "parallel_foreach": parallel.run_parallel,
+STEP_HANDLERS: dict[type[StepBase], StepHandler] = {
+    StateUpdateStep: state_update,
+    UserMessageStep: user_message,
+    ShellCommandStep: shell_command,
+    IncludeWorkflowStep: include_workflow,
+    ParallelForeachStep: parallel.run_parallel,
 }

@@ -174,7 +174,7 @@ async def _quietly(pending: Confirmations) -> None:
         await anyio.to_thread.run_sync(confirmed_quietly, pending)
 
 
-def _mask_step(masker: Masker, step: Any) -> Any:
+def _mask_step(masker: Masker, step: dict[str, Any] | None) -> dict[str, Any] | None:
     if not isinstance(step, dict):
         return step
     return {k: masker.mask(v, k) if k != "definition" else v for k, v in step.items()}

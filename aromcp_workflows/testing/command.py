@@ -24,7 +24,7 @@ EPILOG = ("exit status: 0 all cases passed; 1 a case failed, coverage is under -
           "recorded case does not pass; 2 usage error or an invalid test file (file:line:column: message).")
 
 
-def register(commands: Any) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `test` to the CLI's subcommands (called from cli/main.py)."""
     parser = commands.add_parser("test", help=HELP, description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("targets", nargs="*", metavar="NAME|FILE",
