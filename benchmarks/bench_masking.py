@@ -11,7 +11,7 @@ Rows (medians of repeated calls, in one process, no server):
 - ``mask reply (N items)``: `Masker.mask` of a `workflow_state_read`-like reply holding the
   10,000 strings (file paths, messages), with three secrets in the state;
 - ``mask text (short)``: one 60-character string;
-- ``redact log line, K known``: `safety.redact.redact` of a 4,000-character log line after the
+- ``redact log line, K known``: `safety.redaction.redact` of a 4,000-character log line after the
   process has seen K secrets of other instances (the process-wide list used for logs).
 
 Absolute times drift on shared machines; compare rows of one run.

@@ -34,6 +34,6 @@ if os.environ.get("BENCH_WORKFLOW_SPANS") == "off":  # only the MCP SDK's span o
     otel.Tracing.tool_call = lambda *args: None  # type: ignore[method-assign]
 
 if __name__ == "__main__":
-    from aromcp_workflows.cli.main import main
+    from aromcp_workflows.cli.entry import main
 
     sys.exit(main())

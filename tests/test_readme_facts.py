@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aromcp_workflows.cli.main import build_parser
+from aromcp_workflows.cli.entry import build_parser
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver, check
 from aromcp_workflows.store import open_store
 from tests.e2e.e2e_helpers import FIX_SUMMARY, ROOT

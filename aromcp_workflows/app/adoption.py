@@ -39,7 +39,7 @@ class Driving(Protocol):
 
     def claim(self, run: WorkflowRun, outcome: Outcome) -> Claimed: ...
 
-    def settle(self, claimed: Claimed, thread_id: str | None, progress: ProgressCallback | None,
+    def perform(self, claimed: Claimed, thread_id: str | None, progress: ProgressCallback | None,
                budget: float | None = None) -> Answer: ...
 
     def next_step(self, workflow_id: str, thread_id: str | None = None,
@@ -77,7 +77,7 @@ class Adopter:
 
         def rest() -> Answer:
             claimed = self._adopt_result(workflow_id, busy, reason, mine)
-            return driver.next_step(workflow_id, thread_id) if claimed is None else driver.settle(claimed, thread_id,
+            return driver.next_step(workflow_id, thread_id) if claimed is None else driver.perform(claimed, thread_id,
                                                                                                    None)
 
         return rest

@@ -87,7 +87,7 @@ class Driver:
     def next_step(self, workflow_id: str, thread_id: str | None = None,
                   progress: ProgressCallback | None = None) -> Answer:
         claimed = self.transact(workflow_id, lambda run: self.claim(run, run.advance(thread_id)), handed_out)
-        return self.settle(claimed, thread_id, progress, calls.budget())
+        return self.perform(claimed, thread_id, progress, calls.budget())
 
     def complete(self, workflow_id: str, thread_id: str | None, step_id: str, status: str = "success",
                  result: Any = None, error: str | None = None,
@@ -101,7 +101,7 @@ class Driver:
                                                            lambda done: done[1] is None or handed_out(done[1]))
         if claimed is None:  # refused: the same (or a `wait`) step again, nothing advanced
             return StepDone(False, Answer(thread_status, completion.step, [], completion.error))
-        answer = self.settle(claimed, thread_id, progress, calls.budget())
+        answer = self.perform(claimed, thread_id, progress, calls.budget())
         if completion.error:
             answer.error = completion.error
         return StepDone(completion.success, answer)
@@ -122,7 +122,7 @@ class Driver:
             return PendingEffect(run.workflow_id, outcome)
         return outcome
 
-    def settle(self, claimed: Claimed, thread_id: str | None, progress: ProgressCallback | None,
+    def perform(self, claimed: Claimed, thread_id: str | None, progress: ProgressCallback | None,
                budget: float | None = None) -> Answer:
         """Perform effects until the thread has an answer; with a `budget` (seconds), answer
         when it runs out with the command still running (`waiting_for`)."""
@@ -147,7 +147,7 @@ class Driver:
         """Run the command and every effect after it until the thread has an answer (on a
         thread of its own when the call's budget may run out first)."""
         assert isinstance(pending.effect, ShellRequest)
-        return self.settle(self.run_shell(pending.workflow_id, pending.effect, progress, run_dir), thread_id, progress)
+        return self.perform(self.run_shell(pending.workflow_id, pending.effect, progress, run_dir), thread_id, progress)
 
     def run_shell(self, workflow_id: str, request: ShellRequest, progress: ProgressCallback | None,
                   run_dir: RunDir) -> Claimed:

@@ -1,4 +1,4 @@
-"""The command line: argument parsing (`main`) and the commands themselves (`commands`).
+"""The command line: argument parsing and dispatch (`entry`) and the commands themselves (`commands`).
 
 The face: what other packages may use, each name loaded with its module on first use.
 """
@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
-    from aromcp_workflows.cli.main import main
+    from aromcp_workflows.cli.entry import main
 
 __all__ = ["main"]
 __getattr__ = lazy_face(
     __name__,
     {
-        "main": "main",
+        "main": "entry",
     },
 )

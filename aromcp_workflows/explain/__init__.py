@@ -12,8 +12,8 @@ from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
     from aromcp_workflows.explain.coverage import branches, covered
+    from aromcp_workflows.explain.graph_layout import layout
     from aromcp_workflows.explain.inspect import debug_info, step_history, step_type, step_types, transform_traces
-    from aromcp_workflows.explain.layout import layout
     from aromcp_workflows.explain.locate import Failure, failures, step_of, step_path, where_now
     from aromcp_workflows.explain.mermaid import flow_graph, mermaid_flowchart
     from aromcp_workflows.explain.plan import explain_plan
@@ -50,7 +50,7 @@ __getattr__ = lazy_face(
         "step_type": "inspect",
         "step_types": "inspect",
         "transform_traces": "inspect",
-        "layout": "layout",
+        "layout": "graph_layout",
         "Failure": "locate",
         "failures": "locate",
         "step_of": "locate",

@@ -22,7 +22,7 @@ from aromcp_workflows.errors import ErrorKind, KindedError
 
 _PRELUDE: str | None = None
 DRAIN_GRACE_S = 0.2  # promise jobs get the rest of the time limit, and at least this
-PREEMPT_SETTLE_S = 1.0  # a preempted script must be gone within this, or V8 is abandoned
+PREEMPT_GONE_S = 1.0  # a preempted script must be gone within this, or V8 is abandoned
 
 
 def _prelude() -> str:
@@ -240,7 +240,7 @@ class V8Runtime:
         except _exc.JSTimeoutException:
             self.stats.timeouts += 1
             self._installed.update(new_ids)  # defs run before user code
-            self._settle(mr, started, deferring)
+            self._drain_jobs(mr, started, deferring)
             raise Interrupted("timeout", self._reached(mr)) from None
         except _exc.JSOOMException:
             self.stats.out_of_memory += 1
@@ -251,20 +251,20 @@ class V8Runtime:
                 self.stats.out_of_memory += 1
                 self.reset()
                 raise Interrupted("memory", None) from None
-            self._settle(mr, started, deferring)
+            self._drain_jobs(mr, started, deferring)
             raise RuntimeFailure(f"V8 call failed: {exc}") from exc
         except BaseException:  # Preempted (see v8_child.py): V8 terminated the script
             # Make sure V8 is idle before the next call comes: the signal may have
             # landed before mini-racer could cancel the script.
             try:
-                self._settle(mr, started, True, PREEMPT_SETTLE_S)
+                self._drain_jobs(mr, started, True, PREEMPT_GONE_S)
             except Interrupted:
                 pass  # V8 abandoned (`poisoned`): the child exits after answering
             raise
-        self._settle(mr, started, deferring)
+        self._drain_jobs(mr, started, deferring)
         return text
 
-    def _settle(self, mr: Any, started: float, deferring: bool, budget_s: float | None = None) -> None:
+    def _drain_jobs(self, mr: Any, started: float, deferring: bool, budget_s: float | None = None) -> None:
         """Wait, inside the call's time limit, for the promise jobs the call left behind.
 
         mini-racer runs promise jobs after an evaluation has answered, where its timeout

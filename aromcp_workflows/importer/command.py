@@ -26,7 +26,7 @@ DESCRIPTION = (
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `import` to the CLI's subcommands (called from cli/main.py)."""
+    """Add `import` to the CLI's subcommands (called from cli/entry.py)."""
     parser = commands.add_parser("import", help=HELP, description=DESCRIPTION)
     parser.add_argument("paths", nargs="+", metavar="PATH", help="AroMCP workflow files (.yaml) or folders of them")
     parser.add_argument("--out", metavar="DIR", help="folder to write the translated files to")

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
         CommitLost,
         Confirmations,
         collecting,
+        confirm_save,
         confirmed_quietly,
-        settle,
     )
     from aromcp_workflows.instances.errors import ServiceError, refusals
     from aromcp_workflows.instances.registry import InstanceRegistry
@@ -29,9 +29,9 @@ __all__ = [
     "InstanceRegistry",
     "ServiceError",
     "collecting",
+    "confirm_save",
     "confirmed_quietly",
     "refusals",
-    "settle",
 ]
 __getattr__ = lazy_face(
     __name__,
@@ -41,7 +41,7 @@ __getattr__ = lazy_face(
         "Confirmations": "confirm",
         "collecting": "confirm",
         "confirmed_quietly": "confirm",
-        "settle": "confirm",
+        "confirm_save": "confirm",
         "ServiceError": "errors",
         "refusals": "errors",
         "InstanceRegistry": "registry",

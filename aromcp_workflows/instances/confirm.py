@@ -70,7 +70,7 @@ def add(pending: SentSave) -> None:
     found.append(pending)
 
 
-def settle(pending: SentSave, workflow_id: str = "") -> None:
+def confirm_save(pending: SentSave, workflow_id: str = "") -> None:
     """Wait for one deferred save; what its failure means for the call that made it.  (The
     store is imported here, not above: the MCP layer imports this module at start-up.)"""
     from aromcp_workflows.store import ConflictError, NotFoundError, OutcomeUnknownError, StoreError

@@ -136,7 +136,7 @@ class InstanceRegistry:
                     value = change(live.run)
                     deferred = defer is not None and confirm.may_defer() and defer(value)
                     if self._commit(live, deferred) or live.checked or self.copies.is_current(live):
-                        self._settled(live)
+                        self._remember_masker(live)
                         return value  # saved by compare-and-set, or made from a copy found current
                     continue  # nothing to save, and the copy was behind: again, on a current copy
                 except ConflictError:
@@ -161,10 +161,10 @@ class InstanceRegistry:
         """Look at an instance under its lock; nothing is written."""
         with self.copies.current(workflow_id) as live:
             value = look(live.run, live.record)
-            self._settled(live)
+            self._remember_masker(live)
             return value
 
-    def _settled(self, live: LiveInstance) -> Masker:
+    def _remember_masker(self, live: LiveInstance) -> Masker:
         """Remember the masker of the copy a reply is made from, while the lock is still held
         (built once per saved version; `run.masker()` re-walks only what changed): the reply
         guard then needs neither the lock nor the store, and never blocks the event loop."""
@@ -184,7 +184,7 @@ class InstanceRegistry:
             if hit is not None:
                 return hit[1]
         with self.copies.current(workflow_id) as live:
-            return self._settled(live)
+            return self._remember_masker(live)
 
     def _commit(self, live: LiveInstance, deferred: bool = False) -> bool:
         """Save what the change did — a delta of it, or now and then a full snapshot — with

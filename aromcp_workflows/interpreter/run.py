@@ -134,11 +134,11 @@ class WorkflowRun:
         ctx = Ctx(self.machine, thread, frame)
         program = self.machine.programs(frame.workflow)[frame.program]
         if frame.pc >= len(program.instructions):
-            return self.settle(ctx, None, lambda: control.frame_finished(ctx))
+            return self.run_handler(ctx, None, lambda: control.frame_finished(ctx))
         ins = program.instructions[frame.pc]
-        return self.settle(ctx, ctx.delivered_id(ins.step_id), lambda: HANDLERS[type(ins)](ctx, ins))
+        return self.run_handler(ctx, ctx.delivered_id(ins.step_id), lambda: HANDLERS[type(ins)](ctx, ins))
 
-    def settle(self, ctx: Ctx, step_id: str | None, action: Callable[[], control.Effect]) -> Outcome | None:
+    def run_handler(self, ctx: Ctx, step_id: str | None, action: Callable[[], control.Effect]) -> Outcome | None:
         try:
             effect = action()
         except (ExpressionError, StepFailed) as exc:
@@ -173,7 +173,7 @@ class WorkflowRun:
                 or (owner is not None and not shell_steps.claimed_by(thread, request.step_id, owner))):
             return self.advance(thread.thread_id)  # stale result (the instance moved on, e.g. cancelled)
         ctx = Ctx(self.machine, thread, thread.frames[-1])
-        follow_up = self.settle(ctx, request.step_id, lambda: shell_steps.shell_finished(ctx, request, result))
+        follow_up = self.run_handler(ctx, request.step_id, lambda: shell_steps.shell_finished(ctx, request, result))
         return follow_up if follow_up is not None else self.advance(thread.thread_id)
 
     def busy_shell(self, thread_id: str | None) -> Busy | None:

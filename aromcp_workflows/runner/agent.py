@@ -365,7 +365,7 @@ async def _read_line() -> str:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[str] = loop.create_future()
 
-    def settle(line: str | None, error: BaseException | None) -> None:
+    def resolve(line: str | None, error: BaseException | None) -> None:
         if future.done():
             return
         if error is not None:
@@ -377,9 +377,9 @@ async def _read_line() -> str:
         try:
             line = input()
         except BaseException as exc:  # EOFError (stdin closed) included
-            loop.call_soon_threadsafe(settle, None, exc)
+            loop.call_soon_threadsafe(resolve, None, exc)
             return
-        loop.call_soon_threadsafe(settle, line, None)
+        loop.call_soon_threadsafe(resolve, line, None)
 
     threading.Thread(target=read, name="stdin", daemon=True).start()
     return await future

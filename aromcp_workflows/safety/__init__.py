@@ -13,7 +13,7 @@ from aromcp_workflows import lazy_face
 if TYPE_CHECKING:
     from aromcp_workflows.safety.masking import Masker, SecretIndex, is_sensitive, secret_values
     from aromcp_workflows.safety.patterns import full_match, pattern_problem
-    from aromcp_workflows.safety.redact import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, redact
+    from aromcp_workflows.safety.redaction import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, redact
 
 __all__ = [
     "KNOWN_SECRETS",
@@ -36,9 +36,9 @@ __getattr__ = lazy_face(
         "secret_values": "masking",
         "full_match": "patterns",
         "pattern_problem": "patterns",
-        "KNOWN_SECRETS": "redact",
-        "MAX_ECHO": "redact",
-        "MAX_LOG": "redact",
-        "redact": "redact",
+        "KNOWN_SECRETS": "redaction",
+        "MAX_ECHO": "redaction",
+        "MAX_LOG": "redaction",
+        "redact": "redaction",
     },
 )

@@ -105,9 +105,9 @@ class KnownSecrets:
                 self._chars += len(secret)
                 self._match = (self._match[0], (*self._match[1], secret))
             if len(self._match[1]) > self._fresh_limit:
-                self._settle()
+                self._recompile()
 
-    def _settle(self) -> None:
+    def _recompile(self) -> None:
         """Compile every kept secret into one set, first dropping those seen longest ago."""
         while self._seen and (len(self._seen) > self._limit or self._chars > self._limit_chars):
             dropped, _ = self._seen.popitem(last=False)
@@ -115,8 +115,8 @@ class KnownSecrets:
         self._match = (SecretMatcher(tuple(self._seen)), ())
 
     def mask_text(self, text: str) -> str:
-        settled, fresh = self._match  # one consistent pair (replaced whole), read without the lock
-        found = settled.present(text) + [secret for secret in fresh if secret in text]
+        compiled, fresh = self._match  # one consistent pair (replaced whole), read without the lock
+        found = compiled.present(text) + [secret for secret in fresh if secret in text]
         for secret in sorted(found, key=len, reverse=True):
             text = text.replace(secret, MASK)
         return text

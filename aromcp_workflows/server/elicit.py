@@ -178,7 +178,7 @@ class UserInputGate:
         self.state.head_success, self.state.head_error = done.success, done.error
         return standing(self.state.workflow_id, done)
 
-    def settle(self, reply: NextStep) -> NextStep | InputRequiredResult:
+    def ask_user(self, reply: NextStep) -> NextStep | InputRequiredResult:
         """Ask each user_input step in turn until the thread needs something else."""
         while reply.step is not None and reply.step.get("type") == "user_input":
             step = reply.step

@@ -37,8 +37,8 @@ from aromcp_workflows.instances import (
     CommitLost,
     Confirmations,
     collecting,
+    confirm_save,
     confirmed_quietly,
-    settle,
 )
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, Masker, redact, secret_values
@@ -136,9 +136,9 @@ async def _confirmed(pending: Confirmations, arguments: dict[str, Any]) -> None:
     workflow_id = str(arguments.get("workflow_id", ""))[:MAX_ECHO]
     for item in pending:
         if await _answered(item):
-            settle(item, workflow_id)
+            confirm_save(item, workflow_id)
         else:
-            await anyio.to_thread.run_sync(settle, item, workflow_id)
+            await anyio.to_thread.run_sync(confirm_save, item, workflow_id)
 
 
 async def _answered(item: Any) -> bool:

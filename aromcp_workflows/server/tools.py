@@ -135,10 +135,10 @@ class WorkflowTools:
             gate = UserInputGate.for_call(ctx, self.service, workflow_id, task, _progress(ctx))
             if gate is None:
                 return self.service.next_step(workflow_id, task, _progress(ctx))
-            settled = gate.settle(gate.resume() if gate.resuming else gate.next_step())
-        if isinstance(settled, InputRequiredResult):
-            return settled
-        return settled.model_copy(update={"user_answers": gate.answers()})
+            answered = gate.ask_user(gate.resume() if gate.resuming else gate.next_step())
+        if isinstance(answered, InputRequiredResult):
+            return answered
+        return answered.model_copy(update={"user_answers": gate.answers()})
 
     def workflow_step_complete(self, workflow_id: str, step_id: str,
                                status: Literal["success", "failed"] = "success", result: Any = None,
@@ -152,14 +152,14 @@ class WorkflowTools:
                                                   _progress(ctx))
             # a later round (the question is out): the agent's own result was recorded in the first
             first = gate.resume() if gate.resuming else gate.completed(step_id, status, result, error)
-            settled = gate.settle(first)
-        if isinstance(settled, InputRequiredResult):
-            return settled
+            answered = gate.ask_user(first)
+        if isinstance(answered, InputRequiredResult):
+            return answered
         head = gate.state
-        return StepCompleted(success=head.head_success, status=settled.status, messages=settled.messages,
-                             next_step=settled.step,
-                             error=settled.error if head.head_success else head.head_error,
-                             user_answers=gate.answers(), waiting_for=settled.waiting_for)
+        return StepCompleted(success=head.head_success, status=answered.status, messages=answered.messages,
+                             next_step=answered.step,
+                             error=answered.error if head.head_success else head.head_error,
+                             user_answers=gate.answers(), waiting_for=answered.waiting_for)
 
     def workflow_state_read(self, workflow_id: str, paths: list[str] | None = None,
                             task_id: str | None = None) -> StateView:

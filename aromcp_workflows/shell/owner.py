@@ -24,9 +24,10 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aromcp_workflows.interpreter import ShellClaim
+if TYPE_CHECKING:  # a claim is only read here: the interpreter package is not imported at start
+    from aromcp_workflows.interpreter import ShellClaim
 
 LEASE_ENV = "AROMCP_SHELL_LEASE_S"  # seconds a claim on a running command lasts unless renewed
 DEFAULT_LEASE_S = 30.0

@@ -25,7 +25,7 @@ EPILOG = ("exit status: 0 all cases passed; 1 a case failed, coverage is under -
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `test` to the CLI's subcommands (called from cli/main.py)."""
+    """Add `test` to the CLI's subcommands (called from cli/entry.py)."""
     parser = commands.add_parser("test", help=HELP, description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("targets", nargs="*", metavar="NAME|FILE",
                         help="a test file, a folder of them, a workflow file or a workflow name")

@@ -2,7 +2,7 @@
 
 A Starlette app, thin over `WorkflowService`: every route calls one typed service method
 and returns its result as JSON, masked at the edge exactly as MCP replies are (the
-instance's masker, then `safety.redact.redact` for error texts).  The page itself is
+instance's masker, then `safety.redaction.redact` for error texts).  The page itself is
 static HTML, CSS and JavaScript shipped in `web/static/`: nothing is built at install and
 nothing is fetched from the network when it runs.
 

@@ -28,7 +28,7 @@ def service(project: Project) -> Any:
 @pytest.fixture
 def cli(project: Project, capsys: pytest.CaptureFixture[str]):
     """cli(*args) -> (exit code, stdout, stderr), run in-process in the test project."""
-    from aromcp_workflows.cli.main import main
+    from aromcp_workflows.cli.entry import main
 
     def run(*args: str) -> tuple[int, str, str]:
         try:

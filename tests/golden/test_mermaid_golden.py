@@ -140,14 +140,14 @@ def test_standards_fix_matches_golden_file() -> None:
 
 
 def test_cli_graph_prints_the_golden_text(capsys: pytest.CaptureFixture[str]) -> None:
-    from aromcp_workflows.cli.main import main
+    from aromcp_workflows.cli.entry import main
 
     assert main(["--project-dir", str(REPO), "graph", "standards:fix"]) == 0
     assert capsys.readouterr().out == GOLDEN.read_text(encoding="utf-8")
 
 
 def test_cli_graph_unknown_workflow_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
-    from aromcp_workflows.cli.main import main
+    from aromcp_workflows.cli.entry import main
 
     assert main(["--project-dir", str(REPO), "graph", "nope:nope"]) == 1
     assert "not found" in capsys.readouterr().err
@@ -371,7 +371,7 @@ def test_mermaid_parser_accepts_random_labels() -> None:
 
 # -- included workflows -------------------------------------------------------------------------
 def test_graph_draws_included_workflows_inside_a_subgraph(capsys: pytest.CaptureFixture[str]) -> None:
-    from aromcp_workflows.cli.main import main
+    from aromcp_workflows.cli.entry import main
 
     assert main(["--project-dir", str(REPO), "graph", "standards:check"]) == 0
     text = capsys.readouterr().out

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aromcp_workflows.cli.main import main
+from aromcp_workflows.cli.entry import main
 from aromcp_workflows.definition.resolver import is_workflow_file_name
 from tests.importer.importer_helpers import CORPUS, FIXTURES, ORIGINALS
 

@@ -10,7 +10,7 @@ built, with the loader's own messages (`definition/yaml_limits.py`).
 `--out DIR` wrote `DIR/<name>.yaml` with a plain open: a symbolic link planted there (in a
 shared folder, by another local user) made the import overwrite whatever it pointed at.
 
-The command runs in process (`cli.main`), as a user's shell would run it, output captured.
+The command runs in process (`cli.entry`), as a user's shell would run it, output captured.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from aromcp_workflows.cli.main import main
+from aromcp_workflows.cli.entry import main
 from tests.importer.importer_helpers import ORIGINALS
 
 LAUGHS = "".join(f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]\n" for i in range(1, 10))

@@ -301,7 +301,7 @@ async def test_the_next_server_claims_an_orphan_before_it_answers_anything(tmp_p
     other replica saw the dead server's lease run out and ran the command again although
     its host lived.  The claim (which renews the lease) is now made before the server
     answers its first request; only the wait for the command runs in the background."""
-    machine = Machine(tmp_path, sleep=3.0)
+    machine = Machine(tmp_path, sleep=8.0)  # still running once a server on a loaded machine answers
     try:
         wid = await orphaned(machine)
         await machine.server()  # its handshake answered: nothing else asked of it

@@ -1,5 +1,5 @@
 """Fixtures for `aromcp-workflows test` and `migrate`: a tmp project, its store, and the CLI
-run in this process (as `aromcp-workflows` runs it: `cli.main.main`), capturing what it
+run in this process (as `aromcp-workflows` runs it: `cli.entry.main`), capturing what it
 prints.  Test files are written into tmp folders, never into the repository, so the outer
 pytest session (whose plugin collects `*.test.yaml`) never sees them."""
 
@@ -43,7 +43,7 @@ class Project:
 
     def cli(self, *args: str) -> Cli:
         """`aromcp-workflows ARGS` in the project folder, in this process."""
-        from aromcp_workflows.cli.main import main
+        from aromcp_workflows.cli.entry import main
 
         self.capsys.readouterr()
         before = Path.cwd()

@@ -213,7 +213,7 @@ def _order(work: _Work) -> None:
 
 def _place_x(work: _Work) -> None:
     """Left to right within each layer, each node as near the mean centre of its neighbours
-    as the gaps allow; alternating passes down and up settle the picture."""
+    as the gaps allow; alternating passes down and up steady the picture."""
     for row in work.layers:
         left = 0.0
         for node in row:
