@@ -11,6 +11,7 @@ from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
     from aromcp_workflows.app.driver import default_shell_runner
+    from aromcp_workflows.app.repair import ConsentNeeded
     from aromcp_workflows.app.results import (
         CheckpointTaken,
         Completed,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckpointTaken",
     "Completed",
+    "ConsentNeeded",
     "Coverage",
     "DebugInfo",
     "DefinitionView",
@@ -74,6 +76,7 @@ __all__ = [
 __getattr__ = lazy_face(
     __name__,
     {
+        "ConsentNeeded": "repair",
         "default_shell_runner": "driver",
         "CheckpointTaken": "results",
         "Completed": "results",

@@ -43,6 +43,7 @@ from aromcp_workflows.interpreter import (
     ShellRequest,
     ShellResult,
     WorkflowRun,
+    Writer,
 )
 from aromcp_workflows.shell import DEFAULT_TIMEOUT_MS, Periodic, ProgressCallback, RunDir, run_shell
 from aromcp_workflows.shell import owner as owners
@@ -91,9 +92,10 @@ class Driver:
 
     def complete(self, workflow_id: str, thread_id: str | None, step_id: str, status: str = "success",
                  result: Any = None, error: str | None = None,
-                 progress: ProgressCallback | None = None, may_answer_user: bool = True) -> StepDone:
+                 progress: ProgressCallback | None = None, may_answer_user: bool = True,
+                 by: Writer = "agent") -> StepDone:
         def change(run: WorkflowRun) -> tuple[Completion, Claimed | None, str]:
-            completion = run.complete(thread_id, step_id, status, result, error, may_answer_user)
+            completion = run.complete(thread_id, step_id, status, result, error, may_answer_user, by)
             claimed = self.claim(run, run.advance(thread_id)) if completion.advance else None
             return completion, claimed, run.machine.status_for(run.machine.thread(thread_id))
 

@@ -14,7 +14,10 @@ result as it would any instance.
   failed instance.  The history says what was restored (`workflow_retry`).
 - **fork**: a new instance from a step (the commit that handed it out), a version or a
   checkpoint, with raw/state edits applied and the computed fields recomputed; it records
-  `forked_from` and the original is not written to.
+  `forked_from` and the original is not written to.  The person (CLI, page) may fork from
+  anywhere and edit any raw or state path.  The agent may not edit a path the user decided,
+  and a fork of the agent's that would start after user answers carries them forward:
+  `ConsentNeeded` until the user allows it (the MCP layer asks them).
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aromcp_workflows.app.results import Forked, ForkOrigin, Retried
+from aromcp_workflows.errors import ErrorKind, KindedError
 from aromcp_workflows.instances import InstanceRegistry, ServiceError, rebuild
-from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.interpreter import UserAnswer, WorkflowRun, Writer, answers_in, owner_of, refusal
 from aromcp_workflows.state import StateError, Update
 from aromcp_workflows.store import Body, InstanceRecord
 
@@ -83,8 +87,23 @@ def _failed_step_id(run: WorkflowRun, workflow_id: str) -> str:
     return failed.step_id
 
 
+class ConsentNeeded(KindedError):
+    """The agent's fork would reuse the user's answers: the user must allow it first.
+    `question` is what to ask them, in one paragraph."""
+
+    kind: ErrorKind = "refused"
+
+    def __init__(self, question: str, answers: list[UserAnswer]) -> None:
+        super().__init__(f"{question} Nothing was created: the user has not allowed it. Fork from the command "
+                         "line (`aromcp-workflows fork`) or the page instead, where the person decides.")
+        self.question, self.answers = question, answers
+
+
 # -- fork --------------------------------------------------------------------------------------
-def fork(registry: InstanceRegistry, workflow_id: str, point: ForkPoint, edits: Mapping[str, Any]) -> Forked:
+def fork(registry: InstanceRegistry, workflow_id: str, point: ForkPoint, edits: Mapping[str, Any],
+         by: Writer = "person", consented: bool = False) -> Forked:
+    """`by="agent"`: edits of a user-owned path are refused, and a copy that starts after user
+    answers needs the user's `consented`; the person may do both."""
     record = registry.load(workflow_id)
     body = _body_for(registry, record, point)
     run = registry.run_from(record, body)
@@ -96,6 +115,9 @@ def fork(registry: InstanceRegistry, workflow_id: str, point: ForkPoint, edits: 
         where = f"step {point.step_id}" if point.step_id else f"version {body.version}"
         raise ServiceError(f"at {where} workflow {workflow_id} had already ended ({main.status}); fork it at an "
                            "earlier step or version (`aromcp-workflows debug` lists its steps)", "conflict")
+    if by == "agent":
+        _refuse_owned_edits(run, edits)
+        _consent(run, workflow_id, point, body.version, consented)
     origin = ForkOrigin(workflow_id=workflow_id, version=body.version, step_id=point.step_id,
                         checkpoint_id=point.checkpoint_id, edits=list(edits))
     run.rename(f"wf_{uuid.uuid4().hex[:12]}")
@@ -103,7 +125,7 @@ def fork(registry: InstanceRegistry, workflow_id: str, point: ForkPoint, edits: 
     run.machine.record("forked", point.step_id, None, run.machine.forked_from)
     run.machine.set_status("running")
     if edits:
-        _edit(run, edits)
+        _edit(run, edits, by)
     registry.create(run, record.workflow, record.definition)
     return Forked(workflow_id=run.workflow_id, status=run.status, forked_from=origin,
                   current_steps=[t.pending.step_id for t in run.threads.values() if t.pending is not None],
@@ -129,7 +151,48 @@ def _body_for(registry: InstanceRegistry, record: InstanceRecord, point: ForkPoi
     return Body(record.version, record.state, record.threads)
 
 
-def _edit(run: WorkflowRun, edits: Mapping[str, Any]) -> None:
+def _refuse_owned_edits(run: WorkflowRun, edits: Mapping[str, Any]) -> None:
+    """The agent's edits may not touch what the user decided (before anything is checked)."""
+    for path in edits:
+        answer = owner_of(run.machine.owners, "main", path)
+        if answer is not None:
+            raise ServiceError(refusal(path, answer), "refused")
+
+
+def _consent(run: WorkflowRun, workflow_id: str, point: ForkPoint, version: int, consented: bool) -> None:
+    """A copy that starts after user answers reuses them: only with the user's consent."""
+    carried = answers_in(run.machine.owners)
+    if not carried or consented:
+        return
+    where = (f"step {point.step_id}" if point.step_id else f"checkpoint {point.checkpoint_id}"
+             if point.checkpoint_id else f"version {version}")
+    reused = "; ".join(f"{a.question!r} → {_shown(_answer_value(run, a))}" for a in carried)
+    raise ConsentNeeded(f"The agent asks to start a copy of {workflow_id} at {where}, reusing your "
+                        f"answer{'s' if len(carried) > 1 else ''}: {reused}. Allow?", carried)
+
+
+def consent_to_roll_back(registry: InstanceRegistry, workflow_id: str, checkpoint_id: str) -> None:
+    """An instance taken back to a checkpoint runs its steps after it again: with the user's
+    answers it holds, only when the user allows it (`ConsentNeeded`)."""
+    point = registry.last_checkpoint(workflow_id, checkpoint_id)
+    if point is None:
+        return  # the roll-back itself says the checkpoint does not exist
+    carried = answers_in((point.snapshot.get("state") or {}).get("owners") or {})
+    if carried:
+        reused = "; ".join(repr(a.question) for a in carried)
+        raise ConsentNeeded(f"The agent asks to take {workflow_id} back to checkpoint {checkpoint_id} and run its "
+                            f"steps after it again, reusing your answer{'s' if len(carried) > 1 else ''} to "
+                            f"{reused}. Allow?", carried)
+
+
+def _answer_value(run: WorkflowRun, answer: UserAnswer) -> Any:
+    try:
+        return run.states["main"].read([answer.path]).get(answer.path)
+    except Exception:  # an answer of an include's own state: its question says enough
+        return "…"
+
+
+def _edit(run: WorkflowRun, edits: Mapping[str, Any], by: Writer) -> None:
     """Apply `raw.*`/`state.*` edits to the main state as one batch (computed fields
     recomputed), each checked against the fields `state_schema` declares."""
     schema = run.bundle.main.definition.state_schema
@@ -149,7 +212,7 @@ def _edit(run: WorkflowRun, edits: Mapping[str, Any]) -> None:
                                f"{declared}")
     try:
         run.agent_update(None, [Update(path=path, operation="set", value=value) for path, value in edits.items()],
-                         by="fork")
+                         by=by, trigger="fork")
     except StateError as exc:
         raise ServiceError(f"the edits were refused: {exc}") from None
 

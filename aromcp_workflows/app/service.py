@@ -61,7 +61,7 @@ from aromcp_workflows.app.watching import Watching
 from aromcp_workflows.app.workflows import Workflows
 from aromcp_workflows.definition import WorkflowBundle, WorkflowLoader, WorkflowResolver
 from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
-from aromcp_workflows.interpreter import Busy, WorkflowRun
+from aromcp_workflows.interpreter import Busy, WorkflowRun, Writer
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety import Masker
 from aromcp_workflows.shell import ProgressCallback, RunDir
@@ -198,15 +198,18 @@ class WorkflowService:
 
     def step_complete(self, workflow_id: str, step_id: str, status: str = "success", result: Any = None,
                       error: str | None = None, task_id: str | None = None,
-                      progress: ProgressCallback | None = None, may_answer_user: bool = True) -> StepCompleted:
+                      progress: ProgressCallback | None = None, may_answer_user: bool = True,
+                      by: Writer = "agent") -> StepCompleted:
         """Report a step's result.  `may_answer_user=False` when the caller is an agent whose
         client the server asks `user_input` questions directly: its result for one is refused
-        (only the user's answer, which comes back through the client's form, completes it)."""
+        (only the user's answer, which comes back through the client's form, completes it).
+        `by`: who gives the result (the agent; `user` for an answer the client's form brought
+        back; `person` at the CLI or the page): a question's answer is kept as theirs."""
         if status not in STEP_STATUSES:
             raise ServiceError(f"status must be 'success' or 'failed', not {status!r}")
         with refusals():
             done = self.driver.complete(workflow_id, task_id, step_id, status, result, error,
-                                        self._masked(workflow_id, progress), may_answer_user)
+                                        self._masked(workflow_id, progress), may_answer_user, by)
         answer = done.answer
         return StepCompleted(success=done.success, status=answer.status, messages=answer.messages,
                              next_step=answer.step, error=answer.error, waiting_for=answer.waiting_for)
@@ -220,10 +223,11 @@ class WorkflowService:
             return self.instances.read(workflow_id, look)
 
     def state_update(self, workflow_id: str, updates: list[dict[str, Any]],
-                     task_id: str | None = None) -> StateUpdated:
+                     task_id: str | None = None, by: Writer = "agent") -> StateUpdated:
+        """Write state from outside the steps; the agent never a path the user decided."""
         batch = _updates(updates)
         with refusals():
-            result = self.instances.transact(workflow_id, lambda run: run.agent_update(task_id, batch), _anyway)
+            result = self.instances.transact(workflow_id, lambda run: run.agent_update(task_id, batch, by), _anyway)
         return StateUpdated(success=True, updated=result.changed_paths, computed_changed=result.computed_changed)
 
     def state_dependencies(self, workflow_id: str, field: str) -> Dependencies:
@@ -236,11 +240,16 @@ class WorkflowService:
             point, where = self.instances.add_checkpoint(workflow_id, step_id, reason)
         return CheckpointTaken(checkpoint_id=point.checkpoint_id, state_path=where)
 
-    def resume(self, workflow_id: str, checkpoint_id: str | None = None) -> Resumed:
+    def resume(self, workflow_id: str, checkpoint_id: str | None = None, by: Writer = "agent",
+               consented: bool = False) -> Resumed:
         """Reload an instance (rolled back to a checkpoint if one is named); a failed one goes
-        back to the step that failed when its workflow says so; an interrupted one runs again."""
+        back to the step that failed when its workflow says so; an interrupted one runs again.
+        The agent's roll-back to a checkpoint that holds user answers runs again over them:
+        `ConsentNeeded` until the user allows it (`consented`)."""
         with refusals():
             self.instances.exists(workflow_id)
+            if checkpoint_id is not None and by == "agent" and not consented:
+                repair.consent_to_roll_back(self.instances, workflow_id, checkpoint_id)
             if checkpoint_id is not None:
                 self.instances.roll_back(workflow_id, checkpoint_id)
             self.instances.forget(workflow_id)
@@ -291,13 +300,16 @@ class WorkflowService:
             return repair.retry(self.instances, workflow_id)
 
     def fork(self, workflow_id: str, at: str | None = None, version: int | None = None,
-             checkpoint_id: str | None = None, edits: dict[str, Any] | None = None) -> Forked:
+             checkpoint_id: str | None = None, edits: dict[str, Any] | None = None,
+             by: Writer = "agent", consented: bool = False) -> Forked:
         """A new instance from a point of `workflow_id` — the step `at` (as `debug` lists it),
         a `version`, or a checkpoint; none: as it stands — with `edits` ({raw.x|state.x: value})
-        applied.  The original is not written to."""
+        applied.  The original is not written to.  `by`: the agent (MCP) may not edit what
+        the user decided, and needs the user's consent (`ConsentNeeded`) to reuse their
+        answers; the person (CLI, page) may do both."""
         point = repair.ForkPoint(step_id=at, version=version, checkpoint_id=checkpoint_id)
         with refusals():
-            return repair.fork(self.instances, workflow_id, point, edits or {})
+            return repair.fork(self.instances, workflow_id, point, edits or {}, by, consented)
 
     def status(self, workflow_id: str) -> InstanceStatus:
         with refusals():

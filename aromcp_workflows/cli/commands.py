@@ -118,6 +118,9 @@ def _register_serve(commands: Any) -> None:
                        help="also run this workflow file by path (clients otherwise name workflows only)")
     serve.add_argument("--all-projects", action="store_true",
                        help="serve instances of every project in the store by id (default: this project's only)")
+    serve.add_argument("--client-is-person", action="store_true",
+                       help="stdio: the client is the person at this terminal, not an agent (what `run` starts): "
+                            "it may change and reuse the user's answers as the CLI may (docs/security.md)")
     serve.add_argument("--ui", action="store_true", help="with --http: also serve the web view at /ui")
     serve.add_argument("--ui-actions", action="store_true",
                        help="with --ui: the web view can cancel, retry and fork (its URL carries a token)")
@@ -162,7 +165,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if failed is not None:
         return failed
     if not args.http:
-        serve(args.project_dir, args.store, tuple(args.allow_file), args.all_projects)
+        serve(args.project_dir, args.store, tuple(args.allow_file), args.all_projects,
+              client="person" if args.client_is_person else "agent")
         return 0
     from aromcp_workflows.server import HttpOptions, HttpSetupError  # HTTP only: stdio starts lean
 

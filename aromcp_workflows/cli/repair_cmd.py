@@ -83,7 +83,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
     edits = parse_edits(args.edits)
     made = call(lambda: service_for(args).fork(args.workflow_id, at=args.at, version=args.version,
-                                             checkpoint_id=args.checkpoint, edits=edits))
+                                             checkpoint_id=args.checkpoint, edits=edits, by="person"))
     if args.json:
         print_json(made)
         return 0

@@ -160,6 +160,8 @@ def step_history(events: list[HistoryEvent], types: dict[str, str] | None = None
             entry.update(completed_at=event.timestamp, status=event.data.get("status", "success"))
             if "duration_ms" in event.data:
                 entry["duration_ms"] = event.data["duration_ms"]
+            if "answered_by" in event.data:  # a question: who answered it (the answer is theirs)
+                entry["answered_by"] = event.data["answered_by"]
         elif event.kind == "state_changed" and event.step_id and key not in open_steps and key not in last:
             add(key, {**base, "started_at": event.timestamp, "completed_at": event.timestamp, "status": "success"})
         elif event.kind in ("step_error", "error") and event.step_id:

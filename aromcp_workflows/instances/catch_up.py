@@ -20,7 +20,7 @@ from aromcp_workflows.instances.commits import LOOP_ITEMS, thread_for_run
 from aromcp_workflows.interpreter import Thread, WorkflowRun
 from aromcp_workflows.state import StateTiers
 
-SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries")  # run attributes
+SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries", "owners")  # run attributes
 
 
 class CannotCatchUp(Exception):

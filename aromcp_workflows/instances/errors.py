@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from aromcp_workflows.definition import DefinitionError
 from aromcp_workflows.errors import ErrorKind, KindedError
-from aromcp_workflows.interpreter import InputError, RunError
+from aromcp_workflows.interpreter import InputError, RunError, UserOwned
 from aromcp_workflows.state import StateError
 from aromcp_workflows.store import ConflictError, NotFoundError, StoreError
 
@@ -42,7 +42,7 @@ def refusals() -> Iterator[None]:
         raise
     except InputError as exc:
         raise ServiceError(f"{exc}. workflow_get_info shows the declared inputs.", exc.kind) from None
-    except (DefinitionError, RunError, StateError, NotFoundError) as exc:
+    except (DefinitionError, RunError, StateError, NotFoundError, UserOwned) as exc:
         raise ServiceError(str(exc), exc.kind) from None
     except ConflictError as exc:
         raise ServiceError(f"the instance changed while this call worked on it ({exc}); retry the call",

@@ -29,6 +29,7 @@ from aromcp_workflows.interpreter.inputs import InputError, check_inputs
 from aromcp_workflows.interpreter.machine import Ctx, Machine
 from aromcp_workflows.interpreter.migration import MoveBlocker, apply_move, plan_move
 from aromcp_workflows.interpreter.output import ShellResult
+from aromcp_workflows.interpreter.ownership import UserAnswer, UserOwned, Writer, answers_in, owner_of, refusal
 from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
 from aromcp_workflows.interpreter.run import WorkflowRun
 from aromcp_workflows.interpreter.thread import Thread
@@ -55,12 +56,18 @@ __all__ = [
     "ShellResult",
     "StepPlace",
     "Thread",
+    "UserAnswer",
+    "UserOwned",
     "WorkflowRun",
+    "Writer",
+    "answers_in",
     "apply_move",
     "check_inputs",
     "listing",
     "local_step_id",
+    "owner_of",
     "plan_move",
     "programs_for",
+    "refusal",
     "step_places",
 ]

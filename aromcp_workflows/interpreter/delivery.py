@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aromcp_workflows.definition import AgentStep, ResultStep
+from aromcp_workflows.definition import AgentStep, ResultStep, UserInputStep
 from aromcp_workflows.expressions import ExpressionError
 from aromcp_workflows.interpreter import tracking
 from aromcp_workflows.interpreter.agent_steps import (
@@ -22,9 +22,10 @@ from aromcp_workflows.interpreter.agent_steps import (
     reissued,
     templated_fields,
 )
-from aromcp_workflows.interpreter.effects import Answer, Completion
+from aromcp_workflows.interpreter.effects import Answer, Completion, now_iso
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
+from aromcp_workflows.interpreter.ownership import UserAnswer, Writer, record, shown_question
 from aromcp_workflows.interpreter.path_templates import path_template, path_value
 from aromcp_workflows.interpreter.results import store_failure, store_result
 from aromcp_workflows.interpreter.shell_steps import store_failed, working_directory
@@ -54,8 +55,10 @@ def deliver(ctx: Ctx, step: AgentStep, step_id: str) -> Answer | Fail | None:
     return ctx.m.answer(thread, atomic)
 
 
-def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | None) -> Completion:
-    """The agent's result for its pending step: accepted, re-issued, or the step failed."""
+def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | None,
+             by: Writer = "agent") -> Completion:
+    """The agent's result for its pending step (or, for a question, the answer `by` gave):
+    accepted, re-issued, or the step failed."""
     step = ctx.m.step_at(ctx.frame)
     if not isinstance(step, AgentStep):
         raise StepFailed(f"step {pending.step_id} is a {step.type} step, not one the agent performs; report this "
@@ -78,8 +81,21 @@ def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | 
         store_result(ctx, step, pending.state_path, verdict.value, verdict.value, pending.step_id)
     except (StepFailed, ExpressionError) as exc:  # e.g. a `value` template that throws: the step failed
         return step_failed(ctx, step, pending, f"could not store the result: {exc}")
-    finish(ctx, pending, reported={"result": result})
+    reported: dict[str, Any] = {"result": result}
+    if isinstance(step, UserInputStep):
+        reported["answered_by"] = by
+        if step.state_update is not None and pending.state_path is not None:
+            _keep_answer(ctx, pending, by)
+    finish(ctx, pending, reported=reported)
     return Completion(True)
+
+
+def _keep_answer(ctx: Ctx, pending: Pending, by: Writer) -> None:
+    """The path the answer wrote is the user's from now on (ownership.py)."""
+    question = shown_question(((pending.step or {}).get("definition") or {}).get("prompt"))
+    assert pending.state_path is not None
+    record(ctx.m.owners, ctx.frame.state_key, UserAnswer(pending.state_path, pending.step_id, question, by,
+                                                          now_iso()))
 
 
 def asks_user(pending: Pending) -> bool:

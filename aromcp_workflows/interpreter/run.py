@@ -19,13 +19,14 @@ from typing import Any
 
 from aromcp_workflows.definition import WorkflowBundle, computed_specs
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
-from aromcp_workflows.interpreter import control, delivery, parallel, rewind, shell_steps, steps, tracking
+from aromcp_workflows.interpreter import control, delivery, ownership, parallel, rewind, shell_steps, steps, tracking
 from aromcp_workflows.interpreter.claim import ShellClaim
 from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Journal, Outcome, RunError, ShellRequest
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.inputs import check_inputs
 from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed
 from aromcp_workflows.interpreter.output import ShellResult
+from aromcp_workflows.interpreter.ownership import Writer
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext, Run
 from aromcp_workflows.interpreter.rewind import FailedStep
 from aromcp_workflows.interpreter.thread import Thread, ThreadTable, frame_from_json
@@ -218,11 +219,13 @@ class WorkflowRun:
         return True
 
     def complete(self, thread_id: str | None, step_id: str, status: str = "success",
-                 result: Any = None, error: str | None = None, may_answer_user: bool = True) -> Completion:
+                 result: Any = None, error: str | None = None, may_answer_user: bool = True,
+                 by: Writer = "agent") -> Completion:
         """Record the agent's result for the step it was given; say whether it was accepted.
 
         `may_answer_user=False`: the server asks the user this caller's `user_input`
-        questions itself, so a result for one is the agent answering for the user: refused."""
+        questions itself, so a result for one is the agent answering for the user: refused.
+        `by`: who gave the result (an answer to a question is kept as theirs: ownership.py)."""
         thread = self.machine.thread(thread_id)
         pending = thread.pending
         if pending is None or (pending.step_id != step_id and not parallel.is_wait_of(pending, step_id)):
@@ -241,7 +244,7 @@ class WorkflowRun:
                               "call workflow_get_next_step again in a moment", advance=False)
         if not may_answer_user and delivery.asks_user(pending):
             return delivery.user_is_asked(pending)
-        return delivery.complete(ctx, pending, status, result, error)
+        return delivery.complete(ctx, pending, status, result, error, by)
 
     def unknown_step(self, thread: Thread, step_id: str) -> Completion:
         where = "the main thread" if thread.thread_id == "main" else f"task {thread.thread_id}"
@@ -252,15 +255,19 @@ class WorkflowRun:
         raise RunError(f"step_id {step_id!r} is not the current step of {where}; the current step is "
                        f"{current!r}: complete that one (workflow_get_next_step shows it)", kind="conflict")
 
-    def agent_update(self, task_id: str | None, updates: list[Update], by: str = "agent") -> UpdateResult:
-        """`workflow_state_update`: the agent writes state directly (same rules as steps);
-        `by` names another writer from outside (`fork`'s edits)."""
+    def agent_update(self, task_id: str | None, updates: list[Update], by: Writer = "agent",
+                     trigger: str = "workflow_state_update") -> UpdateResult:
+        """`workflow_state_update`: state written from outside the steps (same rules as steps).
+        The agent never writes a path the user decided (`ownership.UserOwned`); the person at
+        the CLI or the page may.  `trigger` names the road (`fork` for a fork's edits)."""
         key = self.state_key(task_id)
+        if by == "agent":
+            ownership.refuse_agent_writes(self.machine.owners, key, updates)
         store = self.machine.states[key]
-        trigger = "workflow_state_update" if by == "agent" else by
         result = store.apply(updates, trigger=trigger)
         self.machine.collect_traces(store, trigger)
-        self.machine.state_changed(None, task_id, result, key, by=by)
+        self.machine.state_changed(None, task_id, result, key, by="agent" if trigger == "workflow_state_update"
+                                   else trigger)
         return result
 
     def state_for(self, task_id: str | None) -> StateTiers:
@@ -345,6 +352,7 @@ class WorkflowRun:
             "error": self.machine.error,
             "counters": self.machine.counters,
             "retries": self.machine.retries,
+            "owners": self.machine.owners,
         }
         if self.machine.forked_from is not None:
             data["forked_from"] = self.machine.forked_from
@@ -365,6 +373,7 @@ class WorkflowRun:
         run.status, run.error = data["status"], data["error"]
         run.counters, run.retries = data["counters"], data["retries"]
         run.forked_from = data.get("forked_from")
+        run.owners = data.get("owners") or {}  # instances of older releases recorded none
         return cls(run)
 
 

@@ -60,6 +60,7 @@ def server_command(project_dir: Path, store: str | Path | None, workflow_file: s
     args = ["-m", "aromcp_workflows", "--project-dir", str(project_dir), "serve"]
     args += ["--allow-file", workflow_file] if workflow_file else []
     args += ["--all-projects"] if resume else []
+    args += ["--client-is-person"]  # the runner plays the agent and the person who answers and decides
     return args + (["--store", str(store)] if store else [])
 
 

@@ -216,12 +216,12 @@ class UserInputGate:
                             error=f"the user cancelled the question of step {step_id}; the workflow was cancelled")
         if action == "accept":
             answer = (content or {}).get(FIELD) if isinstance(content, dict) else None
-            done = self.service.step_complete(wid, step_id, "success", answer, None, tid, self.progress)
+            done = self.service.step_complete(wid, step_id, "success", answer, None, tid, self.progress, by="user")
             entry: dict[str, Any] = {"step_id": step_id, "action": "accept", "answer": answer,
                                      "accepted": done.success}
         else:
             done = self.service.step_complete(wid, step_id, "failed", None, "the user declined to answer", tid,
-                                              self.progress)
+                                              self.progress, by="user")
             entry = {"step_id": step_id, "action": "decline"}
         self.state.answers.append(entry)
         step = done.next_step

@@ -28,6 +28,7 @@ from aromcp_workflows.server.tools import WorkflowTools
 
 if TYPE_CHECKING:
     from aromcp_workflows.app import WorkflowService
+    from aromcp_workflows.interpreter import Writer
     from aromcp_workflows.server.http_auth import HttpAuth, HttpOptions
 
 log = logging.getLogger("aromcp_workflows")
@@ -44,17 +45,18 @@ INSTRUCTIONS = (
 
 def build_server(service_factory: Callable[[], WorkflowService] | None = None, log_level: str = "WARNING",
                  allowed_files: tuple[str, ...] = (), observer: Observer | None = None,
-                 auth: HttpAuth | None = None) -> MCPServer:
+                 auth: HttpAuth | None = None, client: Writer = "agent") -> MCPServer:
     """The MCP server.  Clients name workflows; `allowed_files` are the only paths it runs
     (`aromcp-workflows run FILE` starts its own server allowing that one file).  `observer`:
     tracing, when on (the service it builds must have it too).  `auth` (HTTP only) is how
-    its clients are checked: the SDK's bearer middleware."""
+    its clients are checked: the SDK's bearer middleware.  `client`: whose authority its
+    calls carry (the agent's; the person's for the headless runner's own server)."""
     holder = ServiceHolder(service_factory or default_service_factory(), allowed_files)
     mcp = GuardedServer("aromcp-workflows", version=__version__, instructions=INSTRUCTIONS,
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
                         masker_for=holder.masker, service=holder.get, observer=observer,
                         token_verifier=auth.verifier if auth else None, auth=auth.settings if auth else None)
-    WorkflowTools(holder).register(mcp)
+    WorkflowTools(holder, client).register(mcp)
     _register_prompts(mcp, holder)
     compact_tool_schemas(mcp)
     return mcp
@@ -88,10 +90,11 @@ def _register_prompts(mcp: MCPServer, holder: ServiceHolder) -> None:
 
 
 def serve(project_dir: str | None = None, store: str | None = None, allowed_files: tuple[str, ...] = (),
-          all_projects: bool = False, http: HttpOptions | None = None) -> None:
+          all_projects: bool = False, http: HttpOptions | None = None, client: Writer = "agent") -> None:
     """Run the server over stdio, or over streamable HTTP when `http` is given; logs go to
     stderr so stdout stays the protocol channel.  `HttpSetupError` when the HTTP options
-    cannot be served (nothing listens then)."""
+    cannot be served (nothing listens then).  `client="person"` (stdio only: the headless
+    runner's own server) lets its client do what the person at the CLI may."""
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -99,7 +102,8 @@ def serve(project_dir: str | None = None, store: str | None = None, allowed_file
     factory = default_service_factory(project_dir, store, observer, all_projects)
     try:
         if http is None:
-            server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer)
+            server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer,
+                                  client=client)
             _stop_commands_on_signals(observer)
             _adopt_orphans(server, store)
             server.run()

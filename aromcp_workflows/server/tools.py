@@ -43,10 +43,12 @@ from aromcp_workflows.app import (
     WorkflowList,
 )
 from aromcp_workflows.errors import KindedError
+from aromcp_workflows.server.consent import with_consent
 from aromcp_workflows.server.elicit import UserInputGate
 
 if TYPE_CHECKING:
     from aromcp_workflows.app import WorkflowService
+    from aromcp_workflows.interpreter import Writer
     from aromcp_workflows.server.holder import ServiceHolder
 
 log = logging.getLogger("aromcp_workflows")
@@ -98,8 +100,9 @@ class WorkflowTools:
     """The MCP tools: each method is one tool (its docstring the description) and calls one
     typed method of `WorkflowService`; `build_server` registers them one by one."""
 
-    def __init__(self, holder: ServiceHolder):
+    def __init__(self, holder: ServiceHolder, client: Writer = "agent"):
         self.holder = holder
+        self.client = client  # whose authority the calls carry: the agent's (the person's for `run`'s server)
 
     @property
     def service(self) -> WorkflowService:
@@ -171,7 +174,7 @@ class WorkflowTools:
                               task_id: str | None = None) -> StateUpdated:
         """Write raw./state. values atomically: [{path, value, operation?}]; only when told to."""
         with tool_errors("workflow_state_update"):
-            return self.service.state_update(workflow_id, updates, task_id)
+            return self.service.state_update(workflow_id, updates, task_id, by=self.client)
 
     def workflow_state_dependencies(self, workflow_id: str, field: str) -> Dependencies:
         """What a computed field reads and what reads it; to debug state."""
@@ -183,10 +186,13 @@ class WorkflowTools:
         with tool_errors("workflow_checkpoint"):
             return self.service.checkpoint(workflow_id, reason, step_id)
 
-    def workflow_resume(self, workflow_id: str, checkpoint_id: str | None = None) -> Resumed:
+    def workflow_resume(self, workflow_id: str, checkpoint_id: str | None = None,
+                        ctx: Context | None = None) -> Resumed | InputRequiredResult:
         """Continue an instance in a new session (optionally from a checkpoint), then get its next step."""
+        arguments = {"workflow_id": workflow_id, "checkpoint_id": checkpoint_id}
         with tool_errors("workflow_resume"):
-            return self.service.resume(workflow_id, checkpoint_id)
+            return with_consent(ctx, arguments, lambda consented: self.service.resume(
+                workflow_id, checkpoint_id, by=self.client, consented=consented))
 
     def workflow_complete(self, workflow_id: str,
                           status: Literal["success", "failed", "cancelled"] = "success") -> Completed:
@@ -200,10 +206,14 @@ class WorkflowTools:
             return self.service.retry(workflow_id)
 
     def workflow_fork(self, workflow_id: str, at: str | None = None, version: int | None = None,
-                      checkpoint_id: str | None = None, edits: dict[str, Any] | None = None) -> Forked:
+                      checkpoint_id: str | None = None, edits: dict[str, Any] | None = None,
+                      ctx: Context | None = None) -> Forked | InputRequiredResult:
         """New instance from a step (at), version or checkpoint of another, with edits {raw.x: value}."""
+        arguments = {"workflow_id": workflow_id, "at": at, "version": version, "checkpoint_id": checkpoint_id,
+                     "edits": edits}
         with tool_errors("workflow_fork"):
-            return self.service.fork(workflow_id, at, version, checkpoint_id, edits)
+            return with_consent(ctx, arguments, lambda consented: self.service.fork(
+                workflow_id, at, version, checkpoint_id, edits, by=self.client, consented=consented))
 
     def workflow_status(self, workflow_id: str | None = None) -> StatusReply:
         """An instance's status and progress, or every instance of this project."""

@@ -195,7 +195,7 @@ def _retry(service: WorkflowService, workflow_id: str) -> Any:
 
 
 def _fork(service: WorkflowService, workflow_id: str) -> Any:
-    return service.fork(workflow_id)
+    return service.fork(workflow_id, by="person")  # the person at the page, not the agent
 
 
 # What each POST does: one typed service method (the same ones `cancel`, `retry` and `fork`
