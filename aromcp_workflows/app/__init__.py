@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from aromcp_workflows.app.driver import default_shell_runner
     from aromcp_workflows.app.repair import ConsentNeeded
     from aromcp_workflows.app.results import (
+        Answered,
         CheckpointTaken,
         Completed,
         Coverage,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         StateUpdated,
         StateView,
         StepCompleted,
+        StepInHand,
         Traces,
         TransformTest,
         Validation,
@@ -40,9 +42,11 @@ if TYPE_CHECKING:
         WorkflowList,
     )
     from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.app.statuses import stale_after
     from aromcp_workflows.instances import ServiceError
 
 __all__ = [
+    "Answered",
     "CheckpointTaken",
     "Completed",
     "ConsentNeeded",
@@ -65,6 +69,7 @@ __all__ = [
     "StateUpdated",
     "StateView",
     "StepCompleted",
+    "StepInHand",
     "Traces",
     "TransformTest",
     "Validation",
@@ -72,10 +77,14 @@ __all__ = [
     "WorkflowList",
     "WorkflowService",
     "default_shell_runner",
+    "stale_after",
 ]
 __getattr__ = lazy_face(
     __name__,
     {
+        "stale_after": "statuses",
+        "Answered": "results",
+        "StepInHand": "results",
         "ConsentNeeded": "repair",
         "default_shell_runner": "driver",
         "CheckpointTaken": "results",

@@ -43,7 +43,7 @@ class Driving(Protocol):
                budget: float | None = None) -> Answer: ...
 
     def next_step(self, workflow_id: str, thread_id: str | None = None,
-                  progress: ProgressCallback | None = None) -> Answer: ...
+                  progress: ProgressCallback | None = None, by_agent: bool = True) -> Answer: ...
 
     def lease_renewal(self, workflow_id: str, request: ShellRequest, run_dir: RunDir) -> Periodic: ...
 
@@ -77,8 +77,9 @@ class Adopter:
 
         def rest() -> Answer:
             claimed = self._adopt_result(workflow_id, busy, reason, mine)
-            return driver.next_step(workflow_id, thread_id) if claimed is None else driver.perform(claimed, thread_id,
-                                                                                                   None)
+            if claimed is None:
+                return driver.next_step(workflow_id, thread_id, by_agent=False)
+            return driver.perform(claimed, thread_id, None)
 
         return rest
 

@@ -86,8 +86,15 @@ class Driver:
         self.adopter = Adopter(self)
 
     def next_step(self, workflow_id: str, thread_id: str | None = None,
-                  progress: ProgressCallback | None = None) -> Answer:
-        claimed = self.transact(workflow_id, lambda run: self.claim(run, run.advance(thread_id)), handed_out)
+                  progress: ProgressCallback | None = None, by_agent: bool = True) -> Answer:
+        """The thread's next step; `by_agent`: an agent's call (what `status` calls its last
+        call), not the server going on by itself (an adopted command's thread)."""
+        def change(run: WorkflowRun) -> Claimed:
+            if by_agent:
+                run.note_call(thread_id)
+            return self.claim(run, run.advance(thread_id))
+
+        claimed = self.transact(workflow_id, change, handed_out)
         return self.perform(claimed, thread_id, progress, calls.budget())
 
     def complete(self, workflow_id: str, thread_id: str | None, step_id: str, status: str = "success",
@@ -95,6 +102,7 @@ class Driver:
                  progress: ProgressCallback | None = None, may_answer_user: bool = True,
                  by: Writer = "agent") -> StepDone:
         def change(run: WorkflowRun) -> tuple[Completion, Claimed | None, str]:
+            run.note_call(thread_id)
             completion = run.complete(thread_id, step_id, status, result, error, may_answer_user, by)
             claimed = self.claim(run, run.advance(thread_id)) if completion.advance else None
             return completion, claimed, run.machine.status_for(run.machine.thread(thread_id))

@@ -50,7 +50,7 @@ def _adopt(driver: Driver, instances: InstanceRegistry, run_dir: RunDir, workflo
     then drop a run directory no claim names any more (its result was committed before its
     server could remove it)."""
     try:
-        (rest or (lambda: driver.next_step(workflow_id, thread_id)))()
+        (rest or (lambda: driver.next_step(workflow_id, thread_id, by_agent=False)))()
         named = instances.read(workflow_id, lambda run, _: _names(run.busy_shell(thread_id), run_dir))
     except Exception as exc:  # a broken instance must not stop the server: its next call reports it
         log.warning("could not adopt the command left in %s: %s", run_dir.path, exc)

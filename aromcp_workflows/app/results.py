@@ -11,7 +11,7 @@ state view, a definition.  Everything else has a field.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
@@ -177,9 +177,29 @@ class TaskCounts(Result):
     tasks_running: int
 
 
+class StepInHand(Result):
+    """A step handed out and not done, and who it waits for: `agent` (the orchestrator or a
+    sub-agent must do it; a task no sub-agent pulled yet waits for one too), `user` (a
+    question), `command` (the server runs it), `task` (the orchestrator's fan-out waits for
+    its sub-agents).  `since`: when it was handed out (ISO 8601), `for_s`: how long ago;
+    `idle_s`: for an agent's step, how long since the agent last called for it."""
+
+    step_id: str
+    task_id: str | None = None
+    waiting_for: Literal["agent", "user", "command", "task"]
+    since: str | None = None
+    for_s: float | None = None
+    idle_s: float | None = None
+    question: str | None = None
+    command: str | None = None
+    tasks: list[str] | None = None
+
+
 class InstanceStatus(Result):
     """One instance.  `definition_changed`: its workflow's file no longer holds the copy the
-    instance runs (it keeps running that copy; `aromcp-workflows migrate` moves it)."""
+    instance runs (it keeps running that copy; `aromcp-workflows migrate` moves it).
+    `steps_in_hand`: who each step handed out waits for; `stalled`: an agent holding a step
+    has not called for longer than `AROMCP_STALE_AFTER` seconds (derived when read)."""
 
     workflow_id: str
     workflow: str
@@ -190,6 +210,19 @@ class InstanceStatus(Result):
     version: int | None = None  # the commit the instance is at (a `fork --version` point)
     forked_from: ForkOrigin | None = None
     definition_changed: bool | None = None
+    steps_in_hand: list[StepInHand] | None = None
+    stalled: bool | None = None
+
+
+class Answered(Result):
+    """A question answered by the person (`aromcp-workflows answer`, the page): which, and
+    what.  The agent's next `workflow_get_next_step` goes on past it."""
+
+    workflow_id: str
+    step_id: str
+    task_id: str | None = None
+    question: str
+    answer: Any
 
 
 class InstanceRow(Result):
@@ -200,6 +233,7 @@ class InstanceRow(Result):
     age_seconds: float
     updated_at: str
     error: str | None = None
+    stalled: bool | None = None  # a running instance whose agent has not called for too long
 
 
 class InstanceList(Result):

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.app import calls, orphans, repair
+from aromcp_workflows.app import lifecycle, orphans, repair
 from aromcp_workflows.app.authoring import Authoring
 from aromcp_workflows.app.definitions import changed_since_start
 from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
 from aromcp_workflows.app.page_results import CommandOutput, InstancePageView, InstanceView, StateAt
 from aromcp_workflows.app.results import (
-    CheckpointInfo,
+    Answered,
     CheckpointTaken,
     Completed,
     Coverage,
@@ -61,7 +61,7 @@ from aromcp_workflows.app.watching import Watching
 from aromcp_workflows.app.workflows import Workflows
 from aromcp_workflows.definition import WorkflowBundle, WorkflowLoader, WorkflowResolver
 from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
-from aromcp_workflows.interpreter import Busy, WorkflowRun, Writer
+from aromcp_workflows.interpreter import WorkflowRun, Writer
 from aromcp_workflows.observe import Observer
 from aromcp_workflows.safety import Masker
 from aromcp_workflows.shell import ProgressCallback, RunDir
@@ -71,7 +71,6 @@ from aromcp_workflows.store import InstanceRecord, KeyTakenError, open_store
 __all__ = ["WorkflowService"]
 log = logging.getLogger("aromcp_workflows")
 STEP_STATUSES = ("success", "failed")
-END_STATUSES = {"success": "completed", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 
 
 def _default_engine() -> Any:
@@ -242,55 +241,22 @@ class WorkflowService:
 
     def resume(self, workflow_id: str, checkpoint_id: str | None = None, by: Writer = "agent",
                consented: bool = False) -> Resumed:
-        """Reload an instance (rolled back to a checkpoint if one is named); a failed one goes
-        back to the step that failed when its workflow says so; an interrupted one runs again.
-        The agent's roll-back to a checkpoint that holds user answers runs again over them:
-        `ConsentNeeded` until the user allows it (`consented`)."""
-        with refusals():
-            self.instances.exists(workflow_id)
-            if checkpoint_id is not None and by == "agent" and not consented:
-                repair.consent_to_roll_back(self.instances, workflow_id, checkpoint_id)
-            if checkpoint_id is not None:
-                self.instances.roll_back(workflow_id, checkpoint_id)
-            self.instances.forget(workflow_id)
-            self.instances.transact(workflow_id, _resumed)
-            last = self.instances.last_checkpoint(workflow_id)
-            status, state = self.instances.read(workflow_id,
-                                                lambda run, _: (run.status, run.states["main"].flattened()))
-        return Resumed(workflow_id=workflow_id, status=status, state=state,
-                       last_checkpoint=None if last is None else CheckpointInfo(
-                           checkpoint_id=last.checkpoint_id, step_id=last.step_id, reason=last.reason,
-                           timestamp=last.created_at))
+        """Reload an instance (rolled back to a checkpoint if one is named): `app/lifecycle.py`."""
+        return lifecycle.resume(self.instances, workflow_id, checkpoint_id, by, consented)
 
     def complete(self, workflow_id: str, status: str = "success") -> Completed:
-        """End an instance early.  Its commands in flight are stopped once the end is
-        committed — their whole process group, on this machine at once (the CLI's `cancel`,
-        `workflow_complete` and the page all come here), on another host when its server
-        next renews the command's lease — and their results are not kept."""
-        if status not in END_STATUSES:
-            raise ServiceError(f"status must be one of success, failed, cancelled (got {status!r})")
-
-        def finish(run: WorkflowRun) -> tuple[Completed, list[Busy]]:
-            shells = [] if run.finished else run.shells_in_flight()
-            if not run.finished:
-                run.cancel(END_STATUSES[status])
-            return Completed(success=True, final_state=run.states["main"].flattened()), shells
-
-        with refusals():
-            done, shells = self.instances.transact(workflow_id, finish)
-        calls.stop_commands(calls.local_run_dirs(shells), f"workflow {workflow_id} ended ({status})")
-        return done
+        """End an instance early; its commands in flight are stopped (`app/lifecycle.py`)."""
+        return lifecycle.end(self.instances, workflow_id, status)
 
     def interrupt(self, workflow_id: str, reason: str = "") -> StatusChanged:
-        """Mark a running instance `interrupted`: the process running it was stopped (Ctrl-C
-        during `run`).  Nothing else changes; `resume` goes on."""
-        def mark(run: WorkflowRun) -> StatusChanged:
-            if run.status in ("running", "waiting"):
-                run.set_status("interrupted", reason or "the run was interrupted")
-            return StatusChanged(workflow_id=workflow_id, status=run.status)
+        """Mark a running instance `interrupted` (Ctrl-C during `run`); `resume` goes on."""
+        return lifecycle.interrupt(self.instances, workflow_id, reason)
 
-        with refusals():
-            return self.instances.transact(workflow_id, mark)
+    def answer(self, workflow_id: str, value: str, step_id: str | None = None) -> Answered:
+        """The person's answer to a question the instance waits on (`aromcp-workflows answer`,
+        the page): validated as a form's answer is, and refused whole when it is not valid.
+        The instance does not go on here: the agent's next call goes on past the question."""
+        return lifecycle.answer(self.instances, workflow_id, value, step_id)
 
     # -- repairing ----------------------------------------------------------------------
     def retry(self, workflow_id: str) -> Retried:
@@ -322,7 +288,9 @@ class WorkflowService:
         """This project's instances, most recently updated first."""
         with refusals():
             summaries = self.instances.list_instances(str(self.project_dir))
-        return InstanceList(instances=rows_of(summaries))
+            stalled = {item.workflow_id: self.instances.read(item.workflow_id, _stalled)
+                       for item in summaries if item.status in ("running", "waiting")}
+        return InstanceList(instances=rows_of(summaries, stalled))
 
     # -- seeing inside ----------------------------------------------------------------
     def trace_transformations(self, workflow_id: str, field: str | None = None,
@@ -374,6 +342,10 @@ class WorkflowService:
             return self.instances.masker(workflow_id, latest)
 
 
+def _stalled(run: WorkflowRun, record: InstanceRecord) -> bool:
+    return bool(instance_status(run, record).stalled)
+
+
 def _anyway(_: Any) -> bool:
     """A change whose save may always be confirmed after it (`app.confirm`)."""
     return True
@@ -389,13 +361,3 @@ def _updates(updates: list[dict[str, Any]]) -> list[Update]:
             raise ServiceError(f"updates[{index}] has no `path` (e.g. raw.files)")
         batch.append(Update(path=item["path"], operation=item.get("operation") or "set", value=item.get("value")))
     return batch
-
-
-def _resumed(run: WorkflowRun) -> None:
-    """What resuming changes: the workflow's `on_resume.retry_failed_steps` (the seed's
-    default: on) puts a failed instance back at the step that failed; an instance whose
-    run was stopped (Ctrl-C) is running again."""
-    if run.bundle.main.definition.on_resume.retry_failed_steps:
-        run.retry_failed()
-    if run.status == "interrupted":
-        run.set_status("running")

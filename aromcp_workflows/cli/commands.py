@@ -216,10 +216,13 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"No workflow instances for {service.project_dir}.")
         for row in found.instances:
             steps = ", ".join(row.current_steps) or "-"
-            print(f"{row.workflow_id}  {row.workflow:<20} {row.status:<10} {_age(row.age_seconds):>6}  {steps}")
+            status = "stalled" if row.stalled else row.status
+            print(f"{row.workflow_id}  {row.workflow:<20} {status:<10} {_age(row.age_seconds):>6}  {steps}")
         return 0
-    print(f"{found.workflow_id}  {found.workflow}  {found.status}")
+    print(f"{found.workflow_id}  {found.workflow}  {found.status}" + ("  (stalled)" if found.stalled else ""))
     print(f"  current steps: {', '.join(found.current_steps) or '-'}")
+    for held in found.steps_in_hand or []:
+        print(f"  {held.task_id + ': ' if held.task_id else ''}{waiting_line(held, bool(found.stalled))}")
     tasks = found.progress
     if tasks.tasks_total:
         print(f"  tasks: {tasks.tasks_completed}/{tasks.tasks_total} completed, "
@@ -286,6 +289,43 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         return 0 if after == "cancelled" else 1
     print(f"{args.workflow_id}: {before} -> {after}")
     return 0
+
+
+def waiting_line(held: Any, stalled: bool) -> str:
+    """Who one step in hand waits for, as a person reads it: "waiting for the agent since
+    14:02 (12 min) — stalled", "waiting for the user: Deploy to production?", "command
+    running 2 m 10 s: npm test"."""
+    if held.waiting_for == "user":
+        return f"waiting for the user: {held.question}"
+    if held.waiting_for == "command":
+        return f"command running {_duration(held.for_s)}: {held.command}"
+    if held.waiting_for == "task":
+        return f"waiting for tasks {', '.join(held.tasks or [])} since {_clock(held.since)} ({_duration(held.for_s)})"
+    from aromcp_workflows.app import stale_after
+
+    idle = held.idle_s if held.idle_s is not None else held.for_s
+    late = " — stalled" if stalled and idle is not None and idle > stale_after() else ""
+    return f"waiting for the agent ({held.step_id}) since {_clock(held.since)} ({_duration(idle)} idle){late}"
+
+
+def _clock(since: str | None) -> str:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(since).replace("Z", "+00:00")).astimezone().strftime("%H:%M")
+    except ValueError:
+        return "?"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        minutes, rest = divmod(int(seconds), 60)
+        return f"{minutes} min" if minutes >= 10 else f"{minutes} m {rest} s"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _age(seconds: float) -> str:

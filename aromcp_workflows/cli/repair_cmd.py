@@ -36,6 +36,18 @@ def register_repair_commands(commands: Any) -> None:
                       help="an edit (repeatable): raw.x or state.x set to a JSON value, e.g. --set 'raw.note=\"hi\"'")
     fork.set_defaults(handler=cmd_fork)
 
+    answer = commands.add_parser(
+        "answer", help="answer the question an instance waits on, as its user",
+        description="Answer a user_input question an instance is waiting on, as the user would in a form: the "
+                    "answer is checked against the question's choices and validation, and a wrong one changes "
+                    "nothing (exit 1). The agent's next workflow_get_next_step goes past the question.",
+        epilog="exit status: 0 answered; 1 not a valid answer, no question waiting (or that one answered "
+               "already), or no such instance (one line says which).")
+    _instance_arguments(answer)
+    answer.add_argument("--step", metavar="STEP_ID", help="the question, when the instance waits on several")
+    answer.add_argument("value", help="the answer (as typed in the form; a choice as it is listed)")
+    answer.set_defaults(handler=cmd_answer)
+
 
 def _instance_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workflow_id")
@@ -93,6 +105,19 @@ def cmd_fork(args: argparse.Namespace) -> int:
     edited = f"; edited {', '.join(origin.edits)}" if origin.edits else ""
     print(f"{made.workflow_id}: forked from {origin.workflow_id} at {where}{edited}")
     print(f"  go on with: aromcp-workflows run --resume {made.workflow_id}{_store(args)}")
+    return 0
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    """The person answers: the same answer a form brings back, checked the same way."""
+    from aromcp_workflows.cli.common import call, print_json, service_for
+
+    done = call(lambda: service_for(args).answer(args.workflow_id, args.value, args.step))
+    if args.json:
+        print_json(done)
+        return 0
+    print(f"{done.workflow_id}: {done.question!r} answered {args.value!r} (step {done.step_id}); the agent's next "
+          "call goes on from there")
     return 0
 
 

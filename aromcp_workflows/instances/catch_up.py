@@ -20,7 +20,8 @@ from aromcp_workflows.instances.commits import LOOP_ITEMS, thread_for_run
 from aromcp_workflows.interpreter import Thread, WorkflowRun
 from aromcp_workflows.state import StateTiers
 
-SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries", "owners")  # run attributes
+SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries", "owners",  # run attributes
+            "last_calls")
 
 
 class CannotCatchUp(Exception):

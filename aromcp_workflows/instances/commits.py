@@ -35,6 +35,7 @@ DELTAS_PER_SNAPSHOT_BYTE = 1 / 1024  # ... and of a big one: one per KB of snaps
 MIN_DELTA_BYTES = 256 * 1024  # deltas may always add up to this much before a snapshot
 FIXED_SECTIONS = ("workflow_id", "project_dir", "inputs", "forked_from")  # set at start, never changed by a run
 LOOP_ITEMS = "loop_items"  # the section holding every running foreach's items, out of its thread
+RIDE_ALONG = ("last_calls",)  # sections written with a commit that writes anyway, never on their own
 
 
 def encode(value: Any) -> str:
@@ -104,7 +105,8 @@ def baseline_of(run: WorkflowRun, record: InstanceRecord) -> Baseline:
     run.threads.take_reached()
     entries = {tid: entry_of(tid, t) for tid, t in run.threads.quiet_items()}
     return Baseline(states=dict(run.states),
-                    sections={k: encode(v) for k, v in run.to_json(threads=False).items() if _tracked(k)},
+                    sections={k: encode(v) for k, v in run.to_json(threads=False).items()
+                              if _tracked(k) or k in RIDE_ALONG},
                     threads=entries,
                     items={key: value for entry in entries.values() for key, value in entry.items.items()},
                     meta=(record.status, record.error, record.current_steps))
@@ -123,6 +125,8 @@ def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, jour
     moved = record.definition is not live_record.definition  # snapshots are shared per content
     commit = Commit(record, after, changed=bool(ops) or journalled or meta != baseline.meta or moved,
                     definition_changed=moved)
+    if commit.changed:
+        _ride_along_ops(record, baseline, ops, sections)
     if moved:  # the deltas before it read the old definition: the body is written whole
         commit.encoded = {"state": encode(record.state), "threads": encode(record.threads)}
         return commit
@@ -140,7 +144,18 @@ def plan(run: WorkflowRun, live_record: InstanceRecord, baseline: Baseline, jour
 
 
 def _tracked(section: str) -> bool:
-    return section not in FIXED_SECTIONS and section not in ("states", LOOP_ITEMS)
+    return section not in FIXED_SECTIONS and section not in ("states", LOOP_ITEMS, *RIDE_ALONG)
+
+
+def _ride_along_ops(record: InstanceRecord, baseline: Baseline, ops: list[Any], sections: dict[str, str]) -> None:
+    """The sections that change on calls that otherwise change nothing (when an agent last
+    called): written with this commit, which writes anyway, so a re-delivered step or a
+    read never costs a store write for them."""
+    for key in RIDE_ALONG:
+        if key in record.state:
+            sections[key] = text = encode(record.state[key])
+            if baseline.sections.get(key) != text:
+                ops.append(["s", "state", [key], record.state[key]])
 
 
 def _state_ops(run: WorkflowRun, record: InstanceRecord, baseline: Baseline, ops: list[list[Any]]) -> None:

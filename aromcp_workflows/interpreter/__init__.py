@@ -6,6 +6,7 @@ the instance layer (`instances/`, driven by `app/`) performs them — runs shell
 appends history, commits.
 """
 
+from aromcp_workflows.interpreter.agent_steps import Accepted, Rejected, accept_result
 from aromcp_workflows.interpreter.claim import ShellClaim
 from aromcp_workflows.interpreter.compiler import (
     ProgramSet,
@@ -36,6 +37,7 @@ from aromcp_workflows.interpreter.thread import Thread
 
 __all__ = [
     "EVENT_KINDS",
+    "Accepted",
     "Answer",
     "Busy",
     "Completion",
@@ -49,6 +51,7 @@ __all__ = [
     "MoveBlocker",
     "Outcome",
     "ProgramSet",
+    "Rejected",
     "Run",
     "RunError",
     "ShellClaim",
@@ -60,6 +63,7 @@ __all__ = [
     "UserOwned",
     "WorkflowRun",
     "Writer",
+    "accept_result",
     "answers_in",
     "apply_move",
     "check_inputs",

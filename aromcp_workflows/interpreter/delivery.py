@@ -49,7 +49,8 @@ def deliver(ctx: Ctx, step: AgentStep, step_id: str) -> Answer | Fail | None:
         rendered = ctx.render(fields, f"step {step_id}")
     atomic = atomic_step(step, step_id, rendered, command)
     thread = ctx.thread
-    thread.pending = Pending(step_id, "agent", atomic, thread.outbox, state_path=path_value(rendered["_path"]))
+    thread.pending = Pending(step_id, "agent", atomic, thread.outbox, state_path=path_value(rendered["_path"]),
+                             data={"since": now_iso()})
     thread.outbox = []
     ctx.record("step_delivered", step_id, {"type": atomic["type"]})
     return ctx.m.answer(thread, atomic)

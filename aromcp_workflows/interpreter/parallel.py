@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from aromcp_workflows.definition import ParallelForeachStep
-from aromcp_workflows.interpreter.effects import Answer, Completion
+from aromcp_workflows.interpreter.effects import Answer, Completion, now_iso
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed
 from aromcp_workflows.interpreter.thread import Frame, Pending, Thread
@@ -92,7 +92,7 @@ def deliver_batch(ctx: Ctx, group: dict[str, Any], step: ParallelForeachStep) ->
     group["round"] += 1
     step_id = group["step_id"] if group["round"] == 1 else f"{group['step_id']}.batch{group['round']}"
     thread.pending = Pending(step_id, "parallel", messages=thread.outbox,
-                             data={"group": group["step_id"], "task_ids": batch})
+                             data={"group": group["step_id"], "task_ids": batch, "since": now_iso()})
     thread.outbox = []
     ctx.record("step_delivered", step_id, {"type": "parallel_tasks", "task_ids": batch})
     return ctx.m.answer(thread, parallel_step(ctx))

@@ -21,7 +21,16 @@ from aromcp_workflows.definition import WorkflowBundle, computed_specs
 from aromcp_workflows.expressions import ExpressionEngine, ExpressionError
 from aromcp_workflows.interpreter import control, delivery, ownership, parallel, rewind, shell_steps, steps, tracking
 from aromcp_workflows.interpreter.claim import ShellClaim
-from aromcp_workflows.interpreter.effects import Answer, Busy, Completion, Journal, Outcome, RunError, ShellRequest
+from aromcp_workflows.interpreter.effects import (
+    Answer,
+    Busy,
+    Completion,
+    Journal,
+    Outcome,
+    RunError,
+    ShellRequest,
+    now_iso,
+)
 from aromcp_workflows.interpreter.failures import Fail, fail
 from aromcp_workflows.interpreter.inputs import check_inputs
 from aromcp_workflows.interpreter.machine import Ctx, Machine, StepFailed
@@ -161,6 +170,12 @@ class WorkflowRun:
         if pending.kind == "parallel":
             return self.machine.answer(thread, parallel.parallel_step(Ctx(self.machine, thread, thread.frames[-1])))
         return self.machine.answer(thread, pending.step)
+
+    def note_call(self, thread_id: str | None) -> None:
+        """An agent called for this thread now (its steps are in hand): what `status` judges a
+        stalled run by.  Kept in memory, and stored only with a commit that writes anyway
+        (`instances.commits`): a call that changes nothing writes nothing."""
+        self.machine.last_calls[thread_id or "main"] = now_iso()
 
     # -- results from outside -----------------------------------------------------------------
     def finish_shell(self, request: ShellRequest, result: ShellResult,
@@ -353,6 +368,7 @@ class WorkflowRun:
             "counters": self.machine.counters,
             "retries": self.machine.retries,
             "owners": self.machine.owners,
+            "last_calls": self.machine.last_calls,
         }
         if self.machine.forked_from is not None:
             data["forked_from"] = self.machine.forked_from
@@ -374,6 +390,7 @@ class WorkflowRun:
         run.counters, run.retries = data["counters"], data["retries"]
         run.forked_from = data.get("forked_from")
         run.owners = data.get("owners") or {}  # instances of older releases recorded none
+        run.last_calls = data.get("last_calls") or {}
         return cls(run)
 
 

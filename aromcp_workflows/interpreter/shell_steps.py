@@ -19,7 +19,7 @@ from aromcp_workflows.definition import AgentShellCommandStep, ShellCommandStep
 from aromcp_workflows.expressions import ExpressionError
 from aromcp_workflows.interpreter import tracking
 from aromcp_workflows.interpreter.claim import FIELDS, ShellClaim
-from aromcp_workflows.interpreter.effects import Busy, Outcome, ShellRequest
+from aromcp_workflows.interpreter.effects import Busy, Outcome, ShellRequest, now_iso
 from aromcp_workflows.interpreter.failures import Fail
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
 from aromcp_workflows.interpreter.output import OutputFormatError, ShellResult, parse_output, stderr_tail
@@ -62,7 +62,7 @@ def request_shell(ctx: Ctx, step: ShellCommandStep, step_id: str, attempt: int) 
         step.command, f"step {step_id}")
     cwd = working_directory(ctx.m.project_dir, other["cwd"], step_id)
     ctx.thread.pending = Pending(step_id, "shell", data={"attempt": attempt, "path": path_value(other["path"]),
-                                                         "command": command})
+                                                         "command": command, "since": now_iso()})
     ctx.record("step_started", step_id, {"type": "shell_command", "command": command, "attempt": attempt})
     delay = step.retry_delay if attempt > 0 else 0
     env = {k: str(v) for k, v in (other["env"] or {}).items()}
