@@ -21,7 +21,7 @@ from aromcp_workflows.interpreter import WorkflowRun
 from aromcp_workflows.interpreter.thread import Thread
 from aromcp_workflows.state import StateTiers
 
-SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries")  # run attributes
+SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries", "trace_context")  # run attributes
 
 
 class CannotCatchUp(Exception):

@@ -55,7 +55,7 @@ def retry(registry: InstanceRegistry, workflow_id: str) -> Retried:
                            "retried (fork makes a new instance from any point of this one)")
     run = registry.run_from(record, Body(record.version, record.state, record.threads))
     step_id = _failed_step_id(run, workflow_id)
-    counters, retries = dict(run.counters), run.retries
+    counters, retries, trace = dict(run.counters), run.retries, run.trace_context
     found = rebuild.opening(registry.history(workflow_id, list(rebuild.OPENING_KINDS)), step_id)
     restored = None
     if found is not None:  # handed out or started: the commit that did it holds the state before it
@@ -63,6 +63,7 @@ def retry(registry: InstanceRegistry, workflow_id: str) -> Retried:
         run = registry.run_from(record, rebuild.body_at(registry.store, record, restored))
         run.rewind(step_id)
         run.counters, run.retries = counters, retries  # fresh task ids: a late sub-agent of the failed try finds none
+        run.trace_context = trace  # the same trace, whose root the failure may have ended
         run.set_status("running")
     else:
         run.reopen_failed()

@@ -56,6 +56,7 @@ from aromcp_workflows.app.workflows import WorkflowsApi
 from aromcp_workflows.definition import WorkflowLoader, WorkflowResolver
 from aromcp_workflows.interpreter import Busy, WorkflowRun
 from aromcp_workflows.observe import Observer
+from aromcp_workflows.observe.context import SpanIds, instance_trace
 from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.rundir import RunDir
 from aromcp_workflows.shell.runner import ProgressCallback
@@ -230,6 +231,16 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
         point = repair.ForkPoint(step_id=at, version=version, checkpoint_id=checkpoint_id)
         with refusals():
             return repair.fork(self.instances, workflow_id, point, edits or {})
+
+    def trace_root(self, workflow_id: str) -> SpanIds:
+        """The root span of the instance's one trace, as kept in the store (tracing puts
+        each tool call about the instance under it: `server/trace_calls.py`)."""
+        def look(run: WorkflowRun, record: InstanceRecord) -> SpanIds:
+            return instance_trace(workflow_id, record.workflow, run.trace_context, record.created_at,
+                                  run.status).root
+
+        with refusals():
+            return self.instances.read(workflow_id, look)
 
     def status(self, workflow_id: str) -> InstanceStatus:
         with refusals():

@@ -60,6 +60,7 @@ class Machine:
         self.counters: dict[str, int] = {}
         self.retries = 0
         self.forked_from: dict[str, Any] | None = None  # a fork: the instance and point it was made from
+        self.trace_context: dict[str, Any] | None = None  # tracing's (observe/context.py), kept as it is
         self.journal = Journal()
         self._programs: dict[str, ProgramSet] = {}
         self.tracked_fields: dict[str, frozenset[str]] = {}  # tracking.py: declared per definition

@@ -296,6 +296,8 @@ class WorkflowRun(Machine):
         }
         if self.forked_from is not None:
             data["forked_from"] = self.forked_from
+        if self.trace_context is not None:
+            data["trace_context"] = self.trace_context
         if threads:
             data["threads"] = {tid: thread.to_json() for tid, thread in self.threads.quiet_items()}
         return data
@@ -313,6 +315,7 @@ class WorkflowRun(Machine):
         run.status, run.error = data["status"], data["error"]
         run.counters, run.retries = data["counters"], data["retries"]
         run.forked_from = data.get("forked_from")
+        run.trace_context = data.get("trace_context")
         return run
 
 
