@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from aromcp_workflows.app import confirm
 from aromcp_workflows.app.commits import plan, record_of, threads_for_run
-from aromcp_workflows.app.errors import ServiceError
+from aromcp_workflows.app.errors import Hint, ServiceError
 from aromcp_workflows.app.live import EngineFactory, LiveInstance, LiveInstances, kept, without_body
 from aromcp_workflows.app.rebuild import OPENING_KINDS
 from aromcp_workflows.definition.loader import WorkflowBundle
@@ -205,7 +205,8 @@ class InstanceRegistry(LiveInstances):
         except (ConflictError, KeyTakenError):
             raise
         except OutcomeUnknownError as exc:
-            raise ServiceError(f"workflow {record.workflow_id}: {exc}") from None
+            raise ServiceError(f"workflow {record.workflow_id}: {exc}", Hint.SHOW_INSTANCE,
+                               record.workflow_id) from None
         except StoreError as exc:
             raise ServiceError(confirm.not_saved(record.workflow_id, exc)) from None
         if self.observer is not None:
@@ -266,8 +267,8 @@ class InstanceRegistry(LiveInstances):
         """Put the instance back as it was at a checkpoint (a commit like any other)."""
         point = self.last_checkpoint(workflow_id, checkpoint_id)
         if point is None:
-            raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}; "
-                               "workflow_resume without checkpoint_id resumes from where it stands")
+            raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}", Hint.RESUME_AS_IT_STANDS,
+                               workflow_id)
         with self._current(workflow_id) as live:
             snap = point.snapshot
             state = snap["state"]

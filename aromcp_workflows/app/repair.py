@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aromcp_workflows.app import rebuild
-from aromcp_workflows.app.errors import ServiceError
+from aromcp_workflows.app.errors import Hint, ServiceError
 from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import Forked, ForkOrigin, Retried
 from aromcp_workflows.interpreter import WorkflowRun
@@ -139,8 +139,7 @@ def _edit(run: WorkflowRun, edits: Mapping[str, Any]) -> None:
         tier, _, rest = path.partition(".")
         if tier == "computed" or path in schema.computed:
             raise ServiceError(f"cannot edit {path}: computed fields are worked out from raw and state and "
-                               "recomputed after the edits; edit what they read instead "
-                               "(workflow_state_dependencies lists it)")
+                               "recomputed after the edits; edit what they read instead", Hint.FIELD_READS)
         if tier not in ("raw", "state"):
             raise ServiceError(f"cannot edit {path!r}: an edit's path starts with raw. or state. (e.g. raw.files)")
         declared = (schema.raw if tier == "raw" else schema.state).get(rest)

@@ -26,7 +26,7 @@ from aromcp_workflows.app import repair
 from aromcp_workflows.app.authoring import AuthoringApi
 from aromcp_workflows.app.definitions import changed_since_start
 from aromcp_workflows.app.driver import Driver, ShellRunner, default_shell_runner
-from aromcp_workflows.app.errors import ServiceError, refusals
+from aromcp_workflows.app.errors import Hint, ServiceError, refusals
 from aromcp_workflows.app.instances import InstanceRegistry
 from aromcp_workflows.app.results import (
     CheckpointInfo,
@@ -192,6 +192,15 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
                        last_checkpoint=None if last is None else CheckpointInfo(
                            checkpoint_id=last.checkpoint_id, step_id=last.step_id, reason=last.reason,
                            timestamp=last.created_at))
+
+    def check_resume(self, workflow_id: str, checkpoint_id: str | None = None) -> None:
+        """What `resume` would refuse before it changes anything — an unknown instance, an
+        unknown checkpoint — for `aromcp-workflows run --resume` to say before it starts a server."""
+        with refusals():
+            self.instances.exists(workflow_id)
+            if checkpoint_id is not None and self.instances.last_checkpoint(workflow_id, checkpoint_id) is None:
+                raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}",
+                                   Hint.RESUME_AS_IT_STANDS, workflow_id)
 
     def complete(self, workflow_id: str, status: str = "success") -> Completed:
         if status not in END_STATUSES:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aromcp_workflows.cli.common import print_json, service_for
+from aromcp_workflows.cli.common import print_json, said, service_for
 
 
 def register_commands(commands: Any) -> None:
@@ -204,7 +204,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         found = service.list_instances() if args.workflow_id is None else service.status(args.workflow_id)
     except ServiceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {said(exc)}", file=sys.stderr)
         return 1
     if args.json:
         print_json(found)
@@ -246,7 +246,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             return 0
         results = [service.migrate(workflow_id, dry_run=args.dry_run) for workflow_id in ids]
     except ServiceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {said(exc)}", file=sys.stderr)
         return 1
     for result in results:
         _print_migration(result)
@@ -283,7 +283,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         service.complete(args.workflow_id, "cancelled")
         after = service.status(args.workflow_id).status
     except ServiceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {said(exc)}", file=sys.stderr)
         return 1
     if before == after:
         print(f"{args.workflow_id} was already {after}; nothing changed")

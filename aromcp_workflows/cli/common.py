@@ -55,6 +55,14 @@ def pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     return run
 
 
+def said(exc: BaseException) -> str:
+    """An error as the command line says it: a hint names a command (`aromcp-workflows
+    status`), not the MCP tool an agent would call."""
+    from aromcp_workflows.app.errors import ServiceError
+
+    return exc.said("cli") if isinstance(exc, ServiceError) else str(exc)
+
+
 def call(action: Callable[[], T]) -> T:
     """Run a service call; a user-facing error becomes `error: ...` and exit status 1."""
     from aromcp_workflows.app.errors import ServiceError
@@ -63,5 +71,5 @@ def call(action: Callable[[], T]) -> T:
     try:
         return action()
     except (ServiceError, InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {said(exc)}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -187,7 +187,7 @@ class Printer:
         self.write(f"status: {outcome.status}" + (f" ({outcome.workflow_id})" if outcome.workflow_id else ""))
         if outcome.error:
             self.write(f"error: {outcome.error}")
-        if self.quiet or outcome.workflow_id is None:
+        if self.quiet or outcome.workflow_id is None or outcome.status == "not_started":
             return
         if outcome.final_state is not None:
             masker = Masker(secret_values(outcome.final_state))  # never print tokens or passwords
