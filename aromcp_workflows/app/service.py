@@ -61,7 +61,7 @@ from aromcp_workflows.safety.masking import Masker
 from aromcp_workflows.shell.rundir import RunDir
 from aromcp_workflows.shell.runner import ProgressCallback
 from aromcp_workflows.state import Update
-from aromcp_workflows.store import InstanceRecord, KeyTakenError, open_store
+from aromcp_workflows.store import InstanceRecord, KeyTakenError, named_store, open_store
 
 __all__ = ["WorkflowService"]
 log = logging.getLogger("aromcp_workflows")
@@ -97,6 +97,7 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
         self.loader = loader if loader is not None else WorkflowLoader(self.resolver, syntax_engine=self._engine)
         scope = None if all_projects else str(self.work_dir or self.project_dir)  # as `start` records it
         self.instances = InstanceRegistry(lambda: open_store(store_path), engine_factory, observer, scope)
+        self.store_named = named_store(store_path)  # said by listings: not the default store
         self.driver = Driver(transact=self.instances.transact, shell_runner=shell_runner,
                              store_path=lambda: self.instances.store.path)
 
@@ -268,7 +269,7 @@ class WorkflowService(WorkflowsApi, AuthoringApi, WatchingApi):
                         current_steps=item.current_steps,
                         age_seconds=round((now - datetime.fromisoformat(item.created_at)).total_seconds(), 1),
                         updated_at=item.updated_at, error=item.error)
-            for item in summaries])
+            for item in summaries], store=self.store_named)
 
     # -- seeing inside ----------------------------------------------------------------
     def trace_transformations(self, workflow_id: str, field: str | None = None,
