@@ -19,6 +19,7 @@ the tool layer use it whether or not tracing is on.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import secrets
@@ -50,6 +51,12 @@ def parse(traceparent: Any) -> SpanIds | None:
     all-zero ids, anything malformed)."""
     if not isinstance(traceparent, str):
         return None
+    return _parsed(traceparent)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(traceparent: str) -> SpanIds | None:
+    """`parse`, remembered: every commit of an instance reads the same kept root."""
     text = traceparent.strip()
     found = TRACEPARENT.match(text)
     if found is None:

@@ -1,9 +1,10 @@
 """Every tool call about an instance in that instance's one trace (installed only when tracing is on).
 
 The MCP SDK makes a span for each call (`OpenTelemetryMiddleware`), whose parent is the
-`traceparent` the client sent in `_meta`, else nothing: a new trace per call.  This
-middleware runs before it and rewrites what it reads (`call_next(replace(ctx, meta=...))`,
-the SDK's way to rewrite a request for the rest of the chain):
+`traceparent` the client sent in `_meta`, else the current context: a new trace per call.
+This middleware runs before it and sets what it reads — the current context, and the
+`_meta` without the client's `traceparent` (`call_next(replace(ctx, meta=...))`, the SDK's
+way to rewrite a request for the rest of the chain) — so that:
 
 - `workflow_start`: the call's span goes under a root span planned here, which the
   instance it creates takes as its own (`observe.context.CALL`);
@@ -17,7 +18,8 @@ the SDK's way to rewrite a request for the rest of the chain):
 The replies of `workflow_start` and `workflow_resume` carry the instance's root in `_meta`
 (`traceparent`), so a client that traces (`aromcp-workflows run`) puts its own spans in
 the instance's trace.  Only the OpenTelemetry middleware reads the rewritten `_meta`; the
-tool gets the request's parameters as the client sent them.
+tool gets the request's parameters as the client sent them.  Choosing the parent costs a
+few tens of µs a call (`docs/observability.md`, "What it costs").
 """
 
 from __future__ import annotations
@@ -65,17 +67,32 @@ class InstanceTraces:
         else:
             return await call_next(ctx)
         assert root is not None
-        meta = {key: value for key, value in (ctx.meta or {}).items() if key not in ("traceparent", "tracestate")}
-        token = CALL.set(call)
-        try:
-            rewritten: Any = {**meta, "traceparent": root.traceparent}  # a RequestParamsMeta (a TypedDict)
-            result = await call_next(replace(ctx, meta=rewritten))
-        finally:
-            CALL.reset(token)
+        result = await self._under(root, call, ctx, call_next)
         if name == "workflow_start":
             started = _structured(result).get("workflow_id")
             root = await self._root(started) if isinstance(started, str) else None  # a resent start: its instance
         return self._announced(name, result, root)
+
+    async def _under(self, root: SpanIds, call: CallTrace, ctx: ServerRequestContext[Any, Any],
+                     call_next: CallNext) -> HandlerResult:
+        """The rest of the chain with the instance's root span as the current context, which
+        the SDK's span takes as its parent when `_meta` carries no `traceparent` (a client's
+        is taken out: it becomes a link).  No W3C text is written or parsed again: the
+        context is the one `Tracing.remember` keeps per instance."""
+        from opentelemetry import context as otel_context
+
+        from aromcp_workflows.observe.otel import parent_context
+
+        context = parent_context(root) if call.planned is not None else self.observer.remember(ctx_id(ctx), root)
+        if call.caller is not None or (ctx.meta or {}).get("traceparent") is not None:
+            meta: Any = {k: v for k, v in (ctx.meta or {}).items() if k not in ("traceparent", "tracestate")}
+            ctx = replace(ctx, meta=meta)  # a RequestParamsMeta (a TypedDict)
+        attached, token = otel_context.attach(context), CALL.set(call)
+        try:
+            return await call_next(ctx)
+        finally:
+            CALL.reset(token)
+            otel_context.detach(attached)
 
     async def _root(self, workflow_id: str) -> SpanIds | None:
         """The instance's root span: from memory, else from the store (once per process and
@@ -101,6 +118,12 @@ class InstanceTraces:
         if name not in ANNOUNCED or root is None or not isinstance(result, dict) or result.get("isError"):
             return result
         return {**result, "_meta": {**(result.get("_meta") or {}), "traceparent": root.traceparent}}
+
+
+def ctx_id(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The workflow id a tools/call names (checked by the caller to be a string)."""
+    arguments = ctx.params.get("arguments") if isinstance(ctx.params, Mapping) else None
+    return str(arguments.get("workflow_id")) if isinstance(arguments, Mapping) else ""
 
 
 def _structured(result: HandlerResult) -> Mapping[str, Any]:
