@@ -67,14 +67,14 @@ class InstanceTraces:
         else:
             return await call_next(ctx)
         assert root is not None
-        result = await self._under(root, call, ctx, call_next)
+        result = await self._under(root, call, ctx, call_next, workflow_id if call.planned is None else None)
         if name == "workflow_start":
             started = _structured(result).get("workflow_id")
             root = await self._root(started) if isinstance(started, str) else None  # a resent start: its instance
         return self._announced(name, result, root)
 
     async def _under(self, root: SpanIds, call: CallTrace, ctx: ServerRequestContext[Any, Any],
-                     call_next: CallNext) -> HandlerResult:
+                     call_next: CallNext, workflow_id: str | None) -> HandlerResult:
         """The rest of the chain with the instance's root span as the current context, which
         the SDK's span takes as its parent when `_meta` carries no `traceparent` (a client's
         is taken out: it becomes a link).  No W3C text is written or parsed again: the
@@ -83,7 +83,7 @@ class InstanceTraces:
 
         from aromcp_workflows.observe.otel import parent_context
 
-        context = parent_context(root) if call.planned is not None else self.observer.remember(ctx_id(ctx), root)
+        context = parent_context(root) if workflow_id is None else self.observer.remember(workflow_id, root)
         if call.caller is not None or (ctx.meta or {}).get("traceparent") is not None:
             meta: Any = {k: v for k, v in (ctx.meta or {}).items() if k not in ("traceparent", "tracestate")}
             ctx = replace(ctx, meta=meta)  # a RequestParamsMeta (a TypedDict)
@@ -118,12 +118,6 @@ class InstanceTraces:
         if name not in ANNOUNCED or root is None or not isinstance(result, dict) or result.get("isError"):
             return result
         return {**result, "_meta": {**(result.get("_meta") or {}), "traceparent": root.traceparent}}
-
-
-def ctx_id(ctx: ServerRequestContext[Any, Any]) -> str:
-    """The workflow id a tools/call names (checked by the caller to be a string)."""
-    arguments = ctx.params.get("arguments") if isinstance(ctx.params, Mapping) else None
-    return str(arguments.get("workflow_id")) if isinstance(arguments, Mapping) else ""
 
 
 def _structured(result: HandlerResult) -> Mapping[str, Any]:
