@@ -23,9 +23,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aromcp_workflows.observe.context import InstanceTrace, SpanIds
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the server's start imports this package: only what `start` needs
+    from aromcp_workflows.observe.context import InstanceTrace, SpanIds
     from aromcp_workflows.store import HistoryEvent
 
 EXPORTER_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

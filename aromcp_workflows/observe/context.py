@@ -14,7 +14,8 @@ An instance created while tracing was off has no trace context; it gets one deri
 its workflow id (the same in every process, so nothing needs writing).
 
 Plain text and hashing only: nothing here imports OpenTelemetry, so the instance layer and
-the tool layer use it whether or not tracing is on.
+the tool layer use it whether or not tracing is on (nor the store package, which a stdio
+server imports on its first tool call, not at start).
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ import secrets
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
-
-from aromcp_workflows.store import utc_now
 
 TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-.*)?$")
 ROOT_ENDS = ("completed", "failed", "cancelled", "interrupted")  # the first of these ends the root span
@@ -104,6 +103,8 @@ def instance_trace(workflow_id: str, workflow: str, kept: dict[str, Any] | None,
 
 def ended(kept: dict[str, Any] | None, workflow_id: str) -> dict[str, Any]:
     """The kept context of an instance whose root span ends now (the first time it stops)."""
+    from aromcp_workflows.store import utc_now  # here: the server starts without the store package
+
     base = kept if kept and parse(kept.get("traceparent")) else {"traceparent": derived_root(workflow_id).traceparent}
     return {**(kept or {}), **base, "ended": utc_now()}
 
