@@ -7,7 +7,8 @@ This middleware runs before it and sets what it reads — the current context, a
 way to rewrite a request for the rest of the chain) — so that:
 
 - `workflow_start`: the call's span goes under a root span planned here, which the
-  instance it creates takes as its own (`observe.context.CALL`);
+  instance it creates takes as its own (`observe.context.CALL`; a start resent with its
+  idempotency key creates nothing, and its span stays under a root no instance took);
 - a call naming a `workflow_id`: under the instance's root span, found in memory or, the
   first time this process sees the instance, in the store (`WorkflowService.trace_root`,
   in a worker thread) — unless the client's own span is already in that trace (the
