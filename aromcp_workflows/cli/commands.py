@@ -188,10 +188,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
         return failed
     from aromcp_workflows.store import named_store
 
-    if (named := named_store(args.store)) is not None:  # not the default store, which Claude Code's plugin uses
-        print(f"store: {named}", flush=True)
     service = functools.cache(lambda: service_for(args))
-    return run_ui(service, args.host, args.port, args.actions, args.open, args.allowed_host)
+    return run_ui(service, args.host, args.port, args.actions, args.open, args.allowed_host, named_store(args.store))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
