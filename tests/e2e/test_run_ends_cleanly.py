@@ -161,6 +161,35 @@ def test_a_terminal_closed_under_a_fan_out_run_leaves_it_interrupted(tmp_path: P
     assert "interrupted by SIGHUP" in str(the_instance(tmp_path, repo)["error"])
 
 
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux for a real terminal")
+def test_a_terminal_closed_while_the_run_asks_a_question_leaves_it_interrupted(tmp_path: Path):
+    """On a terminal the runner asks `user_input` itself; closing the terminal ends stdin and
+    hangs up the run at once: the hang-up wins, and the instance is interrupted (it can go
+    on), not cancelled as a run that merely lost its stdin would be."""
+    repo = git_repo(tmp_path / "repo")
+    (repo / ".aromcp" / "workflows").mkdir(parents=True)
+    (repo / ".aromcp" / "workflows" / "e2e:ask.yaml").write_text(
+        'name: "e2e:ask"\nsteps:\n  - {id: q, type: user_input, prompt: "Deploy now?"}\n')
+    socket = f"aromcp-{os.getpid()}-{time.monotonic_ns()}"
+    env = cli_env(tmp_path)
+    exports = " ".join(f"{key}={value}" for key, value in env.items() if key in ("AROMCP_WORKFLOWS_STORE", "HOME",
+                                                                                 "PYTHONPATH"))
+    subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "run", "-x", "200", "-y", "50",
+                    f"env {exports} {sys.executable} -m aromcp_workflows --project-dir {repo} run e2e:ask"],
+                   check=True, env=env, cwd=repo, timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        while "answer >" not in _screen(socket):
+            assert time.monotonic() < deadline, _screen(socket)
+            time.sleep(0.2)
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], check=False, timeout=30)
+    deadline = time.monotonic() + 90
+    while (status := _status(tmp_path, repo)) == "running" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert status == "interrupted", the_instance(tmp_path, repo)
+
+
 def _screen(socket: str) -> str:
     shown = subprocess.run(["tmux", "-L", socket, "capture-pane", "-p", "-t", "run"], capture_output=True, text=True,
                            timeout=30, check=False)
