@@ -29,7 +29,7 @@ from typing import Any
 
 from aromcp_workflows.app.results import Forked, ForkOrigin, Retried
 from aromcp_workflows.errors import ErrorKind, KindedError
-from aromcp_workflows.instances import InstanceRegistry, ServiceError, rebuild
+from aromcp_workflows.instances import Hint, InstanceRegistry, ServiceError, rebuild
 from aromcp_workflows.interpreter import UserAnswer, WorkflowRun, Writer, answers_in, owner_of, refusal
 from aromcp_workflows.state import StateError, Update
 from aromcp_workflows.store import Body, InstanceRecord
@@ -57,7 +57,7 @@ def retry(registry: InstanceRegistry, workflow_id: str) -> Retried:
                            "retried (fork makes a new instance from any point of this one)", "conflict")
     run = registry.run_from(record, Body(record.version, record.state, record.threads))
     step_id = _failed_step_id(run, workflow_id)
-    counters, retries = dict(run.machine.counters), run.machine.retries
+    counters, retries, trace = dict(run.machine.counters), run.machine.retries, run.machine.trace_context
     found = rebuild.opening(registry.history(workflow_id, list(rebuild.OPENING_KINDS)), step_id)
     restored = None
     if found is not None:  # handed out or started: the commit that did it holds the state before it
@@ -66,6 +66,7 @@ def retry(registry: InstanceRegistry, workflow_id: str) -> Retried:
         run.rewind(step_id)
         # fresh task ids: a late sub-agent of the failed try finds none
         run.machine.counters, run.machine.retries = counters, retries
+        run.machine.trace_context = trace  # the same trace, whose root the failure may have ended
         run.machine.set_status("running")
     else:
         run.reopen_failed()
@@ -200,8 +201,7 @@ def _edit(run: WorkflowRun, edits: Mapping[str, Any], by: Writer) -> None:
         tier, _, rest = path.partition(".")
         if tier == "computed" or path in schema.computed:
             raise ServiceError(f"cannot edit {path}: computed fields are worked out from raw and state and "
-                               "recomputed after the edits; edit what they read instead "
-                               "(workflow_state_dependencies lists it)")
+                               "recomputed after the edits; edit what they read instead", hint=Hint.FIELD_READS)
         if tier not in ("raw", "state"):
             raise ServiceError(f"cannot edit {path!r}: an edit's path starts with raw. or state. (e.g. raw.files)")
         declared = (schema.raw if tier == "raw" else schema.state).get(rest)

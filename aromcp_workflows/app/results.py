@@ -238,6 +238,7 @@ class InstanceRow(Result):
 
 class InstanceList(Result):
     instances: list[InstanceRow]
+    store: str | None = None  # the store, when one was named (--store, AROMCP_WORKFLOWS_STORE) instead of the default
 
 
 class StatusChanged(Result):

@@ -60,13 +60,13 @@ from aromcp_workflows.app.statuses import instance_status, rows_of
 from aromcp_workflows.app.watching import Watching
 from aromcp_workflows.app.workflows import Workflows
 from aromcp_workflows.definition import WorkflowBundle, WorkflowLoader, WorkflowResolver
-from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
+from aromcp_workflows.instances import Hint, InstanceRegistry, ServiceError, refusals
 from aromcp_workflows.interpreter import WorkflowRun, Writer
-from aromcp_workflows.observe import Observer
+from aromcp_workflows.observe import Observer, SpanIds, instance_trace
 from aromcp_workflows.safety import Masker
 from aromcp_workflows.shell import ProgressCallback, RunDir
 from aromcp_workflows.state import Update
-from aromcp_workflows.store import InstanceRecord, KeyTakenError, open_store
+from aromcp_workflows.store import InstanceRecord, KeyTakenError, named_store, open_store
 
 __all__ = ["WorkflowService"]
 log = logging.getLogger("aromcp_workflows")
@@ -105,6 +105,7 @@ class WorkflowService:
         self.workflows = Workflows(self.resolver, self.loader, self.instances)
         self.authoring = Authoring(self.instances, self.loader)
         self.watching = Watching(self.instances, self.loader)
+        self.store_named = named_store(store_path)  # said by listings: not the default store
         self.driver = Driver(transact=self.instances.transact, shell_runner=shell_runner,
                              store_path=lambda: self.instances.store.path)
 
@@ -124,6 +125,9 @@ class WorkflowService:
 
     def bundle(self, workflow: str) -> WorkflowBundle:
         return self.workflows.bundle(workflow)
+
+    def check_start(self, workflow: str, inputs: dict[str, Any]) -> None:
+        return self.workflows.check_start(workflow, inputs)
 
     def load_definition(self, workflow: str) -> DefinitionView:
         return self.workflows.load_definition(workflow)
@@ -244,6 +248,15 @@ class WorkflowService:
         """Reload an instance (rolled back to a checkpoint if one is named): `app/lifecycle.py`."""
         return lifecycle.resume(self.instances, workflow_id, checkpoint_id, by, consented)
 
+    def check_resume(self, workflow_id: str, checkpoint_id: str | None = None) -> None:
+        """What `resume` would refuse before it changes anything — an unknown instance, an
+        unknown checkpoint — for `aromcp-workflows run --resume` to say before it starts a server."""
+        with refusals():
+            self.instances.exists(workflow_id)
+            if checkpoint_id is not None and self.instances.last_checkpoint(workflow_id, checkpoint_id) is None:
+                raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}",
+                                   "not_found", hint=Hint.RESUME_AS_IT_STANDS, subject=workflow_id)
+
     def complete(self, workflow_id: str, status: str = "success") -> Completed:
         """End an instance early; its commands in flight are stopped (`app/lifecycle.py`)."""
         return lifecycle.end(self.instances, workflow_id, status)
@@ -277,6 +290,16 @@ class WorkflowService:
         with refusals():
             return repair.fork(self.instances, workflow_id, point, edits or {}, by, consented)
 
+    def trace_root(self, workflow_id: str) -> SpanIds:
+        """The root span of the instance's one trace, as kept in the store (tracing puts
+        each tool call about the instance under it: `server/trace_calls.py`)."""
+        def look(run: WorkflowRun, record: InstanceRecord) -> SpanIds:
+            return instance_trace(workflow_id, record.workflow, run.machine.trace_context, record.created_at,
+                                  run.status).root
+
+        with refusals():
+            return self.instances.read(workflow_id, look)
+
     def status(self, workflow_id: str) -> InstanceStatus:
         with refusals():
             status, bundle = self.instances.read(workflow_id, lambda run, record: (instance_status(run, record),
@@ -290,7 +313,7 @@ class WorkflowService:
             summaries = self.instances.list_instances(str(self.project_dir))
             stalled = {item.workflow_id: self.instances.read(item.workflow_id, _stalled)
                        for item in summaries if item.status in ("running", "waiting")}
-        return InstanceList(instances=rows_of(summaries, stalled))
+        return InstanceList(instances=rows_of(summaries, stalled), store=self.store_named)
 
     # -- seeing inside ----------------------------------------------------------------
     def trace_transformations(self, workflow_id: str, field: str | None = None,

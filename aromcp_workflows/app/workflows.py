@@ -66,6 +66,17 @@ class Workflows:
                             inputs={n: s.model_dump(exclude_none=True) for n, s in definition.inputs.items()},
                             found_at=loaded.file, source=loaded.source)
 
+    def check_start(self, workflow: str, inputs: dict[str, Any]) -> None:
+        """What `start` would refuse before it runs anything — an unknown workflow, inputs
+        missing or of the wrong type — found from the workflow file alone, without
+        validating the whole definition (no JavaScript is compiled): `aromcp-workflows run`
+        says it before it starts a server.  The same `ServiceError` `start` raises."""
+        from aromcp_workflows.interpreter import check_inputs
+
+        with refusals():
+            loaded = self.loader.load(workflow)
+            check_inputs(loaded.name, loaded.definition.inputs, inputs)
+
     def validate(self, workflow: str | None = None, yaml: str | None = None) -> Validation:
         if (workflow is None) == (yaml is None):
             raise ServiceError("workflow_validate needs exactly one of `workflow` (a name or file path) "

@@ -191,8 +191,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
     failed = check_shared_store(args.store)
     if failed is not None:
         return failed
+    from aromcp_workflows.store import named_store
+
     service = functools.cache(lambda: service_for(args))
-    return run_ui(service, args.host, args.port, args.actions, args.open, args.allowed_host)
+    return run_ui(service, args.host, args.port, args.actions, args.open, args.allowed_host, named_store(args.store))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -212,6 +214,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_json(found)
         return 0
     if not isinstance(found, InstanceStatus):
+        if found.store:  # not the default store (the one the Claude Code plugin's server uses too)
+            print(f"store: {found.store}")
         if not found.instances:
             print(f"No workflow instances for {service.project_dir}.")
         for row in found.instances:

@@ -61,6 +61,14 @@ def pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     return run
 
 
+def said(exc: BaseException) -> str:
+    """An error as the command line says it: a hint names a command (`aromcp-workflows
+    status`), not the MCP tool an agent would call."""
+    from aromcp_workflows.app import ServiceError
+
+    return exc.said("cli") if isinstance(exc, ServiceError) else str(exc)
+
+
 def call(action: Callable[[], T]) -> T:
     """Run a service call; a refusal becomes `error: ...` and its kind's exit status."""
     try:
@@ -70,6 +78,6 @@ def call(action: Callable[[], T]) -> T:
 
 
 def refused(exc: KindedError) -> int:
-    """Say a refusal on stderr, as one line; its exit status (`EXIT_CODES`)."""
-    print(f"error: {exc}", file=sys.stderr)
+    """Say a refusal on stderr, as one line in the command line's words; its exit status (`EXIT_CODES`)."""
+    print(f"error: {said(exc)}", file=sys.stderr)
     return EXIT_CODES[exc.kind]

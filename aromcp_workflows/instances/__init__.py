@@ -19,13 +19,14 @@ if TYPE_CHECKING:
         confirm_save,
         confirmed_quietly,
     )
-    from aromcp_workflows.instances.errors import ServiceError, refusals
+    from aromcp_workflows.instances.errors import Hint, ServiceError, refusals
     from aromcp_workflows.instances.registry import InstanceRegistry
 
 __all__ = [
     "CommitFailed",
     "CommitLost",
     "Confirmations",
+    "Hint",
     "InstanceRegistry",
     "ServiceError",
     "collecting",
@@ -36,6 +37,7 @@ __all__ = [
 __getattr__ = lazy_face(
     __name__,
     {
+        "Hint": "errors",
         "CommitFailed": "confirm",
         "CommitLost": "confirm",
         "Confirmations": "confirm",

@@ -21,7 +21,7 @@ from aromcp_workflows.interpreter import Thread, WorkflowRun
 from aromcp_workflows.state import StateTiers
 
 SECTIONS = ("state_workflows", "groups", "status", "error", "counters", "retries", "owners",  # run attributes
-            "last_calls")
+            "last_calls", "trace_context")
 
 
 class CannotCatchUp(Exception):

@@ -27,12 +27,12 @@ from aromcp_workflows.definition import WorkflowBundle
 from aromcp_workflows.explain import step_type
 from aromcp_workflows.instances import confirm
 from aromcp_workflows.instances.commits import plan, record_of, threads_for_run
-from aromcp_workflows.instances.errors import ServiceError
+from aromcp_workflows.instances.errors import Hint, ServiceError
 from aromcp_workflows.instances.live import LiveCopies, LiveInstance, kept, translate, without_body
 from aromcp_workflows.instances.rebuild import OPENING_KINDS
 from aromcp_workflows.instances.resources import EngineFactory, Resources
 from aromcp_workflows.interpreter import Journal, WorkflowRun
-from aromcp_workflows.observe import Observer
+from aromcp_workflows.observe import Observer, ended, instance_trace, root_ends
 from aromcp_workflows.safety import Masker
 from aromcp_workflows.store import (
     Body,
@@ -114,11 +114,13 @@ class InstanceRegistry:
     def create(self, run: WorkflowRun, workflow: str, definition: dict[str, Any],
                start_key: StartKey | None = None) -> None:
         """Commit `run` as a new instance (a start, or a fork) and keep it live."""
+        journal = run.take_journal()
+        self._new_trace(run, journal)
         base = InstanceRecord(workflow_id=run.workflow_id, workflow=workflow, project_dir=str(run.machine.project_dir),
                               definition=definition, created_at=utc_now(), updated_at=utc_now())
         record = record_of(run, base)
-        self._perform(record, run.take_journal(), lambda events: self.store.create(record, events,
-                                                                                 start_key=start_key), run)
+        self._perform(record, journal, lambda events: self.store.create(record, events, start_key=start_key), run,
+                      self._root_ends(run))
         self.copies.add(LiveInstance(run, *kept(run, record)), record.project_dir)
 
     # -- transactions --------------------------------------------------------------------------
@@ -194,6 +196,7 @@ class InstanceRegistry:
         Nothing is written when nothing changed (a step merely delivered again), so a
         reader in another server process never turns into a writer's conflict."""
         journal = live.run.take_journal()
+        ends = self._root_ends(live.run)
         commit = plan(live.run, live.record, live.baseline, bool(journal))
         if not commit.changed:
             return False
@@ -209,12 +212,12 @@ class InstanceRegistry:
             return True
         self._perform(record, journal, lambda events: self.store.save(
             record, expected, events, encoded=commit.encoded, delta=commit.delta,
-            snapshot=commit.encoded is not None, definition=definition), live.run)
+            snapshot=commit.encoded is not None, definition=definition), live.run, ends)
         live.record, live.baseline = without_body(record), commit.baseline
         return True
 
     def _perform(self, record: InstanceRecord, journal: Journal, write: Callable[[list[HistoryEvent]], int],
-                 run: WorkflowRun) -> None:
+                 run: WorkflowRun, root_ends: bool = False) -> None:
         """The one place effects reach the store: the record with its events, then checkpoints;
         then tracing, when on, hears of the events."""
         try:
@@ -225,19 +228,46 @@ class InstanceRegistry:
         except (ConflictError, KeyTakenError):
             raise
         except OutcomeUnknownError as exc:
-            raise ServiceError(f"workflow {record.workflow_id}: {exc}", exc.kind) from None
+            raise ServiceError(f"workflow {record.workflow_id}: {exc}", exc.kind, hint=Hint.SHOW_INSTANCE,
+                               subject=record.workflow_id) from None
         except StoreError as exc:
             raise ServiceError(confirm.not_saved(record.workflow_id, exc), "not_saved") from None
         if self.observer is not None:
-            self._observe(record, events, run)
+            self._observe(record, events, run, root_ends)
 
-    def _observe(self, record: InstanceRecord, events: list[HistoryEvent], run: WorkflowRun) -> None:
+    # -- tracing (observe/), when on -------------------------------------------------------------
+    def _new_trace(self, run: WorkflowRun, journal: Journal) -> None:
+        """A new instance's trace context: a trace of its own (a fork's root links to its
+        origin's), whose root starts no later than the creation's first event; none when
+        tracing is off (one is derived from its id if ever needed)."""
+        if self.observer is None:
+            run.machine.trace_context = None
+            return
+        origin = None
+        forked, machine = run.machine.forked_from, run.machine
+        if forked is not None:  # the run still holds its origin's context
+            origin = instance_trace(str(forked.get("workflow_id")), "", machine.trace_context, "", "").root
+        first = min((event.timestamp for event in journal.events), default=None)
+        run.machine.trace_context = self.observer.new_trace(origin, first)
+
+    def _root_ends(self, run: WorkflowRun) -> bool:
+        """Whether the commit about to be made ends the instance's root span — it stops for
+        the first time — marked in its kept context in that same commit, so no other commit,
+        in this process or another, ends it again."""
+        if self.observer is None or not root_ends(run.machine.trace_context, run.status):
+            return False
+        run.machine.trace_context = ended(run.machine.trace_context, run.workflow_id)
+        return True
+
+    def _observe(self, record: InstanceRecord, events: list[HistoryEvent], run: WorkflowRun,
+                 root_ends: bool) -> None:
         """Tell tracing what was committed; a failure of tracing never fails the change."""
         assert self.observer is not None
         bundle = run.bundle
         try:
-            self.observer.committed(record.workflow_id, record.workflow, events,
-                                    lambda step_id: step_type(bundle, step_id))
+            instance = instance_trace(record.workflow_id, record.workflow, run.machine.trace_context, record.created_at,
+                                      run.status, root_ends)
+            self.observer.committed(instance, events, lambda step_id: step_type(bundle, step_id))
         except Exception:
             log.exception("tracing failed on a commit of workflow %s (the commit stands)", record.workflow_id)
 
@@ -261,11 +291,14 @@ class InstanceRegistry:
         """Put the instance back as it was at a checkpoint (a commit like any other)."""
         point = self.last_checkpoint(workflow_id, checkpoint_id)
         if point is None:
-            raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}; "
-                               "workflow_resume without checkpoint_id resumes from where it stands", "not_found")
+            raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}", "not_found",
+                               hint=Hint.RESUME_AS_IT_STANDS, subject=workflow_id)
         with self.copies.current(workflow_id) as live:
             snap = point.snapshot
-            record = InstanceRecord(**{**vars(live.record), "state": snap["state"], "threads": snap["threads"],
+            state = snap["state"]
+            if live.run.machine.trace_context is not None:  # the trace goes on (its root may have ended since)
+                state = {**state, "trace_context": live.run.machine.trace_context}
+            record = InstanceRecord(**{**vars(live.record), "state": state, "threads": snap["threads"],
                                        "status": snap["status"], "current_steps": snap.get("current_steps", []),
                                        "error": snap.get("error")})
             event = HistoryEvent(kind="rolled_back", data={"checkpoint_id": checkpoint_id})

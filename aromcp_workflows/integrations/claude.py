@@ -61,6 +61,7 @@ class InstallReport:
     server_entry: dict[str, Any]
     agent_path: Path | None = None
     changes: tuple[FileChange, ...] = field(default_factory=tuple)
+    note: str | None = None  # what the server command asks of whoever starts Claude Code
 
     @property
     def changed(self) -> bool:
@@ -71,6 +72,8 @@ class InstallReport:
         command = " ".join([self.server_entry["command"], *self.server_entry["args"]])
         out = [f"Claude Code ({self.scope} scope), server command: {command}"]
         out += [f"  {c.action:<9} {c.path}  ({c.what})" for c in self.changes]
+        if self.note:
+            out.append(f"Note: {self.note}")
         if not self.changed:
             out.append("Already installed: nothing changed.")
         elif self.scope == "project":
@@ -107,6 +110,48 @@ def default_server_command() -> list[str]:
     return [sys.executable, "-m", "aromcp_workflows"]
 
 
+NOTE_RELATIVE = ("the command is relative to the project root, so every checkout with its own {where} runs it; "
+                 "start Claude Code in the project root (from a subfolder Claude Code finds .mcp.json but "
+                 "cannot start a relative command), or install aromcp-workflows on PATH (pipx install "
+                 "aromcp-workflows) and run this again for a plain `aromcp-workflows` command")
+NOTE_ABSOLUTE = ("the command is a path of this machine, which .mcp.json (usually committed) carries to other "
+                 "checkouts where it does not exist; install aromcp-workflows on PATH (pipx install "
+                 "aromcp-workflows, or a venv inside the project) and run this again, or use --global")
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """The server command to register, and what it needs from whoever starts Claude Code."""
+
+    argv: list[str]
+    note: str | None = None
+
+
+def project_server_command(project_dir: Path) -> ServerCommand:
+    """The command a project's `.mcp.json` names — a file usually committed, so one that
+    works on other checkouts: this installation by a path relative to the project root
+    when it lives in the project (its `.venv`: Claude Code resolves a relative command in
+    the directory it was started in), else the bare name when `aromcp-workflows` is on PATH
+    (pipx, uv tool, a system install), else this machine's absolute path, with a note."""
+    argv = default_server_command()
+    inside = _relative_to(Path(argv[0]), project_dir)
+    if inside is not None:
+        return ServerCommand([inside, *argv[1:]], NOTE_RELATIVE.format(where=inside.split("/")[0]))
+    if shutil.which(SCRIPT_NAME):
+        return ServerCommand([SCRIPT_NAME])
+    return ServerCommand(argv, NOTE_ABSOLUTE)
+
+
+def _relative_to(path: Path, folder: Path) -> str | None:
+    """`path` relative to `folder` (POSIX separators), when it is inside it."""
+    for base in {folder.absolute(), folder.resolve()}:
+        try:
+            return path.absolute().relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return None
+
+
 def claude_paths(
     project_dir: Path, *, global_scope: bool = False, home: Path | None = None
 ) -> tuple[Path, Path]:
@@ -134,7 +179,8 @@ def install_claude(
 ) -> InstallReport:
     """Register the server and install `/workflow` for Claude Code; idempotent.
 
-    `command` is the server command without ``serve`` (default: `default_server_command`).
+    `command` is the server command without ``serve`` (default: `project_server_command`
+    for a project, `default_server_command` for the user scope, whose file is this machine's).
     `home` replaces the user's home directory (tests; unusual layouts). Everything is
     checked before the first write, so an error leaves all files as they were.
     """
@@ -144,7 +190,9 @@ def install_claude(
             f"Project directory {project_dir} does not exist or is not a directory. Run the "
             "command from your project, or pass the project directory."
         )
-    argv = _server_argv(command)
+    chosen = ServerCommand(command) if command is not None else \
+        ServerCommand(default_server_command()) if global_scope else project_server_command(project_dir)
+    argv = _server_argv(chosen.argv)
     config_path, command_path = claude_paths(project_dir, global_scope=global_scope, home=home)
     config = _read_config(config_path)
     servers = _servers_of(config, config_path)
@@ -170,14 +218,14 @@ def install_claude(
         server_entry=entry,
         agent_path=agent_path,
         changes=changes,
+        note=chosen.note,
     )
 
 
-def _server_argv(command: list[str] | None) -> list[str]:
-    """The server command to register (default: `default_server_command`), checked now:
-    Claude Code runs it as an argv, so an empty or non-string part would fail only later,
-    in the user's editor, far from its cause."""
-    argv = list(command) if command is not None else default_server_command()
+def _server_argv(command: list[str]) -> list[str]:
+    """The server command to register, checked now: Claude Code runs it as an argv, so an
+    empty or non-string part would fail only later, in the user's editor, far from its cause."""
+    argv = list(command)
     if not argv or not all(isinstance(part, str) and part for part in argv):
         raise InstallError(f"The server command must be a non-empty list of strings, not {argv!r}.")
     return argv

@@ -19,7 +19,7 @@ class InputError(KindedError, ValueError):
     """Inputs that do not match the declaration; `problems` lists every one."""
 
     def __init__(self, workflow: str, problems: list[str]):
-        self.problems = problems
+        self.workflow, self.problems = workflow, problems
         super().__init__(f"invalid inputs for {workflow}: " + "; ".join(problems))
 
 

@@ -79,6 +79,7 @@ class Machine:
         self.forked_from: dict[str, Any] | None = None  # a fork: the instance and point it was made from
         self.owners: dict[str, dict[str, dict[str, str]]] = {}  # state key -> path -> the user's answer (ownership.py)
         self.last_calls: dict[str, str] = {}  # thread id -> an agent's last call for it (stored by commits that write)
+        self.trace_context: dict[str, Any] | None = None  # tracing's (observe/context.py), kept as it is
         self.journal = Journal()
         self._programs: dict[str, ProgramSet] = {}
         self.tracked_fields: dict[str, frozenset[str]] = {}  # tracking.py: declared per definition

@@ -20,6 +20,7 @@ holds it)`.  Planning changes nothing: state is rebuilt on copies.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,11 @@ def _at_line(new: _New, frame: Frame, qid: str) -> str:
 
 
 # -- inputs and state -------------------------------------------------------------------------------
+def _json(value: Any) -> str:
+    """A value as the workflow's author writes it (JSON: null, true, "text"), not as Python prints it."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _move_inputs(run: Machine, new: _New, move: Move) -> None:
     """The instance's inputs under the new declarations: new ones take their defaults."""
     from aromcp_workflows.interpreter.inputs import InputError, check_inputs
@@ -253,7 +259,7 @@ def _move_inputs(run: Machine, new: _New, move: Move) -> None:
             move.blockers.append(new.blocker(main.name, f"input {name} is new and has no default: this instance "
                                              "cannot be given a value for it; add `default:`", ("inputs", name)))
         else:
-            move.notes.append(f"input {name}: new, takes its default {spec.default!r}")
+            move.notes.append(f"input {name}: new, takes its default {_json(spec.default)}")
     try:
         move.inputs = check_inputs(main.name, main.inputs, kept)
     except InputError as exc:
@@ -277,7 +283,7 @@ def _move_states(run: Machine, new: _New, move: Move) -> None:
             for tier, values, defaults in (("raw", raw, fresh.raw), ("state", state, fresh.state)):
                 for name in sorted(set(defaults) - set(values)):
                     values[name] = defaults[name]
-                    move.notes.append(f"state {tier}.{name}: new in default_state, set to {defaults[name]!r}")
+                    move.notes.append(f"state {tier}.{name}: new in default_state, set to {_json(defaults[name])}")
             moved = StateTiers.from_snapshot(run.engine, specs, {"raw": raw, "state": state, "inputs": inputs})
             moved.recompute_all("migration")
         except (StateError, ExpressionError) as exc:

@@ -372,6 +372,8 @@ class WorkflowRun:
         }
         if self.machine.forked_from is not None:
             data["forked_from"] = self.machine.forked_from
+        if self.machine.trace_context is not None:
+            data["trace_context"] = self.machine.trace_context
         if threads:
             data["threads"] = {tid: thread.to_json() for tid, thread in self.machine.threads.quiet_items()}
         return data
@@ -391,6 +393,7 @@ class WorkflowRun:
         run.forked_from = data.get("forked_from")
         run.owners = data.get("owners") or {}  # instances of older releases recorded none
         run.last_calls = data.get("last_calls") or {}
+        run.trace_context = data.get("trace_context")
         return cls(run)
 
 

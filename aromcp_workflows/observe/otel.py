@@ -25,6 +25,12 @@ output): ids, types, exit codes and statuses only.  Open step spans live in memo
 by instance, task and step; a step completed in another process than the one that handed
 it out gets a span that starts at its completion (`step.started_elsewhere`).  An instance
 that ends closes its open spans.
+
+One trace per instance (`context.py`): a commit made outside a call of the instance's
+trace (a page's action, a command finishing on its own, the runner marking a run
+interrupted) has the instance's root span as parent; the root span itself (`workflow
+<name>`, from the instance's creation to the first time it stops) is made, with the ids
+kept in the store, by the process whose commit stops it (`ForcedIds`).
 """
 
 from __future__ import annotations
@@ -33,9 +39,9 @@ import logging
 import sys
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -44,30 +50,34 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from aromcp_workflows import __version__
-from aromcp_workflows.store import HistoryEvent
+from aromcp_workflows.observe.commit_spans import Key, StepTypes, TracedCommit, ns
+from aromcp_workflows.observe.context import CALL, InstanceTrace, SpanIds, new_root
+from aromcp_workflows.store import HistoryEvent, utc_now
 
-StepTypes = Callable[[str], str | None]  # delivered step id -> step type
-Key = tuple[str, str | None, str]  # workflow id, task id, step id
 log = logging.getLogger("aromcp_workflows")
 DRAIN_S = 0.2  # how often the worker makes the spans of the commits queued since
 MAX_OPEN = 10_000  # open step spans kept; beyond, the oldest is ended as abandoned
-SERVER_SIDE = ("message_shown", "condition_checked", "step_skipped", "loop_limit")
-ENDS = {"cancelled": StatusCode.UNSET, "failed": StatusCode.ERROR, "completed": StatusCode.UNSET}
+MAX_ROOTS = 10_000  # instances whose root span context is kept in memory (the store has them all)
 TOOL_ATTRIBUTES = (("workflow_id", "workflow.id"), ("task_id", "task.id"), ("step_id", "step.id"))
 
 
-def from_environment(environ: Mapping[str, str]) -> Tracing | None:
-    """The SDK set up as the variables say; None (and a line on stderr) when no exporter loads."""
+def from_environment(environ: Mapping[str, str], service: str = "aromcp-workflows",
+                     make_global: bool = True) -> Tracing | None:
+    """The SDK set up as the variables say; None (and a line on stderr) when no exporter loads.
+    `make_global`: the server sets the global tracer provider, so the MCP SDK's span of
+    each call is recorded too; the runner keeps its own (its spans are its steps)."""
     exporters = [exporter for name in _exporter_names(environ) if (exporter := _exporter(name, environ))]
     if not exporters:
         return None
-    provider = TracerProvider(resource=_resource(environ))
+    provider = TracerProvider(resource=_resource(environ, service))
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
+    if make_global:
+        trace.set_tracer_provider(provider)
     return Tracing(provider)
 
 
@@ -99,18 +109,52 @@ def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter | None:
     return None
 
 
-def _resource(environ: Mapping[str, str]) -> Resource:
+def _resource(environ: Mapping[str, str], service: str = "aromcp-workflows") -> Resource:
     """The SDK's resource (it reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES); the
-    service is `aromcp-workflows` unless those name it."""
+    service is `service` unless those name it."""
     named = environ.get("OTEL_SERVICE_NAME") or "service.name=" in environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
-    ours = {"service.version": __version__} if named else {"service.name": "aromcp-workflows",
-                                                            "service.version": __version__}
+    ours = {"service.version": __version__} if named else {"service.name": service, "service.version": __version__}
     return Resource.create(ours)
 
 
-def _ns(timestamp: str) -> int:
-    """An event's ISO-8601 timestamp as nanoseconds since the epoch."""
-    return int(datetime.fromisoformat(timestamp).timestamp() * 1e9)
+def span_context(ids: SpanIds) -> SpanContext:
+    """A span made elsewhere (or later: an instance's root) as a parent or a link."""
+    flags = TraceFlags(TraceFlags.SAMPLED if ids.sampled else TraceFlags.DEFAULT)
+    return SpanContext(int(ids.trace_id, 16), int(ids.span_id, 16), is_remote=True, trace_flags=flags)
+
+
+def parent_context(ids: SpanIds) -> Context:
+    """A context whose current span is `ids` (kept in the store): what children are made in."""
+    return trace.set_span_in_context(NonRecordingSpan(span_context(ids)))
+
+
+class ForcedIds(IdGenerator):
+    """The tracer's id generator, which makes the next span with the ids it is given while
+    `forcing`: an instance's root span has the ids its children were made under, kept in
+    the store since it was created, whichever process makes it."""
+
+    def __init__(self, inner: IdGenerator) -> None:
+        self.inner = inner
+        self._local = threading.local()
+
+    @contextmanager
+    def forcing(self, ids: SpanIds) -> Iterator[None]:
+        self._local.ids = ids
+        try:
+            yield
+        finally:
+            self._local.ids = None
+
+    def generate_trace_id(self) -> int:
+        ids = getattr(self._local, "ids", None)
+        return int(ids.trace_id, 16) if ids is not None else self.inner.generate_trace_id()
+
+    def generate_span_id(self) -> int:
+        ids = getattr(self._local, "ids", None)
+        return int(ids.span_id, 16) if ids is not None else self.inner.generate_span_id()
+
+    def is_trace_id_random(self) -> bool:
+        return self.inner.is_trace_id_random()
 
 
 class Tracing:
@@ -125,6 +169,11 @@ class Tracing:
     def __init__(self, provider: Any, tracer: Any = None) -> None:
         self.provider = provider
         self.tracer = tracer or provider.get_tracer("aromcp_workflows", __version__)
+        inner = getattr(self.tracer, "id_generator", None)  # an SDK tracer's (of this Tracing alone)
+        self._ids = ForcedIds(inner) if isinstance(inner, IdGenerator) else None
+        if self._ids is not None:
+            self.tracer.id_generator = self._ids
+        self._roots: OrderedDict[str, tuple[SpanIds, Context]] = OrderedDict()  # workflow id -> its root
         self._open: OrderedDict[Key, Span] = OrderedDict()  # step spans, oldest first
         self._commands: dict[Key, Span] = {}  # the running command of a step (a shell step's span inside it)
         self._queue: deque[Queued] = deque()
@@ -135,21 +184,62 @@ class Tracing:
 
     # -- the tool layer --------------------------------------------------------------------
     def tool_call(self, name: str, arguments: Mapping[str, Any]) -> None:
-        """The workflow's attributes on the current span: the MCP SDK's span of this call."""
+        """The workflow's attributes on the current span: the MCP SDK's span of this call;
+        the client's own span, when the call was put under the instance's root instead, is
+        a link."""
         span = trace.get_current_span()
         if span.is_recording():
             span.set_attributes({attribute: value for argument, attribute in TOOL_ATTRIBUTES
                                  if isinstance(value := arguments.get(argument), str)})
+            call = CALL.get()
+            if call is not None and call.caller is not None:
+                span.add_link(span_context(call.caller), {"link.kind": "caller"})
+
+    def root_of(self, workflow_id: str) -> SpanIds | None:
+        """The instance's root span, if this process has seen the instance (else the caller
+        asks the store: `WorkflowService.trace_root`, then `remember`)."""
+        found = self._roots.get(workflow_id)
+        return None if found is None else found[0]
+
+    def remember(self, workflow_id: str, root: SpanIds) -> Context:
+        """Keep the instance's root span (its context for children); the least recently
+        remembered are forgotten past `MAX_ROOTS`."""
+        found = self._roots.get(workflow_id)
+        if found is not None and found[0] == root:
+            self._roots.move_to_end(workflow_id)
+            return found[1]
+        context = parent_context(root)
+        self._roots[workflow_id] = (root, context)
+        while len(self._roots) > MAX_ROOTS:
+            self._roots.popitem(last=False)
+        return context
 
     # -- the instance layer ----------------------------------------------------------------
-    def committed(self, workflow_id: str, workflow: str, events: Sequence[HistoryEvent],
-                  step_types: StepTypes) -> None:
-        """Queue the spans one commit's events make (see the module's docstring)."""
-        base = {"workflow.name": workflow, "workflow.id": workflow_id}
+    def new_trace(self, origin: SpanIds | None = None, since: str | None = None) -> dict[str, Any]:
+        """A new instance's trace context, kept with it: the root a `workflow_start` call was
+        made under (`CALL`), else a new trace; a link to the span that started it — a fork's
+        origin, or the client's span in the call's `_meta` — when there is one.  The root
+        starts when that call arrived, or at `since` (its first event), whichever is first."""
+        call = CALL.get()
+        root = call.planned if call is not None and call.planned is not None else new_root()
+        link = origin or (call.caller if call is not None else None)
+        times = [t for t in (call.since if call is not None else None, since) if t]
+        kept = {"traceparent": root.traceparent, "started": min(times, key=ns) if times else utc_now()}
+        return kept | ({"link": link.traceparent} if link is not None else {})
+
+    def committed(self, instance: InstanceTrace, events: Sequence[HistoryEvent], step_types: StepTypes) -> None:
+        """Queue the spans one commit's events make (see the module's docstring): inside the
+        call that made the commit when that call is in the instance's trace, else under the
+        instance's root span."""
+        base = {"workflow.name": instance.workflow, "workflow.id": instance.workflow_id}
+        root = self.remember(instance.workflow_id, instance.root)
         current = trace.get_current_span()
-        if current.is_recording():
-            current.set_attributes(base)
-        self._queue.append(Queued(base, events, step_types, otel_context.get_current()))
+        context = root
+        if current.get_span_context().trace_id == int(instance.root.trace_id, 16):
+            context = otel_context.get_current()
+            if current.is_recording():
+                current.set_attributes(base)
+        self._queue.append(Queued(base, events, step_types, context, instance if instance.ended_at else None))
 
     def flush(self) -> None:
         """Make the spans of every commit queued so far, now."""
@@ -161,6 +251,8 @@ class Tracing:
                     commit.take(event)
                 commit.close_recomputes()
                 commit.close_completed()
+                if queued.ending is not None:
+                    self._end_root(queued.ending)
 
     def _work(self) -> None:
         while not self._stop.wait(DRAIN_S):
@@ -186,6 +278,21 @@ class Tracing:
             span.end()
         self.provider.shutdown()
 
+    def _end_root(self, instance: InstanceTrace) -> None:
+        """The instance's root span, from its creation to now that it stopped, with the ids
+        its children were made under (without an SDK tracer to force them, none is made)."""
+        if self._ids is None or instance.ended_at is None:
+            return
+        attributes = {"workflow.name": instance.workflow, "workflow.id": instance.workflow_id,
+                      "workflow.status": instance.status}
+        links = [Link(span_context(instance.link), {"link.kind": "caller"})] if instance.link is not None else []
+        with self._ids.forcing(instance.root):
+            span = self.tracer.start_span(f"workflow {instance.workflow}", context=Context(),
+                                          start_time=ns(instance.started), attributes=attributes, links=links)
+        if instance.status == "failed":
+            span.set_status(Status(StatusCode.ERROR, "the workflow failed"))
+        span.end(end_time=ns(instance.ended_at))
+
     def _start(self, name: str, start: int, attributes: dict[str, Any], parent: Span | Context) -> Span:
         ctx = parent if isinstance(parent, Context) else trace.set_span_in_context(parent)
         return self.tracer.start_span(name, context=ctx, start_time=start, attributes=attributes)
@@ -208,157 +315,4 @@ class Queued:
     events: Sequence[HistoryEvent]
     step_types: StepTypes
     context: Context
-
-
-@dataclass
-class Recompute:
-    """The fields one recompute evaluated (their traces share its start and trigger)."""
-
-    parent: Span | Context
-    fields: list[str] = field(default_factory=list)
-    duration_ms: float = 0.0
-    errors: list[str] = field(default_factory=list)
-
-
-class TracedCommit:
-    """One commit's events turned into spans, in order (called under `Tracing`'s lock)."""
-
-    def __init__(self, tracing: Tracing, base: dict[str, Any], step_types: StepTypes, context: Context) -> None:
-        self.tracing, self.base, self.step_types, self.context = tracing, base, step_types, context
-        self.opened = tracing._open
-        self.completed: dict[Key, tuple[int, bool]] = {}  # steps completed: end time, failed
-        self.commands = tracing._commands
-        self.recomputes: dict[tuple[str, str], Recompute] = {}  # (start, trigger) -> its fields
-
-    def key(self, event: HistoryEvent) -> Key:
-        return (self.base["workflow.id"], event.task_id, event.step_id or "")
-
-    def attributes(self, event: HistoryEvent, step_type: str | None) -> dict[str, Any]:
-        found = {**self.base, "step.id": event.step_id or ""}
-        if step_type:
-            found["step.type"] = step_type
-        if event.task_id:
-            found["task.id"] = event.task_id
-        return found
-
-    def take(self, event: HistoryEvent) -> None:
-        kind = event.kind
-        if kind in ("step_delivered", "step_started"):
-            self.opening(event)
-        elif kind == "step_completed":
-            self.completion(event)
-        elif kind in ("error", "step_error") and event.step_id:
-            self.failure(event)
-        elif kind in ("include_started", "include_finished"):
-            self.include(event)
-        elif kind in SERVER_SIDE or (kind == "state_changed" and event.step_id and event.data.get("by") is None):
-            self.server_side(event)
-        elif kind == "transform_trace":
-            self.recompute(event)
-        elif kind in ("finished", "task_finished", "status_changed"):
-            self.ended(event)
-
-    def opening(self, event: HistoryEvent) -> None:
-        key, start = self.key(event), _ns(event.timestamp)
-        self.completed.pop(key, None)  # a command started again (on_error: retry): the same step goes on
-        step = self.opened.get(key)
-        if step is None:
-            kind = event.data.get("type") or self.step_types(event.step_id or "")
-            step = self.tracing._start(f"step {event.step_id}", start, self.attributes(event, kind), self.context)
-            self.tracing._keep(key, step)
-        if event.kind == "step_started":
-            attributes = {**self.attributes(event, "shell_command"), "shell.attempt": event.data.get("attempt", 0)}
-            self.commands[key] = self.tracing._start("shell", start, attributes, step)
-
-    def completion(self, event: HistoryEvent) -> None:
-        key, end = self.key(event), _ns(event.timestamp)
-        failed = event.data.get("status") == "failed"
-        command = self.commands.pop(key, None)
-        if "exit_code" in event.data:
-            if command is None:  # started in another commit: its span starts when the command did
-                start = end - int(float(event.data.get("duration_ms") or 0) * 1e6)
-                command = self.tracing._start("shell", start, self.attributes(event, "shell_command"),
-                                              self.opened.get(key) or self.context)
-            command.set_attribute("process.exit.code", int(event.data["exit_code"]))
-            if failed:
-                command.set_status(Status(StatusCode.ERROR, f"exit code {event.data['exit_code']}"))
-            command.end(end_time=end)
-        self.completed[key] = (end, failed)
-
-    def failure(self, event: HistoryEvent) -> None:
-        key = self.key(event)
-        step = self.opened.pop(key, None)
-        self.completed.pop(key, None)
-        command = self.commands.pop(key, None)
-        if command is not None:  # the step failed while its command ran (nothing came back)
-            command.end(end_time=_ns(event.timestamp))
-        if step is None:
-            return
-        step.set_status(Status(StatusCode.ERROR, "the step failed"))  # its message may quote command output
-        step.end(end_time=_ns(event.timestamp))
-
-    def close_completed(self) -> None:
-        """End the steps this commit completed (after all its events: a retry restarts one)."""
-        for key, (end, failed) in self.completed.items():
-            step = self.opened.pop(key, None)
-            if step is None:  # handed out by another process: a span at its completion
-                step = self.tracing._start(f"step {key[2]}", end, {**self.base, "step.id": key[2],
-                                                                   "step.started_elsewhere": True}, self.context)
-            if failed:
-                step.set_status(Status(StatusCode.ERROR))
-            step.end(end_time=end)
-
-    def include(self, event: HistoryEvent) -> None:
-        key, at = self.key(event), _ns(event.timestamp)
-        if event.kind == "include_started":
-            self.tracing._keep(key, self.tracing._start(f"step {event.step_id}", at,
-                                                        self.attributes(event, "include_workflow"), self.context))
-        elif (span := self.opened.pop(key, None)) is not None:
-            span.end(end_time=at)
-
-    def server_side(self, event: HistoryEvent) -> None:
-        """A step the server ran in this commit, at the moment it recorded it; a step's own
-        result (stored as the step completes) is part of that step's span."""
-        key = self.key(event)
-        if key in self.opened or key in self.completed:
-            return
-        at = _ns(event.timestamp)
-        kind = event.data.get("type") or self.step_types(event.step_id or "")
-        self.tracing._start(f"step {event.step_id}", at, self.attributes(event, kind), self.context).end(end_time=at)
-
-    def recompute(self, event: HistoryEvent) -> None:
-        """One field's trace, gathered with the others of its recompute (same start, same
-        trigger: one V8 call); `close_completed` makes the span."""
-        data = event.data
-        stamp, trigger = str(data.get("timestamp") or event.timestamp), str(data.get("trigger") or "")
-        group = self.recomputes.get((stamp, trigger))
-        if group is None:
-            parent = self.opened.get((self.base["workflow.id"], event.task_id, trigger.removeprefix("step ")))
-            group = self.recomputes[(stamp, trigger)] = Recompute(parent or self.context)
-        group.fields.append(str(data.get("field", "")))
-        group.duration_ms += float(data.get("duration_ms") or 0)
-        if data.get("error"):  # the field's name only: a transform's error may quote state values
-            group.errors.append(str(data.get("field", "")))
-
-    def close_recomputes(self) -> None:
-        for (stamp, trigger), group in self.recomputes.items():
-            start = _ns(stamp)
-            attributes = {**self.base, "transform.fields": group.fields, "transform.trigger": trigger}
-            span = self.tracing._start("recompute", start, attributes, group.parent)
-            if group.errors:
-                span.set_status(Status(StatusCode.ERROR, f"transform failed: {', '.join(group.errors)}"))
-            span.end(end_time=start + int(group.duration_ms * 1e6))
-
-    def ended(self, event: HistoryEvent) -> None:
-        """A finished task or instance: its step spans still open end with it."""
-        status = str(event.data.get("to") or event.data.get("status") or "")
-        if status not in ENDS:
-            return
-        wid, task = self.base["workflow.id"], event.task_id
-        whole = event.kind != "task_finished"
-        for key in [k for k in self.commands if k[0] == wid and (whole or k[1] == task)]:
-            self.commands.pop(key).end(end_time=_ns(event.timestamp))
-        for key in [k for k in self.opened if k[0] == wid and (whole or k[1] == task) and k not in self.completed]:
-            span = self.opened.pop(key)
-            span.set_status(Status(ENDS[status]))
-            span.end(end_time=_ns(event.timestamp))
+    ending: InstanceTrace | None = None  # the commit stopped the instance: its root span ends

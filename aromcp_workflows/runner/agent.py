@@ -29,6 +29,7 @@ from aromcp_workflows.runner.report import (
     short,
     step_summary,
 )
+from aromcp_workflows.runner.tracing import RunTrace
 
 MAX_REDELIVERIES = 250  # > user_input's max_attempts limit (100): only a server bug gets here
 DEFAULT_SHELL_TIMEOUT_MS = 10 * 60 * 1000  # as the server's shell_command default
@@ -53,8 +54,10 @@ class HeadlessAgent:
     """Drives one workflow instance over an MCP client session."""
 
     def __init__(self, client: Any, answers: AnswerBook, project_dir: Path, printer: Printer,
-                 interactive: bool = False, complete_parallel_early: bool = False, seed_style: bool = False):
+                 interactive: bool = False, complete_parallel_early: bool = False, seed_style: bool = False,
+                 trace: RunTrace | None = None):
         self.client = client
+        self.trace = trace or RunTrace(None)  # the runner's spans (runner/tracing.py), when tracing is on
         self.answers = answers
         self.project_dir = project_dir
         self.printer = printer
@@ -79,6 +82,8 @@ class HeadlessAgent:
         result = await self.client.call_tool(tool, args, progress_callback=progress)
         if result.is_error:
             raise Abort(tool_error_text(result.content) or f"{tool} failed without a message")
+        if tool in ("workflow_start", "workflow_resume"):
+            self.trace.join(result.meta)  # the instance's root span, when the server traces
         data = result.structured_content
         if not isinstance(data, dict):
             raise Abort(f"{tool} answered without structured content: {short(result.content, 200)}")
@@ -153,20 +158,9 @@ class HeadlessAgent:
             if seen[step_id] > MAX_REDELIVERIES:
                 raise Abort(f"the server delivered step {step_id} of {who} {MAX_REDELIVERIES} times; giving up")
             parallel_id = step_id if kind == "parallel_tasks" else parallel_id
-            report_id, result, error = await self.act(step, task_id, parallel_id)
-            entry = TranscriptEntry(task_id, step_id, kind, step_summary(step),
-                                    "success" if error is None else "failed", error=error)
-            args: dict[str, Any] = {"workflow_id": self.workflow_id, "step_id": report_id, "status": entry.status}
-            if result is not None:
-                args["result"] = result
-            if error is not None:
-                args["error"] = error
-            if task_id is not None:
-                args["task_id"] = task_id
-            reply = await self.call("workflow_step_complete", args, who)
-            self.outcome.agent_steps += 1
-            if not reply.get("success", True):
-                entry.accepted, entry.error = False, reply.get("error")
+            with self.trace.step(self.workflow_id, step, task_id) as span:
+                entry, reply, result, error = await self.perform_and_report(step, task_id, parallel_id)
+                self.trace.failed(span, error)
             self.outcome.transcript.append(entry)
             shown = "waiting" if not entry.accepted and kind == "parallel_tasks" else \
                 result_summary(entry.status, result, error)
@@ -176,6 +170,27 @@ class HeadlessAgent:
             self.show(reply.get("messages", []))
             step, last = reply.get("next_step"), reply
         return last
+
+    async def perform_and_report(self, step: dict[str, Any], task_id: str | None, parallel_id: str | None
+                                 ) -> tuple[TranscriptEntry, dict[str, Any], Any, str | None]:
+        """Perform one step and report it with `workflow_step_complete`: the transcript entry,
+        the reply, and the result and error reported."""
+        assert self.outcome is not None
+        report_id, result, error = await self.act(step, task_id, parallel_id)
+        entry = TranscriptEntry(task_id, str(step["id"]), str(step["type"]), step_summary(step),
+                                "success" if error is None else "failed", error=error)
+        args: dict[str, Any] = {"workflow_id": self.workflow_id, "step_id": report_id, "status": entry.status}
+        if result is not None:
+            args["result"] = result
+        if error is not None:
+            args["error"] = error
+        if task_id is not None:
+            args["task_id"] = task_id
+        reply = await self.call("workflow_step_complete", args, task_id or "main")
+        self.outcome.agent_steps += 1
+        if not reply.get("success", True):
+            entry.accepted, entry.error = False, reply.get("error")
+        return entry, reply, result, error
 
     async def next_step_again(self, task_id: str | None, reply: dict[str, Any]) -> dict[str, Any]:
         """Seed style: ignore step_complete's answer and ask workflow_get_next_step, which

@@ -7,7 +7,10 @@ writing to the stream it is given.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from signal import SIGHUP, SIGPIPE
 from typing import Any, TextIO
 
 from aromcp_workflows.safety import Masker, secret_values
@@ -44,6 +47,7 @@ class RunOutcome:
     tasks: int = 0  # T: sub-agent tasks the runner pulled
     transcript: list[TranscriptEntry] = field(default_factory=list)
     sub_agent_prompts: dict[str, str] = field(default_factory=dict)  # task_id -> the prompt it was started with
+    signal: int | None = None  # interrupted: the signal that stopped the run (SIGPIPE: its output was closed)
 
     @property
     def budget(self) -> int:
@@ -54,8 +58,8 @@ class RunOutcome:
     def exit_code(self) -> int:
         if self.status == "completed":
             return 0
-        if self.status == "interrupted":
-            return 130  # as a shell reports a command stopped by SIGINT
+        if self.status == "interrupted":  # as a shell reports a command stopped by the signal
+            return 128 + self.signal if self.signal in (SIGHUP, SIGPIPE) else 130  # SIGINT and SIGTERM: 130
         return 2 if self.status == "not_started" else 1
 
     def to_json(self) -> dict[str, Any]:
@@ -111,23 +115,41 @@ class Printer:
 
     Progress of long server-side steps: on a terminal one status line rewritten in place
     (`\\r`), cleared before anything else is printed; otherwise a line at most every
-    `PROGRESS_EVERY_S` seconds of the step (the server reports about every second)."""
+    `PROGRESS_EVERY_S` seconds of the step (the server reports about every second).
+
+    A stream that fails (a pipe whose reader left, `| head`; a terminal gone) is not
+    written to again: `on_lost` hears of it once (the run stops), and the final lines go
+    to stderr instead, when that is another stream."""
 
     PROGRESS_EVERY_S = 5.0
 
-    def __init__(self, stream: TextIO | None, quiet: bool = False):
+    def __init__(self, stream: TextIO | None, quiet: bool = False,
+                 on_lost: Callable[[OSError], None] | None = None):
         self.stream = stream
         self.quiet = quiet
+        self.on_lost = on_lost
+        self.lost = False
         self.live = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
         self._status_line = False
         self._last_progress: dict[str, float] = {}
 
+    def _emit(self, text: str) -> None:
+        """Write and flush; a failing stream is dropped (and said once to `on_lost`)."""
+        if self.stream is None or self.lost:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError) as exc:  # EPIPE, EIO; a closed file
+            self.lost = True
+            if self.on_lost is not None:
+                self.on_lost(exc if isinstance(exc, OSError) else BrokenPipeError(str(exc)))
+
     def write(self, text: str = "") -> None:
-        if self.stream is not None:
-            if self._status_line:
-                self.stream.write("\r\x1b[K")
-                self._status_line = False
-            print(text, file=self.stream, flush=True)
+        if self._status_line:
+            self._emit("\r\x1b[K")
+            self._status_line = False
+        self._emit(text + "\n")
 
     def progress(self, who: str, done: float, total: float | None, message: str | None) -> None:
         """A progress notification of the server (or a task count) for `who`."""
@@ -136,8 +158,7 @@ class Printer:
         text = f"  ... {message or f'working ({done:.0f})'}" + (f" [{done:.0f}/{total:.0f}]" if total else "")
         text += f" ({who})"
         if self.live:
-            self.stream.write("\r\x1b[K" + text[:WIDTH])
-            self.stream.flush()
+            self._emit("\r\x1b[K" + text[:WIDTH])
             self._status_line = True
             return
         last = self._last_progress.get(who)
@@ -161,10 +182,12 @@ class Printer:
             self.detail(f"    not accepted: {entry.error}")
 
     def final(self, outcome: RunOutcome) -> None:
+        if self.lost and self.stream is not sys.stderr:  # the status and the way to resume still reach someone
+            self.stream, self.lost, self.live, self._status_line = sys.stderr, False, False, False
         self.write(f"status: {outcome.status}" + (f" ({outcome.workflow_id})" if outcome.workflow_id else ""))
         if outcome.error:
             self.write(f"error: {outcome.error}")
-        if self.quiet or outcome.workflow_id is None:
+        if self.quiet or outcome.workflow_id is None or outcome.status == "not_started":
             return
         if outcome.final_state is not None:
             masker = Masker(secret_values(outcome.final_state))  # never print tokens or passwords

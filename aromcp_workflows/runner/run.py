@@ -21,9 +21,12 @@ import os
 import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from aromcp_workflows.observe import Observer
+from aromcp_workflows.runner import tracing
 from aromcp_workflows.runner.agent import HeadlessAgent
 from aromcp_workflows.runner.answers import AnswerBook, AnswersFileError
 from aromcp_workflows.runner.report import Printer, RunOutcome, TranscriptEntry
@@ -74,51 +77,106 @@ async def run_workflow(workflow: str, inputs: dict[str, Any] | None = None,
     """Run `workflow` to its end through a fresh server subprocess; print to `output`.
 
     With `resume` (a workflow id), go on with that instance instead (rolled back to
-    `checkpoint` first, if given).  When `stop` was triggered (Ctrl-C, SIGTERM) while the
-    run was cancelled, the server is stopped with its shell commands, the instance is
-    marked `interrupted` and the outcome says how to resume.
+    `checkpoint` first, if given).  When the run is stopped — `stop` triggered by a signal
+    (Ctrl-C, SIGTERM, SIGHUP), or `output` failing (a closed pipe: `| head`; a terminal
+    gone) — the server is stopped with its shell commands, the instance is marked
+    `interrupted` with the reason and the outcome says how to resume.
     `complete_parallel_early` completes each parallel_tasks step before its sub-agents
     finish (the server must answer with a `wait` step); `seed_style` calls
     workflow_get_next_step after every step_complete instead of using its answer, and
     aborts if the two disagree.  Both exist to test the server's protocol."""
-    from mcp import Client
-    from mcp.client.stdio import stdio_client
-
     book = answers if isinstance(answers, AnswerBook) else (
         AnswerBook(answers) if isinstance(answers, dict) or answers is None else AnswerBook.load(answers))
     # the same rule the server applies; the runner is a client and imports none of the server's layers
     project = Path(project_dir or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
     if store and not _is_url(store):
         store = Path(store).expanduser().resolve()  # the server runs in the project dir
-    params = _server_params(workflow, project, store, env, bool(resume))
-    printer = Printer(output, quiet)
-    agent: HeadlessAgent | None = None
-    finished: RunOutcome | None = None
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
-        try:
-            async with Client(stdio_client(params, errlog=errlog)) as client:
-                agent = HeadlessAgent(client, book, project, printer, interactive, complete_parallel_early,
-                                      seed_style)
-                finished = await (agent.resume(resume, checkpoint) if resume else agent.run(workflow, inputs or {}))
-            outcome = finished
-        except asyncio.CancelledError:
-            if stop is None or stop.signum is None or agent is None or not agent.workflow_id:
-                raise
-            stop.absorb()
-            outcome = await _interrupted(agent, stop.signum, project, store, env)
-        except Exception as exc:
-            if finished is not None:  # the run was over: a failure while closing the session changes nothing
-                outcome = finished
-            else:
-                errlog.seek(0)
-                tail = errlog.read()[-3000:].strip()
-                outcome = agent.outcome if agent is not None and agent.outcome is not None else \
-                    RunOutcome(workflow=workflow, workflow_id=None, status="aborted")
-                outcome.status = "aborted"
-                outcome.error = (f"lost the connection to the server: {_describe(exc)}"
-                                 + (f"\nserver stderr (last lines):\n{tail}" if tail else ""))
-    printer.final(outcome)
+    stop = stop or Stop()
+    stop.bind()  # a failing output stops the run as a signal does
+    printer = Printer(output, quiet, on_lost=stop.output_lost)
+    environ = {**os.environ, **(env or {})}
+    traced = tracing.start(environ)  # None unless the OTEL_* variables ask for traces
+    run = HeadlessRun(workflow, project, store, env, printer, stop, traced)
+    try:
+        outcome = await run.drive(book, inputs or {}, interactive, complete_parallel_early, seed_style, resume,
+                                  checkpoint, tracing.console_asked(environ))
+        printer.final(outcome)
+    finally:
+        if traced is not None:
+            traced.shutdown()  # the runner's spans, and the root span of an instance it marked interrupted
     return outcome
+
+
+class HeadlessRun:
+    """One headless run: the server session, the agent, and what happens when it stops."""
+
+    def __init__(self, workflow: str, project: Path, store: str | Path | None, env: dict[str, str] | None,
+                 printer: Printer, stop: Stop, traced: Observer | None) -> None:
+        self.workflow, self.project, self.store, self.env = workflow, project, store, env
+        self.printer, self.stop, self.traced = printer, stop, traced
+        self.agent: HeadlessAgent | None = None
+
+    async def drive(self, book: AnswerBook, inputs: dict[str, Any], interactive: bool, early: bool, seed_style: bool,
+                    resume: str | None, checkpoint: str | None, console: bool) -> RunOutcome:
+        """The run through its server; a stop marks the instance interrupted.  With the
+        console trace exporter the server's stderr is ours (its spans), else it is kept to
+        show its end if the server fails."""
+        from mcp import Client
+        from mcp.client.stdio import stdio_client
+
+        params = _server_params(self.workflow, self.project, self.store, self.env, bool(resume))
+        finished: RunOutcome | None = None
+        with _server_stderr(console) as errlog:
+            try:
+                async with Client(stdio_client(params, errlog=errlog)) as client:
+                    self.agent = agent = HeadlessAgent(client, book, self.project, self.printer, interactive, early,
+                                                       seed_style, tracing.RunTrace(self.traced))
+                    finished = await (agent.resume(resume, checkpoint) if resume else agent.run(self.workflow, inputs))
+                return finished
+            except asyncio.CancelledError:
+                if self.stop.signum is None or self.agent is None or not self.agent.workflow_id:
+                    raise
+                self.stop.absorb()
+                return await _interrupted(self.agent, self.stop.signum, self.project, self.store, self.env,
+                                          self.traced)
+            except Exception as exc:
+                if finished is not None:  # the run was over: a failure while closing the session changes nothing
+                    return finished
+                return self.aborted(exc, errlog)
+
+    def aborted(self, exc: Exception, errlog: TextIO) -> RunOutcome:
+        """The connection to the server was lost: the outcome says why, with the end of the
+        server's stderr when it was kept."""
+        tail = ""
+        if errlog is not sys.stderr:
+            errlog.seek(0)
+            tail = errlog.read()[-3000:].strip()
+        agent = self.agent
+        outcome = agent.outcome if agent is not None and agent.outcome is not None else \
+            RunOutcome(workflow=self.workflow, workflow_id=None, status="aborted")
+        outcome.status = "aborted"
+        outcome.error = (f"lost the connection to the server: {_describe(exc)}"
+                         + (f"\nserver stderr (last lines):\n{tail}" if tail else ""))
+        return outcome
+
+
+@contextlib.contextmanager
+def _server_stderr(console: bool) -> Iterator[TextIO]:
+    """Where the server's stderr goes: ours when it writes spans there (and ours is a real
+    file), else a temporary file."""
+    if console and _is_file(sys.stderr):
+        yield sys.stderr
+        return
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        yield errlog
+
+
+def _is_file(stream: TextIO) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # pytest's capture, a StringIO
+        return False
+    return True
 
 
 def _is_url(store: str | Path) -> bool:
@@ -139,26 +197,46 @@ def _server_params(workflow: str, project: Path, store: str | Path | None, env: 
                                  env={**os.environ, **(env or {}), **url}, cwd=str(project))
 
 
+# Why a run stopped, by signal (the reason kept in the instance), and its exit status.
+WHY = {signal.SIGHUP: "the terminal went away", signal.SIGPIPE: "its output was closed (a reader such as "
+                                                                  "`| head` stopped reading)"}
+USER_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # sent twice: leave at once
+
+
 class Stop:
-    """Turns SIGINT/SIGTERM into cancelling the run (once); a second signal leaves at once."""
+    """Turns a stop into cancelling the run (once): SIGINT, SIGTERM and SIGHUP, and the
+    run's output failing (`output_lost`: a closed pipe, a terminal gone).  SIGINT or
+    SIGTERM a second time leaves at once."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self._task: asyncio.Task[Any] | None = None
 
-    def install(self) -> None:
+    def bind(self) -> None:
+        """Cancel the current task when stopped."""
         self._task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows: Ctrl-C stays KeyboardInterrupt
-                loop.add_signal_handler(signum, self._on_signal, signum)
 
-    def _on_signal(self, signum: int) -> None:
+    def install(self) -> None:
+        self.bind()
+        loop = asyncio.get_running_loop()
+        for signum in (*USER_SIGNALS, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows: Ctrl-C stays KeyboardInterrupt
+                loop.add_signal_handler(signum, self.trigger, signum)
+
+    def output_lost(self, exc: OSError) -> None:
+        """Writing the run's output failed: a closed pipe is SIGPIPE, anything else (EIO: the
+        terminal went away) SIGHUP."""
+        self.trigger(signal.SIGPIPE if isinstance(exc, BrokenPipeError) else signal.SIGHUP)
+
+    def trigger(self, signum: int) -> None:
         if self.signum is not None:
-            os._exit(130)  # asked twice: do not wait for the clean-up
+            if signum in USER_SIGNALS and self.signum in USER_SIGNALS:
+                os._exit(130)  # asked twice: do not wait for the clean-up
+            return
         self.signum = signum
-        print(f"\n{signal.Signals(signum).name}: stopping the run and its shell commands "
-              "(again to quit at once)...", file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError, ValueError):  # stderr may be gone with the terminal
+            print(f"\n{signal.Signals(signum).name}: stopping the run and its shell commands"
+                  + (" (again to quit at once)..." if signum in USER_SIGNALS else "..."), file=sys.stderr, flush=True)
         if self._task is not None:
             self._task.cancel()
 
@@ -169,27 +247,34 @@ class Stop:
             task.uncancel()
 
 
+def interrupted_reason(signum: int, where: list[str] | None = None) -> str:
+    """`interrupted by SIGINT during long`, and why when the signal does not say it."""
+    name = signal.Signals(signum)
+    why = WHY.get(name)
+    return (f"interrupted by {name.name}" + (f" during {', '.join(where)}" if where else "")
+            + (f": {why}" if why else ""))
+
+
 async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: str | Path | None,
-                       env: dict[str, str] | None) -> RunOutcome:
-    """The server has stopped (with its commands): mark the instance interrupted in its store."""
-    from aromcp_workflows.app import WorkflowService
-    from aromcp_workflows.instances import ServiceError
+                       env: dict[str, str] | None, traced: Observer | None = None) -> RunOutcome:
+    """The server has stopped (with its commands): mark the instance interrupted in its
+    store, with the reason (tracing, when on, ends the instance's root span there)."""
+    from aromcp_workflows.app import ServiceError, WorkflowService
 
     outcome = agent.outcome or RunOutcome(workflow="", workflow_id=agent.workflow_id, status="running")
-    outcome.status = "interrupted"
-    name = signal.Signals(signum).name
+    outcome.status, outcome.signal = "interrupted", signum
+    reason = interrupted_reason(signum)
     store_path = store or (env or {}).get("AROMCP_WORKFLOWS_STORE") or None
-    service = WorkflowService(project_dir=project, store_path=store_path, all_projects=True)
+    service = WorkflowService(project_dir=project, store_path=store_path, all_projects=True, observer=traced)
     try:
         where = service.status(agent.workflow_id).current_steps
-        service.interrupt(agent.workflow_id, f"interrupted by {name}" + (f" during {', '.join(where)}" if where
-                                                                         else ""))
+        service.interrupt(agent.workflow_id, interrupted_reason(signum, where))
     except ServiceError as exc:
-        outcome.error = f"interrupted by {name}; the instance could not be marked interrupted: {exc}"
+        outcome.error = f"{reason}; the instance could not be marked interrupted: {exc.said('cli')}"
         return outcome
     again = "aromcp-workflows" + (f" --project-dir {project}" if project != Path.cwd() else "")
     again += f" run --resume {agent.workflow_id}" + (f" --store {_shown(store)}" if store else "")
-    outcome.error = f"interrupted by {name}; resume with: {again}"
+    outcome.error = f"{reason}; resume with: {again}"
     return outcome
 
 
@@ -218,9 +303,30 @@ def _workflow_arg(workflow: str) -> str:
     return workflow
 
 
+def _refused(args: argparse.Namespace, inputs: dict[str, Any], resume: str | None) -> str | None:
+    """What the run's server would refuse at once — an unknown workflow or instance, missing
+    or mistyped inputs, an unknown checkpoint — found here from the files and the store
+    (about 0.4 s of imports) instead of after starting a server (seconds); said as the
+    command line says it.  Anything else is left to the server, which says it the same way."""
+    from aromcp_workflows.app import ServiceError, WorkflowService
+
+    project = getattr(args, "project_dir", None) or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()
+    service = WorkflowService(project_dir=Path(project).expanduser().resolve(), all_projects=True,
+                              store_path=getattr(args, "store", None))
+    try:
+        if resume:
+            service.check_resume(resume, getattr(args, "checkpoint", None))
+        else:
+            service.check_start(_workflow_arg(args.workflow or ""), inputs)
+    except ServiceError as exc:
+        return exc.said("cli")
+    return None
+
+
 def run_from_cli(args: argparse.Namespace) -> int:
     """`aromcp-workflows run`: the workflow's final outcome is the exit status (`RunOutcome.exit_code`):
-    0 completed, 1 failed, cancelled or aborted, 2 usage error or not started."""
+    0 completed, 1 failed, cancelled or aborted, 2 usage error or not started, 128 + the
+    signal when interrupted (SIGINT and SIGTERM: 130)."""
     try:
         inputs = parse_inputs(list(args.input or []))
         answers = AnswerBook.load(args.answers) if args.answers else AnswerBook()
@@ -233,6 +339,13 @@ def run_from_cli(args: argparse.Namespace) -> int:
               "(`aromcp-workflows status` lists them)", file=sys.stderr)
         return 2
     stream = sys.stderr if args.json else sys.stdout
+    refused = _refused(args, inputs, resume)
+    if refused is not None:  # said now, before a server is started for nothing
+        outcome = RunOutcome(workflow=args.workflow or "", workflow_id=resume, status="not_started", error=refused)
+        Printer(stream, bool(args.quiet)).final(outcome)
+        if args.json:
+            print(json.dumps(outcome.to_json(), indent=2, ensure_ascii=False, default=str))
+        return outcome.exit_code
 
     async def main() -> RunOutcome:
         stop = Stop()
@@ -247,12 +360,17 @@ def run_from_cli(args: argparse.Namespace) -> int:
                 raise
             stop.absorb()  # stopped before an instance existed: nothing to mark or resume
             outcome = RunOutcome(workflow=args.workflow or "", workflow_id=resume, status="interrupted",
-                                 error=f"interrupted by {signal.Signals(stop.signum).name} before the run began "
-                                       "(`aromcp-workflows status` lists any instance it left)")
+                                 error=f"{interrupted_reason(stop.signum)} before the run began "
+                                       "(`aromcp-workflows status` lists any instance it left)", signal=stop.signum)
             Printer(stream, bool(args.quiet)).final(outcome)
             return outcome
 
     outcome = asyncio.run(main())
-    if args.json:
-        print(json.dumps(outcome.to_json(), indent=2, ensure_ascii=False, default=str))
+    try:
+        if args.json:
+            print(json.dumps(outcome.to_json(), indent=2, ensure_ascii=False, default=str))
+        sys.stdout.flush()
+    except OSError:  # nobody reads stdout any more: the run's end was not delivered
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return outcome.exit_code or 128 + signal.SIGPIPE
     return outcome.exit_code

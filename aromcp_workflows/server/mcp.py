@@ -56,6 +56,10 @@ def build_server(service_factory: Callable[[], WorkflowService] | None = None, l
                         log_level=log_level.upper(),  # also uvicorn's, in HTTP mode
                         masker_for=holder.masker, service=holder.get, observer=observer,
                         token_verifier=auth.verifier if auth else None, auth=auth.settings if auth else None)
+    if observer is not None:  # every call about an instance in its trace, before the SDK's span is made
+        from aromcp_workflows.server.trace_calls import InstanceTraces
+
+        mcp._lowlevel_server.middleware.insert(0, InstanceTraces(observer, holder.get))
     WorkflowTools(holder, client).register(mcp)
     _register_prompts(mcp, holder)
     compact_tool_schemas(mcp)

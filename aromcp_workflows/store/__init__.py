@@ -92,6 +92,7 @@ __all__ = [
     "default_store_path",
     "has_password",
     "is_postgres_url",
+    "named_store",
     "note_caught_up",
     "open_store",
     "redact_url",
@@ -122,6 +123,15 @@ def resolve_store_path(path: str | os.PathLike[str] | None = None) -> Path:
     else:
         return default_store_path()
     return chosen.expanduser().absolute()
+
+
+def named_store(path: str | os.PathLike[str] | None = None) -> str | None:
+    """The location of the store `path` or ``AROMCP_WORKFLOWS_STORE`` names, or None when
+    neither does (the default store, in the user data directory, which the CLI and the
+    Claude Code plugin's server share): what `status` and `ui` say when a store is named."""
+    if (path is None or str(path) == "") and not os.environ.get(ENV_VAR):
+        return None
+    return store_location(path)
 
 
 def store_location(path: str | os.PathLike[str] | None = None) -> str:

@@ -44,8 +44,7 @@ class NotFoundError(StoreError, KeyError):
     def __init__(self, workflow_id: str, store_path: str = "") -> None:
         where = f" in the store at {store_path}" if store_path else ""
         super().__init__(
-            f"No workflow instance with id {workflow_id!r}{where}. Check the id "
-            "(workflow_status without an id lists the instances), or start the workflow again."
+            f"No workflow instance with id {workflow_id!r}{where}: check the id, or start the workflow again."
         )
         self.workflow_id = workflow_id
         self.store_path = store_path

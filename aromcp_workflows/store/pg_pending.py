@@ -169,7 +169,7 @@ class PendingSave:
         raise OutcomeUnknownError(
             f"The connection to the workflow store {self.db.path} broke while instance {wid} was being saved, and "
             f"{found - expected} later versions were written since: whether this change was one of them cannot "
-            "be told any more. Look at the instance (workflow_status) before retrying.")
+            "be told any more. Look at the instance before retrying.")
 
     def _release(self, broken: bool = False) -> None:
         conn, self._conn = self._conn, None

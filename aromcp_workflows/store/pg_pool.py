@@ -149,7 +149,7 @@ class StorePool:
                 f"The connection to the workflow store {self.path} broke while this change was being "
                 f"saved ({one_line(lost.__cause__ or lost)}), and PostgreSQL did not answer again within "
                 f"{RECONNECT_PATIENCE_S:g}s ({exc}): whether the change was saved is unknown. Check "
-                "that PostgreSQL is up, look at the instance (workflow_status), then retry.") from exc
+                "that PostgreSQL is up, look at the instance, then retry.") from exc
 
     def close(self) -> None:
         """Close this process's pool; idempotent (a later call opens a new one)."""

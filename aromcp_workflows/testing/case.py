@@ -130,8 +130,9 @@ def run_case(service: WorkflowService, case: Case, workflow_file: Path, work_dir
         outcome.status, outcome.error = agent.run(workflow_file)
     except Stopped as exc:
         outcome.status, outcome.stopped = "waiting", str(exc)
-    except ServiceError as exc:
-        outcome.status, outcome.error = ("not_started", str(exc)) if not agent.workflow_id else ("error", str(exc))
+    except ServiceError as exc:  # said as the command line says it (`aromcp-workflows test` reports it)
+        said = exc.said("cli")
+        outcome.status, outcome.error = ("not_started", said) if not agent.workflow_id else ("error", said)
     outcome.workflow_id, outcome.messages = agent.workflow_id or None, agent.messages
     if agent.workflow_id:
         _read_end(service, outcome, coverage)

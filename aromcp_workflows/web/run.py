@@ -49,9 +49,9 @@ def serve_app(app: Any, sock: socket.socket, log_level: str = "warning") -> None
 
 
 def run_ui(service: Callable[[], WorkflowService], host: str, port: int, actions: bool, open_browser: bool,
-           allowed_hosts: Sequence[str] = ()) -> int:
+           allowed_hosts: Sequence[str] = (), store: str | None = None) -> int:
     """`aromcp-workflows ui`: serve the web view behind the Host/Origin guard `serve --http`
-    uses, and print its URL (stdout), until Ctrl-C."""
+    uses, and print its URL (stdout), then the store when one was named, until Ctrl-C."""
     view = WebView(service, actions=actions)
     try:
         rule = HostRule.for_bind(host, allowed_hosts)
@@ -62,6 +62,8 @@ def run_ui(service: Callable[[], WorkflowService], host: str, port: int, actions
     url = url_of(host, sock.getsockname()[1], "/", view)
     mode = "cancel, retry and fork on (anyone with this URL can use them)" if actions else "read-only"
     print(f"aromcp-workflows web view ({mode}): {url}", flush=True)
+    if store is not None:  # not the default store, which Claude Code's plugin shares
+        print(f"store: {store}", flush=True)
     if open_browser:
         import webbrowser
 

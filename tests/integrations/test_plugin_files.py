@@ -59,12 +59,12 @@ def test_nothing_where_claude_code_looks_for_its_own_workflows() -> None:
     assert not (REPO / ".claude-plugin" / "plugin.json").exists()  # the root is not a plugin
 
 
-def test_mcp_server_starts_from_the_plugin_root_and_keeps_data_in_the_data_dir() -> None:
+def test_mcp_server_starts_from_the_plugin_root_and_shares_the_clis_default_store() -> None:
     config = json.loads((PLUGIN / ".mcp.json").read_text())
     [(name, server)] = config["mcpServers"].items()
     assert name == plugin_texts.PLUGIN_SERVER
     assert server["args"] == ["${CLAUDE_PLUGIN_ROOT}/server/launch.py"]
-    assert server["env"]["AROMCP_WORKFLOWS_STORE"].startswith("${CLAUDE_PLUGIN_DATA}/")
+    assert "AROMCP_WORKFLOWS_STORE" not in server.get("env", {})  # the default store: the CLI's too
     launcher = PLUGIN / "server" / "launch.py"
     assert launcher.is_file()
     for link in ("aromcp_workflows", "workflows", "prompts", "pyproject.toml"):  # the source it serves

@@ -1,6 +1,7 @@
 """Tracing as a user turns it on: `serve` over stdio with `OTEL_TRACES_EXPORTER=console`
-writes its spans to stderr and never a byte of them to stdout (the MCP channel), and the
-`traceparent` a client sends in `_meta` is the parent of the call's span.  Without the
+writes its spans to stderr and never a byte of them to stdout (the MCP channel); the
+calls about an instance are in its one trace, under its root span, and the `traceparent`
+a client sends in `_meta` (another trace) is a link of each call's span.  Without the
 variables the SDK is never imported."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Stdio:
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc, self.lines, self.ids = proc, [], 0
+        self.meta: dict[str, Any] | None = None  # the last reply's `_meta`
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.ids += 1
@@ -52,6 +54,7 @@ class Stdio:
             params["_meta"] = meta
         result = self.request("tools/call", params)
         assert not result.get("isError"), result
+        self.meta = result.get("_meta")
         return dict(result["structuredContent"])
 
 
@@ -88,6 +91,8 @@ def test_console_spans_go_to_stderr_and_stdout_stays_the_protocol(tmp_path: Path
         proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
         meta = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
         wid = client.call("workflow_start", {"workflow": "trace:stdio"}, meta)["workflow_id"]
+        assert client.meta is not None
+        _, root_trace, root_span, _ = client.meta["traceparent"].split("-")  # the instance's root, announced
         step = client.call("workflow_get_next_step", {"workflow_id": wid}, meta)["step"]
         done = client.call("workflow_step_complete", {"workflow_id": wid, "step_id": step["id"], "result": "ok"}, meta)
         assert done["status"] == "completed"
@@ -99,12 +104,19 @@ def test_console_spans_go_to_stderr_and_stdout_stays_the_protocol(tmp_path: Path
         assert json.loads(line)["jsonrpc"] == "2.0", line
     assert not any("trace_id" in line or "hello from the command" in line for line in client.lines)
 
-    spans = spans_in(stderr.read_text())
+    everything = spans_in(stderr.read_text())
+    assert {span["name"] for span in everything} - {"initialize", "notifications/initialized"} == {
+        span["name"] for span in everything if span["name"].startswith(("tools/call ", "step ", "shell", "workflow "))}
+    spans = [span for span in everything if span["name"] not in ("initialize", "notifications/initialized")]
     names = {span["name"] for span in spans}
-    assert {"tools/call workflow_start", "step ask", "step echo", "shell"} <= names, names
+    assert {"tools/call workflow_start", "step ask", "step echo", "shell", "workflow trace:stdio"} <= names, names
+    assert {span["context"]["trace_id"] for span in spans} == {f"0x{root_trace}"}  # one trace
+    (root,) = [span for span in spans if span["parent_id"] is None]
+    assert root["name"] == "workflow trace:stdio" and root["context"]["span_id"] == f"0x{root_span}"
     for span in spans:
         if span["name"].startswith("tools/call "):
-            assert span["context"]["trace_id"] == f"0x{TRACE_ID}" and span["parent_id"] == f"0x{PARENT_ID}"
+            assert span["parent_id"] == f"0x{root_span}"
+            assert [link["context"]["span_id"] for link in span["links"]] == [f"0x{PARENT_ID}"]
             assert span["resource"]["attributes"]["service.name"] == "traced-server"
     (shell,) = [s for s in spans if s["name"] == "shell"]
     assert shell["attributes"]["process.exit.code"] == 0 and shell["attributes"]["workflow.id"] == wid

@@ -129,22 +129,30 @@ async def test_a_failed_step_ends_its_span_as_an_error_and_the_instance_leaves_n
     assert tracing._open == {}
 
 
-async def test_the_trace_context_a_client_sends_in_meta_is_the_parent(tmp_path, tracing, exporter):
+async def test_a_client_trace_becomes_a_link_and_the_calls_stay_in_the_instance_trace(tmp_path, tracing, exporter):
     """The client (the MCP SDK's, like any other) puts the `traceparent` of its call in the
-    request's `_meta`; the server's span of the call, and the spans under it, join that trace."""
+    request's `_meta`.  The instance has a trace of its own, so the server's span of each
+    call is in it, under the instance's root, and links to the client's span; the start's
+    reply announces the root in its `_meta`."""
     server = make_server(tmp_path, tracing)
     orchestrator = trace.get_tracer("test-orchestrator")
     async with Client(server, mode="legacy") as client:
         with orchestrator.start_as_current_span("orchestrator turn") as turn:
-            wid = (await ok(client, "workflow_start", {"workflow": "trace:demo"}))["workflow_id"]
+            started = await client.call_tool("workflow_start", {"workflow": "trace:demo"})
+            wid = started.structured_content["workflow_id"]
             await ok(client, "workflow_get_next_step", {"workflow_id": wid})
             await ok(client, "workflow_step_complete", {"workflow_id": wid, "step_id": "ask", "result": "x"})
     tracing.flush()  # the spans of every commit so far (a worker makes them every 0.2 s)
     spans = exporter.get_finished_spans()
-    trace_id = turn.get_span_context().trace_id
+    root = tracing.root_of(wid)
+    assert started.meta == {"traceparent": root.traceparent}
     sent = {s.context.span_id: s for s in spans if s.name.startswith("MCP send tools/call")}
-    for call in (s for s in spans if s.name.startswith("tools/call ")):
-        assert call.context.trace_id == trace_id and call.parent.span_id in sent
-        assert call.parent.is_remote  # it came over the wire, in `_meta`
-    assert step(spans, "bump").context.trace_id == trace_id
-    assert step(spans, "ask").context.trace_id == trace_id
+    assert {s.context.trace_id for s in sent.values()} == {turn.get_span_context().trace_id}
+    calls = [s for s in spans if s.name.startswith("tools/call ")]
+    assert len(calls) == 3
+    for call in calls:
+        assert call.context.trace_id == int(root.trace_id, 16) and call.parent.span_id == int(root.span_id, 16)
+        (link,) = call.links
+        assert link.context.span_id in sent and link.attributes["link.kind"] == "caller"
+    assert step(spans, "bump").context.trace_id == int(root.trace_id, 16)
+    assert step(spans, "ask").context.trace_id == int(root.trace_id, 16)

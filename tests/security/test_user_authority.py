@@ -20,7 +20,7 @@ from mcp_types import ElicitResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
-from srv_helpers import fails, ok  # noqa: E402
+from srv_helpers import fails, ok
 
 DEPLOY = """
 name: deploy

@@ -64,7 +64,7 @@ async def test_a_waiting_instance_moves_onto_the_edited_file_and_runs_its_new_st
         assert done.out.splitlines() == [
             f"{workflow_id} (demo:review): moved onto .aromcp/workflows/demo:review.yaml",
             "  the main thread: goes on at review.ask (line 16)",
-            "  input channel: new, takes its default '#ci'",
+            '  input channel: new, takes its default "#ci"',
             "  state raw.count: new in default_state, set to 0",
             "  computed fields recomputed: shipped"]
 
@@ -120,6 +120,21 @@ def test_dry_run_prints_the_plan_and_changes_nothing(project: Project) -> None:
                                         ".aromcp/workflows/demo:review.yaml (dry run: nothing was changed)")
     assert stored(service, workflow_id) == before
     assert service.status(workflow_id).definition_changed is True
+
+
+def test_the_plan_shows_values_as_json(project: Project) -> None:
+    """A new optional input without a default takes null, a flag true: as the author writes
+    them, not as Python prints them (None, True)."""
+    path = project.write("demo:review.yaml", REVIEW)
+    service = project.service()
+    workflow_id = waiting(service)
+    path.write_text(EDITED.replace("inputs:\n", "inputs:\n  note: {type: string}\n  loud: {type: boolean, "
+                                                "default: true}\n", 1), encoding="utf-8")
+    done = project.cli("migrate", workflow_id, "--dry-run")
+    assert done.code == 0, done.out + done.err
+    assert "  input note: new, takes its default null" in done.out.splitlines()
+    assert "  input loud: new, takes its default true" in done.out.splitlines()
+    assert "None" not in done.out and "True" not in done.out
 
 
 def test_bad_input_is_refused_and_nothing_is_written(project: Project) -> None:
