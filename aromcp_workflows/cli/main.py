@@ -55,8 +55,12 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         return 130
     except Exception as exc:
         from aromcp_workflows.definition import DefinitionError
+        from aromcp_workflows.shell.rundir import CommandsDirError
         from aromcp_workflows.store import StoreError
 
+        if isinstance(exc, CommandsDirError):  # where commands keep their files is unsafe: one line
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         if isinstance(exc, StoreError):  # a store that cannot be opened or reached: one line
             from aromcp_workflows.cli.store_cmd import store_error_exit
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.interpreter.output import ShellResult
+from aromcp_workflows.safety.environment import command_environment
 from aromcp_workflows.shell.dialect import dash_text, posix_words, sh_path
 from aromcp_workflows.shell.rundir import OUTPUT_CAP as OUTPUT_CAP  # the cap, where callers look for it
 from aromcp_workflows.shell.rundir import RunDir
@@ -204,8 +205,9 @@ def _spawn(command: str, cwd: Path, env: dict[str, str] | None, run_dir: RunDir,
            meta: dict[str, Any]) -> subprocess.Popen[bytes]:
     """`bash -c <wrapper> bash command` in its own session (vfork stays usable: no
     `preexec_fn`), stdin from /dev/null, stdout and stderr to the run directory's files, the
-    environment copied only when the step adds to it."""
-    full_env = {**os.environ, **env} if env else None
+    environment without the server's credentials (`safety.environment`), copied only when
+    something is left out or the step adds to it."""
+    full_env = command_environment(env)
     bash = _bash_for(full_env)
     fast = _fast_shell(command, full_env, cwd) if bash != "bash" else None  # bash not found: keep its error
     out, err = run_dir.open_streams(meta)
