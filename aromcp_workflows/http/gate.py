@@ -31,6 +31,7 @@ from aromcp_workflows.http.connections import CONNECTION, LINGER_S
 
 CREDENTIAL = "aromcp.credential"  # in the scope: the `Admitted` the gate decided on
 PUBLIC_BODY_BYTES = 4096  # the most a request without a credential may carry (a login form)
+LINGER_BYTES = 1024 * 1024  # the most a refused request's body is read (and dropped) before the connection closes
 TEXT = b"text/plain; charset=utf-8"
 
 
@@ -59,15 +60,19 @@ Admission = Callable[[Scope], Awaitable[Admitted | Refused]]
 
 
 async def refuse(refused: Refused, receive: Receive, send: Send, linger_s: float = LINGER_S) -> None:
-    """Answer `refused` whole, then drop what the client still sends for `linger_s` at most
-    (never more than one chunk held: uvicorn pauses reading until it is taken), then close."""
+    """Answer `refused` whole, then drop what the client still sends for `linger_s` and
+    `LINGER_BYTES` at most (never more than one chunk held: uvicorn pauses reading until it
+    is taken), then close.  A small body sent in one go ends cleanly; a client that sends on
+    past that gets the connection closed, its answer already on the wire."""
     headers = [(b"content-type", refused.content_type), (b"content-length", str(len(refused.body)).encode()),
                (b"connection", b"close"), *refused.headers]
     await send({"type": "http.response.start", "status": refused.status, "headers": headers})
     await send({"type": "http.response.body", "body": refused.body, "more_body": True})
+    dropped = 0
     with anyio.move_on_after(linger_s):
-        while True:
+        while dropped <= LINGER_BYTES:
             message = await receive()
+            dropped += len(message.get("body", b""))
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
     await send({"type": "http.response.body", "body": b""})

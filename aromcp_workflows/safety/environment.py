@@ -32,25 +32,27 @@ URL_SCHEMES = ("postgresql://", "postgres://")
 
 def command_environment(declared: Mapping[str, str] | None = None,
                         environ: Mapping[str, str] = os.environ) -> dict[str, str] | None:
-    """The environment for a command (`declared` on top), or None: inherit `environ` unchanged."""
+    """The environment for a command (`declared` on top), or None: inherit `environ` unchanged.
+    Only names are read unless there is something to leave out (a command is spawned often)."""
+    flagged = {name for name in environ if name.startswith("AROMCP_") and _credential_name(name)}
     store = environ.get(STORE_ENV, "")
     bare_store, passwords = without_password(store)
-    dropped = [name for name, value in environ.items() if _credential(name, value, passwords)]
-    if not dropped and bare_store == store and not declared:
+    if not flagged and not passwords and not declared:
         return None
-    kept = {name: value for name, value in environ.items() if name not in dropped}
-    if store and STORE_ENV in kept:
+    kept = {name: value for name, value in environ.items()
+            if name not in flagged and not any(_holds(value, password) for password in passwords)}
+    if store:
         kept[STORE_ENV] = bare_store
     kept.update(declared or {})
     return kept
 
 
-def _credential(name: str, value: str, passwords: tuple[str, ...]) -> bool:
-    if name == STORE_ENV:
-        return False  # kept, without its password
-    if name.startswith("AROMCP_") and (name == HTTP_TOKEN_ENV or is_sensitive(name.removeprefix("AROMCP_"))):
-        return True
-    return any(password == value or (searchable(password) and password in value) for password in passwords)
+def _credential_name(name: str) -> bool:
+    return name == HTTP_TOKEN_ENV or is_sensitive(name.removeprefix("AROMCP_"))
+
+
+def _holds(value: str, password: str) -> bool:
+    return value == password or (searchable(password) and password in value)
 
 
 def without_password(url: str) -> tuple[str, tuple[str, ...]]:

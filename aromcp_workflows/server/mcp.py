@@ -7,11 +7,12 @@ sees `tools/list` as fast as from a bare server.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -140,7 +141,7 @@ def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_file
         app, bearer = mcp_app(server, limits), BearerAdmission(auth)
         admissions: list[tuple[str, Admission]] = [*_mount_ui(server, app, options, bearer, login), ("", bearer)]
         notices = [f"serving MCP (streamable HTTP) at {options.url}", auth.notice, *_ui_notices(options, login)]
-        _stop_commands_on_signals(observer)
+        _stop_commands_on_signals(observer, login)
         _take_over_orphans(server, store)
         sock.listen(BACKLOG)  # only now can a client (or a load balancer's check) connect
         print("\n".join(f"aromcp-workflows: {line}" for line in notices), file=sys.stderr, flush=True)
@@ -223,17 +224,20 @@ def _take_over_orphans(server: MCPServer, store: str | None) -> None:
                     CLAIM_BEFORE_SERVING_S)
 
 
-def _stop_commands_on_signals(observer: Observer | None = None) -> None:
+def _stop_commands_on_signals(observer: Observer | None = None, credentials: Sequence[Path] = ()) -> None:
     """SIGTERM (a client closing us, `run` being stopped) or SIGINT: stop the shell commands
     this server started (each runs in its own process group, out of reach of a signal to
     ours) and leave at once.  No half-run command's result is stored; the instance keeps
     its step as started, and resuming runs it again.  Spans not yet exported get
-    `SHUTDOWN_FLUSH_S` to leave."""
+    `SHUTDOWN_FLUSH_S` to leave; the files of `credentials` (a login URL) go."""
     import signal
 
     def stop(signum: int, _frame: Any) -> None:
         from aromcp_workflows.shell.runner import stop_all_commands
 
+        for path in credentials:
+            with contextlib.suppress(OSError):
+                path.unlink()
         stopped = stop_all_commands()
         log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)
         if observer is not None:

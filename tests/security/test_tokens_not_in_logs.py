@@ -42,6 +42,7 @@ def test_serve_ui_logs_where_the_login_url_is_never_the_url(tmp_path: Path) -> N
         log_in(login_url)
         time.sleep(0.2)
         assert code not in server.stderr()
+    assert not path.exists(), "the login file outlived its server"
 
 
 def test_ui_writes_its_login_url_to_a_private_file_when_its_output_is_not_a_terminal(tmp_path: Path) -> None:
