@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-fast lint bench bench-scale chaos clean
+.PHONY: setup run test test-fast lint bench bench-scale chaos plugin-lock clean
 
 # A .venv is reused only if its python runs and is the version $(PYTHON) is; one made by
 # another Python (or whose interpreter is gone) is removed and made again.
@@ -70,6 +70,11 @@ bench-scale: $(STAMP)
 ## and root for the tmpfs and the pid namespaces): docs/reliability.md
 chaos: $(STAMP)
 	$(BIN)/python benchmarks/chaos.py --seed 100 --rounds 20 --faults 50 --gap 0.2,1.0 --json chaos-report.json
+
+## plugin-lock: make plugin/server/pylock.txt again from pyproject.toml (the exact versions and
+## hashes the plugin's launcher installs; needs PyPI): after any change to the dependencies
+plugin-lock: $(STAMP)
+	$(BIN)/python scripts/plugin_lock.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis $(DEMO)

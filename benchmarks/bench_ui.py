@@ -54,9 +54,16 @@ def fill(store_location: str, n: int) -> None:
     store.close()
 
 
+TOKEN = "bench-ui-token-0123456789abcdef"  # every read needs a credential: the page also takes a token
+
+
 def start_ui(store_location: str, workdir: Path) -> tuple[subprocess.Popen[str], str]:
+    token_file = workdir / "ui.token"
+    token_file.write_text(TOKEN)
+    token_file.chmod(0o600)
     process = subprocess.Popen([sys.executable, "-m", "aromcp_workflows", "ui", "--port", "0", "--store",
-                                store_location], cwd=workdir, stdout=subprocess.PIPE, text=True)
+                                store_location, "--auth-token-file", str(token_file)], cwd=workdir,
+                               stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
     return process, line.rsplit(" ", 1)[-1].strip().rstrip("/")
@@ -64,7 +71,8 @@ def start_ui(store_location: str, workdir: Path) -> tuple[subprocess.Popen[str],
 
 def get_ms(url: str) -> float:
     started = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=30) as reply:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
         body = json.loads(reply.read())
     assert "rows" in body
     return (time.perf_counter() - started) * 1000

@@ -36,15 +36,20 @@ def _register_ui(commands: Any) -> None:
     ui = commands.add_parser("ui", help="a live web view of the instances in the store",
                              description="Serve a local web page over the instance store (the one `serve` uses, "
                                          "SQLite or PostgreSQL): every instance, its graph, tasks, messages, "
-                                         "history and state, following each change. Read-only unless --actions.")
+                                         "history and state, following each change. Every read needs a login: "
+                                         "it gives a one-time login URL (on its terminal, or in a private file it "
+                                         "names). Read-only unless --actions.")
     ui.add_argument("--port", type=int, default=8780, help="port (default 8780; 0 picks a free one)")
     ui.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     ui.add_argument("--store", metavar="PATH|URL", help="SQLite store file or postgresql:// URL "
                                                       "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
-    ui.add_argument("--open", action="store_true", help="open the page in the default browser")
+    ui.add_argument("--open", action="store_true", help="open the page, logged in, in the default browser")
     ui.add_argument("--actions", action="store_true",
-                    help="allow cancel, retry and fork from the page (each needs the token the printed URL carries)")
+                    help="allow cancel, retry and fork from the page (to whoever has logged in)")
     ui.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]", help=ALLOWED_HOST_HELP)
+    ui.add_argument("--auth-token-file", metavar="FILE",
+                    help="a token the page also accepts (as a bearer token, or pasted to log in); needed to bind "
+                         "beyond loopback")
     ui.set_defaults(handler=cmd_ui)
 
 
@@ -121,9 +126,11 @@ def _register_serve(commands: Any) -> None:
     serve.add_argument("--client-is-person", action="store_true",
                        help="stdio: the client is the person at this terminal, not an agent (what `run` starts): "
                             "it may change and reuse the user's answers as the CLI may (docs/security.md)")
-    serve.add_argument("--ui", action="store_true", help="with --http: also serve the web view at /ui")
+    serve.add_argument("--ui", action="store_true", help="with --http: also serve the web view at /ui (log in with "
+                                                           "the bearer token, or the one-time login URL in the file "
+                                                           "the server names)")
     serve.add_argument("--ui-actions", action="store_true",
-                       help="with --ui: the web view can cancel, retry and fork (its URL carries a token)")
+                       help="with --ui: the web view can cancel, retry and fork (to whoever has logged in)")
     auth = serve.add_argument_group("HTTP clients", "who may call an --http server (default: a bearer token; on "
                                                     "loopback the server makes one and prints where it is)")
     auth.add_argument("--auth-token-file", metavar="FILE", help="the bearer token clients must send (also: "
@@ -186,7 +193,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """`aromcp-workflows ui`: the web view over the store, until Ctrl-C."""
 
     from aromcp_workflows.cli.store_cmd import check_shared_store
-    from aromcp_workflows.web import run_ui
+    from aromcp_workflows.web import UiOptions, run_ui
 
     failed = check_shared_store(args.store)
     if failed is not None:
@@ -194,7 +201,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from aromcp_workflows.store import named_store
 
     service = functools.cache(lambda: service_for(args))
-    return run_ui(service, args.host, args.port, args.actions, args.open, args.allowed_host, named_store(args.store))
+    return run_ui(service, UiOptions(args.host, args.port, args.actions, args.open, tuple(args.allowed_host),
+                                     args.auth_token_file, named_store(args.store)))
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -58,6 +58,13 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from aromcp_workflows.cli.store_cmd import store_error_exit
 
         return store_error_exit(exc)
+    except Exception as exc:
+        from aromcp_workflows.shell import CommandsDirError
+
+        if not isinstance(exc, CommandsDirError):
+            raise
+        print(f"error: {exc}", file=sys.stderr)  # where commands keep their files is unsafe: one line
+        return 2
 
 
 def build_parser() -> argparse.ArgumentParser:

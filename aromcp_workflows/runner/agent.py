@@ -30,6 +30,7 @@ from aromcp_workflows.runner.report import (
     step_summary,
 )
 from aromcp_workflows.runner.tracing import RunTrace
+from aromcp_workflows.safety import command_environment
 
 MAX_REDELIVERIES = 250  # > user_input's max_attempts limit (100): only a server bug gets here
 DEFAULT_SHELL_TIMEOUT_MS = 10 * 60 * 1000  # as the server's shell_command default
@@ -311,7 +312,7 @@ class HeadlessAgent:
             return ScriptedAnswer("shell", "failed", None, f"working_dir {cwd} is not a directory (any more); "
                                                            "nothing was run")
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", str(definition.get("command") or ""), cwd=str(cwd),
+            "bash", "-c", str(definition.get("command") or ""), cwd=str(cwd), env=command_environment(),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True)
         try:

@@ -11,16 +11,20 @@ from typing import TYPE_CHECKING
 from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
+    from aromcp_workflows.safety.environment import command_environment
+    from aromcp_workflows.safety.known import MASK
     from aromcp_workflows.safety.masking import Masker, SecretIndex, is_sensitive, secret_values
     from aromcp_workflows.safety.patterns import full_match, pattern_problem
     from aromcp_workflows.safety.redaction import KNOWN_SECRETS, MAX_ECHO, MAX_LOG, redact
 
 __all__ = [
     "KNOWN_SECRETS",
+    "MASK",
     "MAX_ECHO",
     "MAX_LOG",
     "Masker",
     "SecretIndex",
+    "command_environment",
     "full_match",
     "is_sensitive",
     "pattern_problem",
@@ -30,6 +34,8 @@ __all__ = [
 __getattr__ = lazy_face(
     __name__,
     {
+        "MASK": "known",
+        "command_environment": "environment",
         "Masker": "masking",
         "SecretIndex": "masking",
         "is_sensitive": "masking",

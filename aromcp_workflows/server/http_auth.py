@@ -15,29 +15,47 @@ SDK's bearer middleware checks (`MCPServer(token_verifier=..., auth=...)`: 401 w
 
 `--no-auth` turns authentication off, on loopback only.  Tokens are compared in constant
 time (`hmac.compare_digest`).
+
+The check runs first, from the headers (`BearerAdmission`, the admission of `http.gate`),
+before the body is read, a stream opened or a session made; the SDK's own bearer middleware
+behind it asks the same verifier about the same token and gets the answer already given
+(`CheckedOnce`), so an identity provider is asked once per request.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import importlib
-import ipaddress
+import json
 import os
 import secrets
-import stat
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
+from starlette.requests import HTTPConnection
+from starlette.types import Scope
+
+from aromcp_workflows.http import (
+    MAKE_TOKEN,
+    Admitted,
+    NotAdmitted,
+    TokenFileError,
+    credentials_dir,
+    is_loopback,
+    write_private,
+)
+from aromcp_workflows.http import checked_token as token_checked
+from aromcp_workflows.http import read_token_file as token_in_file
 
 TOKEN_ENV = "AROMCP_HTTP_TOKEN"
-MIN_TOKEN_CHARS = 16
 STATIC_CLIENT_ID = "aromcp-http-token"  # the one principal a shared token stands for
-LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
-MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 class HttpSetupError(Exception):
@@ -81,6 +99,84 @@ class HttpAuth:
     notice: str
 
 
+_answered: ContextVar[tuple[str, AccessToken | None] | None] = ContextVar("aromcp_token_answer", default=None)
+
+
+class CheckedOnce:
+    """A verifier asked at most once per request: the gate asks it first; the SDK's bearer
+    middleware, asking again about the same token within the same request (the same
+    context), gets that answer.  Each request runs in a task of its own, so no answer
+    outlives its request."""
+
+    def __init__(self, verifier: TokenVerifier):
+        self.verifier = verifier
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        answered = _answered.get()
+        if answered is not None and hmac.compare_digest(answered[0].encode(), token.encode()):
+            return answered[1]
+        found = await self.verifier.verify_token(token)
+        _answered.set((token, found))
+        return found
+
+
+def client_key(scope: Scope, authorization: str) -> str:
+    """Who a request comes from: its credential (hashed) and its address."""
+    credential = hashlib.sha256(authorization.encode("latin-1", "replace")).hexdigest()[:16]
+    peer = scope.get("client") or ("?", 0)
+    return f"{credential}@{peer[0]}"
+
+
+class BearerAdmission:
+    """The MCP server's credential, checked from the headers (`http.gate`): a valid bearer
+    token (and its scopes) or 401/403 at once, as the SDK words them.  Its protected-resource
+    metadata (`/.well-known/...`, GET) is open; with `--no-auth` everything is."""
+
+    def __init__(self, auth: HttpAuth):
+        settings = auth.settings
+        resource = settings.resource_server_url if settings is not None else None
+        checked = settings is not None and settings.validate_token_resource
+        self.backend = (BearerAuthBackend(auth.verifier, resource_server_url=resource if checked else None)
+                        if auth.verifier is not None else None)
+        self.scopes = list(settings.required_scopes or []) if settings is not None else []
+        self.metadata_url: str | None = None
+        if resource is not None:
+            from mcp.server.auth.routes import build_resource_metadata_url
+
+            self.metadata_url = str(build_resource_metadata_url(resource))
+
+    async def __call__(self, scope: Scope) -> Admitted | NotAdmitted:
+        peer = (scope.get("client") or ("?", 0))[0]
+        if self.backend is None:
+            return Admitted(f"open@{peer}", "open")
+        if scope.get("method") in ("GET", "HEAD") and scope.get("path", "").startswith("/.well-known/"):
+            return Admitted()
+        return await self.check(scope) or self.challenge(401, "invalid_token", "Authentication required: send "
+                                                         "the bearer token as `Authorization: Bearer <token>`")
+
+    async def check(self, scope: Scope) -> Admitted | NotAdmitted | None:
+        """Admitted with a valid token and its scopes; 403 without a scope; None without a valid token."""
+        if self.backend is None:
+            return None
+        found = await self.backend.authenticate(HTTPConnection(scope))
+        if found is None:
+            return None
+        credentials, _user = found
+        missing = [scope_ for scope_ in self.scopes if scope_ not in credentials.scopes]
+        if missing:
+            return self.challenge(403, "insufficient_scope", f"Required scope: {missing[0]}")
+        authorization = HTTPConnection(scope).headers.get("authorization", "")
+        return Admitted(client_key(scope, authorization), "bearer")
+
+    def challenge(self, status: int, error: str, description: str) -> NotAdmitted:
+        parts = [f'error="{error}"', f'error_description="{description}"']
+        if self.metadata_url:
+            parts.append(f'resource_metadata="{self.metadata_url}"')
+        body = json.dumps({"error": error, "error_description": description}).encode()
+        challenge = f"Bearer {', '.join(parts)}".encode()
+        return NotAdmitted(status, body, b"application/json", ((b"www-authenticate", challenge),))
+
+
 class StaticTokenVerifier:
     """A `TokenVerifier` for one shared secret, compared in constant time."""
 
@@ -91,16 +187,6 @@ class StaticTokenVerifier:
         if hmac.compare_digest(token.encode("utf-8", "surrogateescape"), self._token):
             return AccessToken(token=token, client_id=STATIC_CLIENT_ID, scopes=[])
         return None
-
-
-def is_loopback(host: str) -> bool:
-    """Only this machine can reach `host` (127.0.0.0/8, ::1, localhost)."""
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to anything
 
 
 def resolve_auth(options: HttpOptions, environ: Mapping[str, str] = os.environ) -> HttpAuth:
@@ -129,7 +215,7 @@ def _static(options: HttpOptions, token: str, notice: str) -> HttpAuth:
     # The issuer is required by AuthSettings; with no resource_server_url nothing publishes it
     # (no protected-resource metadata): the token is this server's own.
     settings = AuthSettings(issuer_url=options.url.removesuffix("/mcp"), resource_server_url=None)  # type: ignore[arg-type]
-    return HttpAuth(StaticTokenVerifier(token), settings, notice)
+    return HttpAuth(CheckedOnce(StaticTokenVerifier(token)), settings, notice)
 
 
 def _no_auth(options: HttpOptions, env_token: str) -> HttpAuth:
@@ -158,7 +244,7 @@ def _verifier_auth(options: HttpOptions, env_token: str) -> HttpAuth:
                                 required_scopes=list(options.scopes) or None, validate_token_resource=True)
     except ValueError as exc:
         raise HttpSetupError(f"--auth-issuer-url / --auth-resource-url: {_first_error(exc)}") from None
-    return HttpAuth(verifier, settings, f"tokens are checked by {options.token_verifier} (issuer "
+    return HttpAuth(CheckedOnce(verifier), settings, f"tokens are checked by {options.token_verifier} (issuer "
                                         f"{options.issuer_url}, resource {resource})")
 
 
@@ -180,46 +266,33 @@ def load_verifier(spec: str) -> TokenVerifier:
 
 def read_token_file(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HttpSetupError(f"cannot read the token file {path}: {exc}") from None
-    if mode & 0o077:
-        import sys
-
-        print(f"aromcp-workflows: warning: the token file {path} can be read by other users (mode {mode:o}); "
-              f"chmod 600 {path}", file=sys.stderr)
-    return checked_token(text.strip(), f"the token file {path}")
+        return token_in_file(path)
+    except TokenFileError as exc:
+        raise HttpSetupError(str(exc)) from None
 
 
 def checked_token(token: str, where: str) -> str:
-    if not token:
-        raise HttpSetupError(f"{where} is empty: put a token in it (make one with {MAKE_TOKEN})")
-    if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
-        raise HttpSetupError(f"the token in {where} must be at least {MIN_TOKEN_CHARS} characters without spaces "
-                             f"(make one with {MAKE_TOKEN})")
-    return token
+    try:
+        return token_checked(token, where)
+    except TokenFileError as exc:
+        raise HttpSetupError(str(exc)) from None
 
 
 def token_file_path(options: HttpOptions) -> Path:
     """Where a made token lives: the user data directory, one file per address and port."""
-    import platformdirs
+    return credentials_dir() / f"{safe_host(options.host)}-{options.port}.token"
 
-    safe = options.host.replace(":", "_").replace("[", "").replace("]", "")
-    folder = Path(platformdirs.user_data_dir("aromcp-workflows", appauthor=False)) / "http"
-    return folder / f"{safe}-{options.port}.token"
+
+def safe_host(host: str) -> str:
+    """A bind address as part of a file name."""
+    return host.replace(":", "_").replace("[", "").replace("]", "")
 
 
 def write_token_file(token: str, options: HttpOptions) -> Path:
     """Write the token to a file only this user can read, replacing any earlier one at once."""
     path = token_file_path(options)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(token + "\n")
-        os.replace(temporary, path)
+        write_private(path, token + "\n")
     except OSError as exc:
         raise HttpSetupError(f"cannot write the token file {path}: {exc}; give a token with --auth-token-file FILE "
                              f"or {TOKEN_ENV} instead") from None

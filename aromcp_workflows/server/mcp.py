@@ -7,11 +7,12 @@ sees `tools/list` as fast as from a bare server.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -27,9 +28,12 @@ from aromcp_workflows.server.schemas import compact_tool_schemas
 from aromcp_workflows.server.tools import WorkflowTools
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from aromcp_workflows.app import WorkflowService
+    from aromcp_workflows.http import Admission
     from aromcp_workflows.interpreter import Writer
-    from aromcp_workflows.server.http_auth import HttpAuth, HttpOptions
+    from aromcp_workflows.server.http_auth import BearerAdmission, HttpAuth, HttpOptions
 
 log = logging.getLogger("aromcp_workflows")
 SHUTDOWN_FLUSH_S = 2.0  # how long a signalled server waits for its last spans to be exported
@@ -99,6 +103,9 @@ def serve(project_dir: str | None = None, store: str | None = None, allowed_file
     stderr so stdout stays the protocol channel.  `HttpSetupError` when the HTTP options
     cannot be served (nothing listens then).  `client="person"` (stdio only: the headless
     runner's own server) lets its client do what the person at the CLI may."""
+    from aromcp_workflows.shell import commands_root
+
+    commands_root()  # `CommandsDirError` before anything starts: a directory others can write is refused
     level = os.environ.get("AROMCP_LOG_LEVEL", "WARNING").upper()
     install_log_masking()  # every record masked and capped, whichever library logs it
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -128,39 +135,66 @@ def _serve_http(factory: Callable[[], WorkflowService], level: str, allowed_file
 
     import anyio
 
-    from aromcp_workflows.http import BACKLOG
-    from aromcp_workflows.server.http_auth import resolve_auth
+    from aromcp_workflows.http import BACKLOG, remove_quietly
+    from aromcp_workflows.server.http_auth import BearerAdmission, resolve_auth
     from aromcp_workflows.server.http_guard import HttpLimits, bind, host_rule, mcp_app, serve_http
 
     limits, rule = HttpLimits.from_env(), host_rule(options)
     sock = bind(options)
+    login: list[Path] = []
     try:
         options = replace(options, port=sock.getsockname()[1])  # port 0: the one picked
         auth = resolve_auth(options)
         server = build_server(factory, log_level=level, allowed_files=allowed_files, observer=observer, auth=auth)
-        app = mcp_app(server, limits)
-        notices = [f"serving MCP (streamable HTTP) at {options.url}", auth.notice, *_mount_ui(server, app, options)]
-        _stop_commands_on_signals(observer)
+        app, bearer = mcp_app(server, limits), BearerAdmission(auth)
+        admissions: list[tuple[str, Admission]] = [*_mount_ui(server, app, options, bearer, login), ("", bearer)]
+        notices = [f"serving MCP (streamable HTTP) at {options.url}", auth.notice, *_ui_notices(options, login)]
+        _stop_commands_on_signals(observer, login)
         _adopt_orphans(server, store)
         sock.listen(BACKLOG)  # only now can a client (or a load balancer's check) connect
         print("\n".join(f"aromcp-workflows: {line}" for line in notices), file=sys.stderr, flush=True)
-        anyio.run(serve_http, app, options, limits, rule, sock, level)
+        anyio.run(serve_http, app, options, limits, rule, sock, level, admissions)
     finally:
         sock.close()
+        for path in login:
+            remove_quietly(path)
 
 
-def _mount_ui(server: MCPServer, app: Any, options: HttpOptions) -> list[str]:
+def _mount_ui(server: MCPServer, app: Any, options: HttpOptions, bearer: BearerAdmission,
+              login: list[Path]) -> list[tuple[str, Admission]]:
     """`--ui`: the web view at /ui of the same app, over the tools' own service, behind the
-    same Host/Origin guard as /mcp (reads open to who passes it, actions behind the view's
-    launch token); where it is."""
+    same Host/Origin rule as /mcp; its credential is the MCP bearer token or a session from a
+    one-time login URL, which goes to a private file (`login` gets its path), never the log.
+    The admission of its paths."""
     if not options.ui:
         return []
-    from aromcp_workflows.web import UI_PATH, mount_ui, url_of
+    from aromcp_workflows.http import LimitError
+    from aromcp_workflows.server.http_auth import HttpSetupError, safe_host
+    from aromcp_workflows.web import StreamQuota, login_file, mount_ui, to_file, url_of
 
     service = getattr(server, "service", None)
     assert service is not None, "build_server gives the server its service"
-    view = mount_ui(app, service, options.ui_actions)
-    return [f"web view at {url_of(options.host, options.port, UI_PATH + '/', view)}"]
+    try:
+        streams = StreamQuota.from_env()
+    except LimitError as exc:
+        raise HttpSetupError(str(exc)) from None
+    login.append(login_file(f"{safe_host(options.host)}-{options.port}-ui.login"))
+    checks = bearer.check if bearer.backend is not None else None
+    view = mount_ui(app, service, url_of(options.host, options.port, ""), checks, to_file(login[0]),
+                    options.ui_actions, streams, options.port)
+    view.auth.start()
+    return [("/ui", view.auth.admit)]
+
+
+def _ui_notices(options: HttpOptions, login: list[Path]) -> list[str]:
+    if not options.ui:
+        return []
+    from aromcp_workflows.web import url_of
+
+    mode = "cancel, retry and fork on" if options.ui_actions else "read-only"
+    return [f"web view ({mode}) at {url_of(options.host, options.port, '/ui/')}: log in with the one-time login URL "
+            f"in {login[0]} (readable by you only; a new one is written there after each use), or with the bearer "
+            "token"]
 
 
 def _adopt_orphans(server: MCPServer, store: str | None) -> None:
@@ -196,17 +230,20 @@ def _adopt_orphans(server: MCPServer, store: str | None) -> None:
                     CLAIM_BEFORE_SERVING_S)
 
 
-def _stop_commands_on_signals(observer: Observer | None = None) -> None:
+def _stop_commands_on_signals(observer: Observer | None = None, credentials: Sequence[Path] = ()) -> None:
     """SIGTERM (a client closing us, `run` being stopped) or SIGINT: stop the shell commands
     this server started (each runs in its own process group, out of reach of a signal to
     ours) and leave at once.  No half-run command's result is stored; the instance keeps
     its step as started, and resuming runs it again.  Spans not yet exported get
-    `SHUTDOWN_FLUSH_S` to leave."""
+    `SHUTDOWN_FLUSH_S` to leave; the files of `credentials` (a login URL) go."""
     import signal
 
     def stop(signum: int, _frame: Any) -> None:
         from aromcp_workflows.shell import stop_all_commands
 
+        for path in credentials:
+            with contextlib.suppress(OSError):
+                path.unlink()
         stopped = stop_all_commands()
         log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)
         if observer is not None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
-    from aromcp_workflows.shell.rundir import RunDir, orphans
+    from aromcp_workflows.shell.rundir import CommandsDirError, RunDir, commands_root, orphans
     from aromcp_workflows.shell.runner import (
         DEFAULT_TIMEOUT_MS,
         Periodic,
@@ -26,11 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",
+    "CommandsDirError",
     "Periodic",
     "ProgressCallback",
     "RunDir",
     "ShellInterrupted",
     "adopt",
+    "commands_root",
     "orphans",
     "run_shell",
     "stop_all_commands",
@@ -38,6 +40,8 @@ __all__ = [
 __getattr__ = lazy_face(
     __name__,
     {
+        "CommandsDirError": "rundir",
+        "commands_root": "rundir",
         "RunDir": "rundir",
         "orphans": "rundir",
         "DEFAULT_TIMEOUT_MS": "runner",

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from aromcp_workflows.interpreter import ShellResult
+from aromcp_workflows.safety import command_environment
 from aromcp_workflows.shell.dialect import dash_text, sh_path
 from aromcp_workflows.shell.rundir import OUTPUT_CAP as OUTPUT_CAP  # the cap, where callers look for it
 from aromcp_workflows.shell.rundir import RunDir, needs_subshell
@@ -205,10 +206,11 @@ def _spawn(command: str, cwd: Path, env: dict[str, str] | None, run_dir: RunDir,
            meta: dict[str, Any]) -> subprocess.Popen[bytes]:
     """`bash -c <wrapper> bash command` in its own session (vfork stays usable: no
     `preexec_fn`), stdin from /dev/null, stdout and stderr to the run directory's files, the
-    environment copied only when the step adds to it.  The wrapper is the shell that runs
+    environment without the server's credentials (`safety.environment`), copied only when
+    something is left out or the step adds to it.  The wrapper is the shell that runs
     the command, recording its status from an EXIT trap (`rundir.TRAP_WRAPPER`), unless the
     text could replace that shell or its trap."""
-    full_env = {**os.environ, **env} if env else None
+    full_env = command_environment(env)
     bash = _bash_for(full_env)
     subshell = needs_subshell(command, os.environ if full_env is None else full_env)
     text = command

@@ -10,12 +10,18 @@ from typing import TYPE_CHECKING
 from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
-    from aromcp_workflows.web.run import UI_PATH, mount_ui, run_ui, url_of
+    from aromcp_workflows.web.login import to_file
+    from aromcp_workflows.web.run import UI_PATH, UiOptions, login_file, mount_ui, run_ui, url_of
+    from aromcp_workflows.web.streams import StreamQuota
 
-__all__ = ["UI_PATH", "mount_ui", "run_ui", "url_of"]
+__all__ = ["UI_PATH", "StreamQuota", "UiOptions", "login_file", "mount_ui", "run_ui", "to_file", "url_of"]
 __getattr__ = lazy_face(
     __name__,
     {
+        "StreamQuota": "streams",
+        "to_file": "login",
+        "UiOptions": "run",
+        "login_file": "run",
         "UI_PATH": "run",
         "mount_ui": "run",
         "run_ui": "run",

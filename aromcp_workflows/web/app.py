@@ -6,31 +6,35 @@ instance's masker, then `safety.redaction.redact` for error texts).  The page it
 static HTML, CSS and JavaScript shipped in `web/static/`: nothing is built at install and
 nothing is fetched from the network when it runs.
 
-Reading is open to whoever reaches the address and passes the server's Host/Origin guard
-(`http/hosts.py`, in front of this app whether it runs alone or at /ui: a Host or
-Origin of another host is refused, against DNS rebinding).  Changing anything —
-cancel, retry, fork — needs `actions` on (`--actions`), the per-launch token printed in
-the URL (sent back by the page in the `X-Aromcp-Token` header), and an `Origin` that is
-this very server: otherwise 403, and nothing changes.
+Whoever serves it puts in front the Host/Origin rule (`http/hosts.py`: a Host or Origin
+of another host is refused, against DNS rebinding) and the credential, checked from the
+headers (`web/auth.py`: a session from a one-time login URL, or the bearer token), so
+every read and every event stream needs a credential; the page's own files hold no data
+and need none.  Changing anything — cancel, retry, fork — also needs `actions` on
+(`--actions`, `--ui-actions`), and from a session the session's anti-forgery token (sent
+back by the page in the `X-Aromcp-Token` header) and an `Origin` that is this very
+server: otherwise 403, and nothing changes.  Event streams are capped (`web/streams.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from aromcp_workflows.errors import ErrorKind, KindedError
 from aromcp_workflows.safety import Masker, redact
+from aromcp_workflows.web.auth import WebAuth, credential
+from aromcp_workflows.web.login import login_routes
+from aromcp_workflows.web.streams import CountedStream, StreamQuota
 
 if TYPE_CHECKING:
     from aromcp_workflows.app import WorkflowService
@@ -49,10 +53,12 @@ RouteHandler = Callable[[Request], Awaitable[Response]]
 class WebView:
     """The routes, over one service (built on first use by `service`)."""
 
-    def __init__(self, service: Callable[[], WorkflowService], actions: bool = False, token: str | None = None):
+    def __init__(self, service: Callable[[], WorkflowService], auth: WebAuth, actions: bool = False,
+                 streams: StreamQuota | None = None):
         self._service = service
+        self.auth = auth
         self.actions = actions
-        self.token = token or secrets.token_urlsafe(24)
+        self.streams = streams or StreamQuota.from_env()
 
     @property
     def service(self) -> WorkflowService:
@@ -67,7 +73,10 @@ class WebView:
                                            "Content-Security-Policy": CSP})
 
     async def config(self, request: Request) -> Response:
-        return JSONResponse({"actions": self.actions})
+        """What the page may offer, and (to a session) the anti-forgery token its actions send."""
+        session = credential(request).session
+        return JSONResponse({"actions": self.actions, "csrf": session.csrf if session is not None else ""},
+                            headers={"Cache-Control": "no-store"})
 
     # -- reads -----------------------------------------------------------------------------
     async def instances(self, request: Request) -> Response:
@@ -121,6 +130,10 @@ class WebView:
             first = await _call(lambda: self.service.instance_version(workflow_id))
         except Exception as exc:
             return await self._refusal(workflow_id, exc)
+        client = credential(request).principal or "?"
+        refused = self.streams.take(client)
+        if refused is not None:
+            return JSONResponse({"error": refused[1]}, status_code=refused[0])
 
         async def stream() -> Any:
             seen, loop = first, asyncio.get_running_loop()
@@ -136,18 +149,24 @@ class WebView:
                     seen = now
                     yield f"event: version\ndata: {now}\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return CountedStream(stream(), self.streams, client, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     # -- actions ---------------------------------------------------------------------------
     def refused(self, request: Request) -> str | None:
         """Why this POST may not change anything, or None when it may."""
         if not self.actions:
-            return "actions are off: this web view is read-only (start it with --actions to cancel, retry or fork)"
+            return ("actions are off: this web view is read-only (start it with --actions, or serve --http with "
+                    "--ui-actions, to cancel, retry or fork)")
+        admitted = credential(request)
+        if admitted.via == "bearer":
+            return None  # a token no browser sends by itself: no request forged by a page carries it
+        if admitted.session is None:
+            return "log in first"
         token = request.headers.get(TOKEN_HEADER, "")
-        if not token or not hmac.compare_digest(token.encode(), self.token.encode()):
-            return ("the action token is missing or wrong: open the URL the web view printed at start "
-                    "(it carries ?token=...)")
+        if not token or not hmac.compare_digest(token.encode(), admitted.session.csrf.encode()):
+            return ("the page's anti-forgery token is missing or wrong: reload the page (it gets a new one from "
+                    "/api/config)")
         origin, host = request.headers.get("origin"), request.headers.get("host", "")
         if origin is None or origin.rstrip("/") != f"{request.url.scheme}://{host}":
             return "the request does not come from this web view's own page (Origin does not match)"
@@ -181,6 +200,7 @@ class WebView:
             Route("/api/instances/{workflow_id}/traces", self.traces),
             Route("/api/instances/{workflow_id}/events", self.events),
             Route("/api/instances/{workflow_id}/{action}", self.action, methods=["POST"]),
+            *login_routes(self.auth),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
         return Starlette(routes=routes)

@@ -2,9 +2,12 @@
 `launch.py` has made sure of that).
 
 Each plugin version gets its own venv, ``${CLAUDE_PLUGIN_DATA}/venvs/<version>-<hash>``, with
-the package's dependencies (read from ``pyproject.toml`` next to this file) and a ``.pth``
-file pointing at the package source in this folder (nothing is built). When it is ready,
-the launcher replaces itself with ``<venv>/bin/python -m aromcp_workflows serve``.
+the package's dependencies and a ``.pth`` file pointing at the package source in this folder
+(nothing is built). The dependencies come from ``pylock.txt`` next to this file, installed
+with ``pip install --require-hashes --only-binary :all:``: exact versions, each wheel checked
+against its sha256, no source build (no ``setup.py`` of whatever an index serves runs on a
+user's machine). ``make plugin-lock`` makes the lock from ``pyproject.toml``. When the venv
+is ready, the launcher replaces itself with ``<venv>/bin/python -m aromcp_workflows serve``.
 
 The first start has to install the dependencies, which takes longer than the 30 s Claude
 Code waits for a server's handshake; then ``proxy.py`` answers the client at once while the
@@ -41,6 +44,8 @@ except ImportError:  # Windows: no locks; venvs of old versions are then never d
     fcntl = None  # type: ignore[assignment]
 
 SOURCE = Path(__file__).resolve().parent  # the package source (links into the repository)
+LOCK = SOURCE / "pylock.txt"  # exact versions and hashes (make plugin-lock)
+LOCK_OPTIONS = ("--require-hashes", "--only-binary", ":all:")  # every wheel checked, nothing built
 MARKER = "aromcp-workflows-plugin.json"
 STAGING = ".new"  # a venv being made: <name>.new, moved to <name> when complete
 NAME = "aromcp-workflows plugin"
@@ -92,10 +97,20 @@ def project() -> dict[str, Any]:
                             f"(/plugin), {RECONNECT}") from None
 
 
+@functools.cache
+def lock_digest() -> str:
+    """The lock's sha256: a new lock is a new venv."""
+    try:
+        return hashlib.sha256(LOCK.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise LauncherError(f"cannot read the plugin's lock file {LOCK} ({exc.strerror}); reinstall the plugin "
+                            f"(/plugin), {RECONNECT}") from None
+
+
 def fingerprint() -> dict[str, object]:
     """What a venv is made for; anything else gets a venv of its own. The plugin folder
     changes with every plugin update; the Python minor version decides the wheels."""
-    return {"dependencies": list(project()["dependencies"]), "source": str(SOURCE),
+    return {"dependencies": list(project()["dependencies"]), "lock": lock_digest(), "source": str(SOURCE),
             "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
 
 
@@ -294,17 +309,23 @@ def make_venv(staging: Path) -> list[str]:
                             f"free some disk space or fix the folder's permissions, {RECONNECT}") from None
 
 
+def install_command(pip: list[str]) -> list[str]:
+    """pip installing exactly the lock: pinned versions, checked hashes, wheels only."""
+    return [*pip, "install", "--quiet", "--disable-pip-version-check", *LOCK_OPTIONS, "-r", str(LOCK)]
+
+
 def pip_install(pip: list[str], log: Path) -> None:
     """Install the dependencies; pip's output goes to `log` (stderr may be a closed pipe by
     the time pip writes, when the client has gone and the install goes on alone)."""
-    command = [*pip, "install", "--quiet", "--disable-pip-version-check", *project()["dependencies"]]
+    command = install_command(pip)
     with open(log, "w", encoding="utf-8") as out:
         code = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out).returncode
     if code != 0:
         lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines()]
         last = next((line for line in reversed(lines) if line), "no output")
-        raise LauncherError(f"pip could not install the dependencies (exit {code}: {last}; the whole log is "
-                            f"{log}); check the network or a proxy (PIP_INDEX_URL), {RECONNECT}")
+        raise LauncherError(f"pip could not install the dependencies of {LOCK.name} (exit {code}: {last}; the whole "
+                            f"log is {log}); check the network or a proxy (PIP_INDEX_URL; it must serve these "
+                            f"exact wheels), {RECONNECT}")
 
 
 def build(env_dir: Path) -> None:

@@ -121,7 +121,7 @@ def test_launcher_rebuilds_a_venv_made_for_something_else(tmp_path: Path) -> Non
     marker = env_dir / venvs.MARKER
     marker.write_text(json.dumps(venvs.fingerprint()))
     assert venvs.is_ready(env_dir)
-    for key, other in (("dependencies", ["mcp>=1"]), ("source", "/elsewhere"), ("python", "3.99")):
+    for key, other in (("dependencies", ["mcp>=1"]), ("lock", "0" * 64), ("source", "/elsewhere"), ("python", "3.99")):
         marker.write_text(json.dumps({**venvs.fingerprint(), key: other}))
         assert not venvs.is_ready(env_dir), key
     marker.write_text("{not json")

@@ -80,7 +80,7 @@ UI_PATHS = ("/ui/", "/ui/api/instances", "/ui/api/config", "/ui/static/app.js")
 
 
 def get(url: str, host: str, origin: str | None = None) -> httpx2.Response:
-    headers = {"Host": host} | ({"Origin": origin} if origin is not None else {})
+    headers = {"Host": host, "Authorization": f"Bearer {TOKEN}"} | ({"Origin": origin} if origin is not None else {})
     return httpx2.get(url, headers=headers, timeout=30)
 
 
@@ -117,13 +117,18 @@ def test_an_allowed_host_reaches_the_web_view_on_a_loopback_bind(tmp_path: Path)
 
 @contextmanager
 def serving_ui(tmp_path: Path, host: str, *more: str) -> Iterator[int]:
-    """`aromcp-workflows ui` (the web view alone) on a free port of `host`; stopped on leaving."""
+    """`aromcp-workflows ui` (the web view alone) on a free port of `host`, taking the test
+    token (`--auth-token-file`: needed beyond loopback); stopped on leaving."""
     project, port = make_project(tmp_path / "project"), free_port("127.0.0.1")
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     store = tmp_path / "store.sqlite3"
+    token_file = tmp_path / "ui.token"
+    token_file.write_text(TOKEN)
+    token_file.chmod(0o600)
     proc = subprocess.Popen([PYTHON, "-m", "aromcp_workflows", "--project-dir", str(project), "ui", "--store",
-                             str(store), "--host", host, "--port", str(port), *more], cwd=project,
+                             str(store), "--host", host, "--port", str(port), "--auth-token-file", str(token_file),
+                             *more], cwd=project,
                             env=server_env(home, store), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:

@@ -1,7 +1,9 @@
 """The web view in a real browser: headless Chromium (Debian's package) driven by Playwright,
 against the real `aromcp-workflows ui` process, with the instances changed by this test
 process through the service — another process than the web view's, as an agent's server
-would be.  Slow tier: each test starts the ui process and a browser page.
+would be.  Each test logs in as a person does: it opens the one-time login URL the ui
+wrote to its private file, and the browser keeps the session cookie.  Slow tier: each
+test starts the ui process and a browser page.
 
 The screenshots in docs/img/ are made here (`shoot`), so docs/ui.md shows what these
 tests see: `AROMCP_UI_SCREENSHOTS=1 pytest tests/web/test_browser.py` writes them there
@@ -36,6 +38,12 @@ def site(project: Project) -> Iterator[Site]:
     running.stop()
 
 
+def log_in(page: Any, site: Site) -> None:
+    """Open the one-time login URL: the ui sets its session cookie and sends the browser on."""
+    page.goto(site.login_url())
+    expect(page).to_have_url(site.base + "/")
+
+
 def shoot(page: Any, name: str, selector: str | None = None) -> None:
     """A small PNG of what the test sees, for docs/ui.md."""
     DOCS_IMG.mkdir(parents=True, exist_ok=True)
@@ -50,7 +58,7 @@ def test_instances_list_filters_and_links(project: Project, site: Site, page: An
     fan, _ = fan_out_midway(service)
     done = service.start("watch-fail", {"marker": ".aromcp/workflows/watch-fail.yaml"}).workflow_id  # exists: passes
     service.next_step(done)
-    page.goto(site.base + "/")
+    log_in(page, site)
     rows = page.locator("table.instances tbody tr")
     rows.first.wait_for()
     assert [rows.nth(i).get_attribute("data-id") for i in range(rows.count())] == [done, fan, failed]
@@ -72,6 +80,7 @@ def test_instances_list_filters_and_links(project: Project, site: Site, page: An
 def test_instance_page_in_the_middle_of_a_fan_out(project: Project, site: Site, page: Any) -> None:
     service = project.service()
     wid, tasks = fan_out_midway(service)
+    log_in(page, site)
     page.goto(f"{site.base}/instances/{wid}")
     page.wait_for_selector(".graph svg")
     fan = page.locator("g.node[data-step='fan']").first
@@ -92,6 +101,7 @@ def test_instance_page_in_the_middle_of_a_fan_out(project: Project, site: Site, 
 def test_a_change_by_another_process_shows_without_a_reload(project: Project, site: Site, page: Any) -> None:
     service = project.service()
     wid, tasks = fan_out_midway(service)
+    log_in(page, site)
     page.goto(f"{site.base}/instances/{wid}")
     page.wait_for_selector("#live.on")
     page.evaluate("window.__marker = 'same page'")  # gone if the page reloaded
@@ -111,7 +121,7 @@ def test_the_secret_is_in_no_html_and_no_response(project: Project, site: Site, 
     finish_task(service, wid, tasks[1])
     bodies: list[str] = []
     page.on("response", lambda response: bodies.append(_text(response)))
-    page.goto(site.base + "/")
+    log_in(page, site)
     page.wait_for_selector("table.instances")
     page.goto(f"{site.base}/instances/{wid}")
     page.wait_for_selector(".graph svg")
@@ -125,27 +135,62 @@ def test_the_secret_is_in_no_html_and_no_response(project: Project, site: Site, 
     page.wait_for_timeout(300)
     assert len(bodies) > 8
     assert "calling with ***" in page.content()
-    for text in [page.content(), *bodies, *_every_api_answer(site, wid)]:
+    for text in [page.content(), *bodies, *_every_api_answer(site, wid, _session_cookie(page))]:
         assert SECRET not in text
 
 
-def test_an_action_is_refused_without_the_token_and_done_with_it(project: Project, site: Site, page: Any) -> None:
+def test_without_a_login_the_page_shows_nothing_but_how_to_log_in(project: Project, site: Site, page: Any) -> None:
+    """Opened without a login, the page reads nothing (every API answer is 401) and says how
+    to log in; the login URL lets the browser in, and its Cancel works with that one login."""
     service = project.service()
     wid, _ = fan_out_midway(service)
-    page.goto(f"{site.base}/instances/{wid}")  # opened without ?token=: the page has none
+    statuses: list[int] = []
+    page.on("response", lambda response: statuses.append(response.status) if "/api/" in response.url else None)
+    page.goto(f"{site.base}/instances/{wid}")
+    page.wait_for_selector(".login-panel")
+    assert "one-time login URL" in page.inner_text(".login-panel") and wid not in page.content()
+    assert page.locator("input[name=token]").count() == 0  # this ui takes no token: no form for one
+    assert statuses and set(statuses) == {401}
+    shoot(page, "login.png")
+    login = site.login_url()
+    page.goto(login)
+    page.goto(f"{site.base}/instances/{wid}")
     page.wait_for_selector(".graph svg")
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.click("button:has-text('Cancel')")
-    page.wait_for_selector("#action-note.error")
-    assert "token is missing or wrong" in page.inner_text("#action-note")
-    assert service.status(wid).status == "running"
-    page.goto(site.url.replace("/?", f"/instances/{wid}?"))  # the printed URL's token, as a user would
-    page.wait_for_selector(".graph svg")
-    assert "token=" not in page.url  # taken out of the address bar, kept for the tab
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("button:has-text('Cancel')")
     page.wait_for_selector(".head .pill.cancelled")
     assert service.status(wid).status == "cancelled"
+    cookie = next(c for c in page.context.cookies() if c["name"].startswith("aromcp_ui_"))
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert page.evaluate("document.cookie") == ""  # no script of the page can read the session
+    other = page.context.browser.new_context()
+    try:
+        again = other.new_page()
+        again.goto(login)  # the same URL a second time: used up
+        assert "already used" in again.inner_text("body")
+    finally:
+        other.close()
+
+
+def test_the_bearer_token_pasted_in_the_page_logs_in(project: Project, page: Any, tmp_path: Path) -> None:
+    """A ui started with --auth-token-file offers a token form; the token pasted there is
+    traded for the same session cookie (it travels in a header, never in the address)."""
+    token_file = tmp_path / "ui.token"
+    token_file.write_text("browser-test-token-0123456789abcdef\n")
+    token_file.chmod(0o600)
+    wid = project.service().start("watch-fail").workflow_id
+    site = Site.start(project, "--auth-token-file", str(token_file))
+    try:
+        page.goto(site.base + "/")
+        page.fill("input[name=token]", "not-the-token-0123456789")
+        page.click("button:has-text('Log in')")
+        expect(page.locator("#login-note")).to_have_text("That token was not accepted.")
+        page.fill("input[name=token]", "browser-test-token-0123456789abcdef")
+        page.click("button:has-text('Log in')")
+        expect(page.locator(f"table.instances tr[data-id='{wid}']")).to_have_count(1)
+        assert "token" not in page.url
+    finally:
+        site.stop()
 
 
 def test_repair_a_failed_run_from_the_page(project: Project, site: Site, page: Any) -> None:
@@ -154,7 +199,8 @@ def test_repair_a_failed_run_from_the_page(project: Project, site: Site, page: A
     service = project.service()
     wid = service.start("watch-fail").workflow_id
     service.next_step(wid)
-    page.goto(site.url.replace("/?", f"/instances/{wid}?"))
+    log_in(page, site)
+    page.goto(f"{site.base}/instances/{wid}")
     page.wait_for_selector(".failure")
     assert "watch-fail.yaml:" in page.inner_text(".failure .where")
     assert page.locator("g.node[data-step='check']").get_attribute("data-mark") == "failed"
@@ -171,7 +217,8 @@ def test_repair_a_failed_run_from_the_page(project: Project, site: Site, page: A
 def test_fork_from_the_page_opens_the_new_instance(project: Project, site: Site, page: Any) -> None:
     service = project.service()
     wid, _ = fan_out_midway(service)
-    page.goto(site.url.replace("/?", f"/instances/{wid}?"))
+    log_in(page, site)
+    page.goto(f"{site.base}/instances/{wid}")
     page.wait_for_selector(".graph svg")
     page.click("button:has-text('Fork')")
     expect(page).not_to_have_url(f"{site.base}/instances/{wid}")
@@ -188,16 +235,24 @@ def _text(response: Any) -> str:
         return ""
 
 
-def _every_api_answer(site: Site, wid: str) -> list[str]:
-    """Every read route, fetched directly; and the first event of the stream."""
+def _session_cookie(page: Any) -> str:
+    found = next(c for c in page.context.cookies() if c["name"].startswith("aromcp_ui_"))
+    return f"{found['name']}={found['value']}"
+
+
+def _every_api_answer(site: Site, wid: str, cookie: str) -> list[str]:
+    """Every read route, fetched directly with the browser's session; and the first event of the stream."""
     def get(path: str) -> str:
-        with urllib.request.urlopen(site.base + path, timeout=10) as reply:
+        with urllib.request.urlopen(_request(path), timeout=10) as reply:
             return reply.read().decode()
+
+    def _request(path: str) -> urllib.request.Request:
+        return urllib.request.Request(site.base + path, headers={"Cookie": cookie})
 
     view = json.loads(get(f"/api/instances/{wid}"))
     texts = [get("/api/instances"), get(f"/api/instances/{wid}"), get(f"/api/instances/{wid}/traces"),
              get("/api/config"), get(f"/api/instances/{wid}/state")]
     texts += [get(f"/api/instances/{wid}/state?seq={p['seq']}") for p in view["state_points"]]
-    with urllib.request.urlopen(f"{site.base}/api/instances/{wid}/events", timeout=10) as stream:
+    with urllib.request.urlopen(_request(f"/api/instances/{wid}/events"), timeout=10) as stream:
         texts.append(stream.readline().decode() + stream.readline().decode() + stream.readline().decode())
     return texts

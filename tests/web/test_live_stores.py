@@ -48,7 +48,8 @@ def test_the_event_stream_reports_another_process_change(shared: Project) -> Non
     site = Site.start(shared)
     versions: list[tuple[float, int]] = []
     try:
-        stream = urllib.request.urlopen(f"{site.base}/api/instances/{wid}/events", timeout=30)
+        events = urllib.request.Request(f"{site.base}/api/instances/{wid}/events", headers=site.session_headers())
+        stream = urllib.request.urlopen(events, timeout=30)
         reader = threading.Thread(target=_read_versions, args=(stream, versions), daemon=True)
         reader.start()
         _wait_for(lambda: bool(versions), 5.0)

@@ -16,7 +16,8 @@ from web_helpers import Project
 pytestmark = pytest.mark.slow
 
 
-TOKEN = "serve-ui-test-token-0123456789abcdef"  # /mcp needs it; the web view keeps its own rules
+TOKEN = "serve-ui-test-token-0123456789abcdef"  # /mcp needs it, and the web view takes it too
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def _serve(project: Project, *extra: str) -> tuple[subprocess.Popen[str], str]:
@@ -28,8 +29,8 @@ def _serve(project: Project, *extra: str) -> tuple[subprocess.Popen[str], str]:
     assert process.stderr is not None
     for _ in range(4):
         line = process.stderr.readline()
-        if "web view at" in line:
-            return process, line.rsplit(" ", 1)[-1].strip()
+        if "web view" in line and " at http://" in line:
+            return process, line.split(" at ", 1)[1].split(": ", 1)[0]
     process.kill()
     raise AssertionError("serve --http --ui printed no web view URL")
 
@@ -39,12 +40,12 @@ def test_the_web_view_is_mounted_at_ui_beside_mcp(project: Project) -> None:
     process, url = _serve(project, "--ui")
     try:
         base = url.split("/ui/")[0]
-        assert url.endswith("/ui/")  # read-only: no token in the URL
-        with urllib.request.urlopen(f"{base}/ui/api/instances") as reply:
+        assert url.endswith("/ui/")  # no credential in the URL it prints
+        with urllib.request.urlopen(urllib.request.Request(f"{base}/ui/api/instances", headers=BEARER)) as reply:
             assert [r["workflow_id"] for r in json.loads(reply.read())["rows"]] == [wid]
         with urllib.request.urlopen(f"{base}/ui/instances/{wid}") as reply:
             assert '<base href="/ui/">' in reply.read().decode()
-        post = urllib.request.Request(f"{base}/ui/api/instances/{wid}/cancel", method="POST")
+        post = urllib.request.Request(f"{base}/ui/api/instances/{wid}/cancel", method="POST", headers=BEARER)
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(post)
         assert refused.value.code == 403

@@ -1,8 +1,9 @@
 """The web view's HTTP API in process (Starlette's test client over the real app and a real
-SQLite store): what each route answers, that no response carries a secret, that actions
-need --actions, the launch token and the page's own Origin, and that a foreign Host is
-refused by the guard `aromcp-workflows ui` puts in front (the same one as `serve --http`'s).
-The browser tests (test_browser.py) drive the same app through Chromium."""
+SQLite store, behind the very checks `aromcp-workflows ui` puts in front: the Host rule and
+the credential): what each route answers to a logged-in client, that no response carries a
+secret, that actions need --actions, the session's anti-forgery token and the page's own
+Origin, and that a foreign Host is refused.  The browser tests (test_browser.py) drive the
+same app through Chromium."""
 
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ import pytest
 from starlette.testclient import TestClient
 from web_helpers import SECRET, Project, fan_out_midway, finish_task
 
-from aromcp_workflows.http import HostGuard, HostRule
+from aromcp_workflows.http import ConnectionLimits, HostRule, guarded
 from aromcp_workflows.web.app import WebView
+from aromcp_workflows.web.auth import WebAuth
 
 BASE = "http://127.0.0.1:8780"
 
 
-def client(project: Project, actions: bool = False) -> tuple[TestClient, WebView, Any]:
+def client(project: Project, actions: bool = False, log_in: bool = True) -> tuple[TestClient, WebView, Any]:
+    """The app behind the ui's checks; logged in (the client keeps the cookie) unless told not."""
     service = project.service()
-    view = WebView(lambda: service, actions=actions)
-    return TestClient(HostGuard(view.app(), HostRule.for_bind("127.0.0.1")), base_url=BASE), view, service
+    links: list[str] = []
+    view = WebView(lambda: service, WebAuth(BASE, "", links.append, port=8780), actions=actions)
+    view.auth.start()
+    app = guarded(view.app(), HostRule.for_bind("127.0.0.1"), [("", view.auth.admit)], ConnectionLimits.from_env())
+    web = TestClient(app, base_url=BASE)
+    if log_in:
+        assert web.get(links[-1], follow_redirects=False).status_code == 303
+    return web, view, service
 
 
 def test_instances_page_newest_first_filtered_and_counted(project: Project) -> None:
@@ -124,18 +133,32 @@ def test_actions_need_the_flag_the_token_and_the_origin(project: Project, action
     wid, _ = fan_out_midway(service)
     before = service.instance_version(wid)
     url = f"/api/instances/{wid}/cancel"
+    csrf = web.get("/api/config").json()["csrf"]
     refused = [web.post(url), web.post(url, headers={"X-Aromcp-Token": "wrong", "Origin": BASE}),
-               web.post(url, headers={"X-Aromcp-Token": view.token}),  # no Origin
-               web.post(url, headers={"X-Aromcp-Token": view.token, "Origin": "http://evil.example"})]
+               web.post(url, headers={"X-Aromcp-Token": csrf}),  # no Origin
+               web.post(url, headers={"X-Aromcp-Token": csrf, "Origin": "http://evil.example"})]
     for response in refused[: 1 if not actions else 4]:
         assert response.status_code == 403, response.text
     assert service.status(wid).status == "running" and service.instance_version(wid) == before
-    done = web.post(url, headers={"X-Aromcp-Token": view.token, "Origin": BASE})
+    done = web.post(url, headers={"X-Aromcp-Token": csrf, "Origin": BASE})
     if not actions:
         assert done.status_code == 403 and "read-only" in done.json()["error"]
         assert service.status(wid).status == "running"
         return
     assert done.status_code == 200 and service.status(wid).status == "cancelled"
+
+
+def test_without_a_login_only_the_pages_own_files_answer(project: Project) -> None:
+    web, _, service = client(project, log_in=False)
+    wid, _ = fan_out_midway(service)
+    for path in ("/api/instances", f"/api/instances/{wid}", f"/api/instances/{wid}/state", "/api/config",
+                 f"/api/instances/{wid}/events", f"/api/instances/{wid}/traces"):
+        refused = web.get(path)
+        assert refused.status_code == 401 and "log in first" in refused.json()["error"], (path, refused.text)
+    assert web.post(f"/api/instances/{wid}/cancel").status_code == 401
+    for path in ("/", f"/instances/{wid}", "/static/app.js"):
+        assert web.get(path).status_code == 200, path
+    assert web.get("/login?code=guessed").status_code == 401
 
 
 def test_a_foreign_host_and_an_unknown_instance(project: Project) -> None:

@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,31 +55,40 @@ def finish_task(service: Any, wid: str, task_id: str) -> None:
 
 @dataclass
 class Site:
-    """A running `aromcp-workflows ui`: its base URL, token, and process."""
+    """A running `aromcp-workflows ui`: its base URL, the file that holds its current login
+    URL (its output is a pipe, not a terminal, so it names the file), and its process."""
 
     process: subprocess.Popen[str]
-    url: str  # as printed (with ?token=... when actions are on)
-    base: str = field(init=False)
-    token: str | None = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.base, _, query = self.url.partition("?")
-        self.base = self.base.rstrip("/")
-        self.token = query.removeprefix("token=") or None
+    base: str
+    login_file: Path
 
     @classmethod
     def start(cls, project: Project, *extra: str) -> Site:
-        env = {**os.environ, "HOME": str(project.home), "AROMCP_WORKFLOWS_STORE": project.store}
+        env = {**os.environ, "HOME": str(project.home), "AROMCP_WORKFLOWS_STORE": project.store,
+               "XDG_DATA_HOME": str(project.home / ".local" / "share")}
         process = subprocess.Popen([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(project.root),
                                     "ui", "--port", "0", "--store", project.store, *extra],
                                    cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True)
         assert process.stdout is not None
-        line = process.stdout.readline()
-        if "http://" not in line:
+        lines = [process.stdout.readline(), process.stdout.readline()]
+        if "http://" not in lines[0] or "login URL is in" not in lines[1]:
             process.kill()
-            raise AssertionError(f"ui did not start: {line!r} {process.stderr.read() if process.stderr else ''}")
-        return cls(process, line.rsplit(" ", 1)[-1].strip())
+            raise AssertionError(f"ui did not start: {lines!r} {process.stderr.read() if process.stderr else ''}")
+        base = lines[0].rsplit(" ", 1)[-1].strip().rstrip("/")
+        return cls(process, base, Path(lines[1].split(" is in ", 1)[1].split(" (", 1)[0]))
+
+    def login_url(self) -> str:
+        """The current one-time login URL (each use writes the next one)."""
+        return self.login_file.read_text().strip()
+
+    def session_headers(self) -> dict[str, str]:
+        """Log in as a browser does (open the login URL, keep its cookie): the header to send."""
+        import httpx2
+
+        answer = httpx2.get(self.login_url(), follow_redirects=False, timeout=30)
+        assert answer.status_code == 303, answer.text
+        return {"Cookie": "; ".join(f"{name}={value}" for name, value in answer.cookies.items())}
 
     def stop(self) -> None:
         self.process.terminate()

@@ -4,7 +4,7 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const STATUSES = ["running", "waiting", "completed", "failed", "cancelled", "interrupted"];
-const state = { config: { actions: false }, token: null, view: null, seq: null, source: null, timer: null,
+const state = { config: { actions: false, csrf: "" }, view: null, seq: null, source: null, timer: null,
                 listTimer: null, listTicket: 0, loading: false, again: false };
 
 // -- small helpers ------------------------------------------------------------------------
@@ -51,8 +51,9 @@ function short(value, limit = 80) {
   return text === undefined ? "" : text.length > limit ? text.slice(0, limit - 1) + "…" : text;
 }
 async function api(path, options) {
-  const response = await fetch(path, options);
+  const response = await fetch(path, { credentials: "same-origin", ...options });
   const body = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
+  if (response.status === 401) { showLogin(body); throw new Error(body.error || "log in first"); }
   if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
   return body;
 }
@@ -248,7 +249,7 @@ async function act(view, name) {
   note.textContent = `${name}…`;
   try {
     const result = await api(`api/instances/${encodeURIComponent(view.workflow_id)}/${name}`,
-                             { method: "POST", headers: { "X-Aromcp-Token": state.token || "" } });
+                             { method: "POST", headers: { "X-Aromcp-Token": state.config.csrf || "" } });
     if (name === "fork" && result.workflow_id && result.workflow_id !== view.workflow_id) {
       go(`instances/${encodeURIComponent(result.workflow_id)}`);
       return;
@@ -438,17 +439,39 @@ function traceTable(traces) {
       h("td", { class: "num" }, t.duration_ms ?? "")))));
 }
 
+// -- logging in ---------------------------------------------------------------------------
+// Every read needs a login: a session cookie (HttpOnly, so this script never sees it) from
+// the one-time login URL the server gave its user, or the server's bearer token, traded
+// here for the same cookie.  The token goes in a header, never in the address.
+function showLogin(refusal) {
+  stopLive();
+  clearInterval(state.listTimer);
+  state.listTimer = null;
+  setLive(false, true);
+  crumbs("log in");
+  document.title = "Log in — aromcp-workflows";
+  const note = h("p", { class: "note error", id: "login-note" });
+  const field = h("input", { type: "password", name: "token", autocomplete: "off", placeholder: "bearer token" });
+  const form = h("form", { class: "login", onsubmit: async (e) => {
+    e.preventDefault();
+    const response = await fetch("api/login", { method: "POST", credentials: "same-origin",
+                                                headers: { Authorization: `Bearer ${field.value.trim()}` } });
+    field.value = "";
+    if (response.ok) { location.reload(); return; }
+    note.textContent = "That token was not accepted.";
+  } }, field, h("button", { type: "submit" }, "Log in"));
+  document.getElementById("main").replaceChildren(h("div", { class: "panel login-panel" },
+    h("h1", {}, "Log in"),
+    h("p", {}, "Open the one-time login URL this server gave you: ", h("code", {}, "aromcp-workflows ui"),
+      " prints it on its terminal (or names the private file that holds it), and ",
+      h("code", {}, "serve --http --ui"), " names that file in its log. Each login URL works once; the server then makes the next."),
+    refusal.token_login ? [h("p", {}, "Or paste the server's bearer token:"), form, note] : null));
+}
+
 // -- start --------------------------------------------------------------------------------
 async function start() {
-  const params = new URLSearchParams(location.search);
-  if (params.has("token")) {  // as Jupyter does: keep it for this tab, take it out of the address bar
-    sessionStorage.setItem("aromcp-token", params.get("token"));
-    params.delete("token");
-    history.replaceState(null, "", `${location.pathname}${params.toString() ? "?" + params : ""}`);
-  }
-  state.token = sessionStorage.getItem("aromcp-token");
-  state.config = await api("api/config").catch(() => ({ actions: false }));
   window.addEventListener("popstate", route);
+  try { state.config = await api("api/config"); } catch (error) { return; }  // not logged in: the login panel shows
   route();
 }
 document.addEventListener("DOMContentLoaded", start);
