@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from aromcp_workflows.app.results import Json, Result
+from pydantic import Field
+
+from aromcp_workflows.app.results import Json, Result, StepInHand
 
 
 class InstanceSummaryRow(Result):
@@ -22,6 +24,7 @@ class InstanceSummaryRow(Result):
     updated_at: str
     duration_seconds: float  # start to last change when finished, start to now while it runs
     error: str | None = None
+    stalled: bool | None = None  # running, and its agent has not called for `AROMCP_STALE_AFTER` seconds
 
 
 class InstancePageView(Result):
@@ -111,6 +114,19 @@ class FailureView(Result):
     file_changed: bool = False  # the step reads differently in the file now than when the instance started
 
 
+class PendingQuestion(Result):
+    """A question the instance waits on, as it was asked: the prompt with its templates
+    filled in, the choices, what an answer must match; the page answers it with `answer`."""
+
+    step_id: str
+    task_id: str | None = None
+    prompt: str
+    choices: list[Any] | None = None
+    pattern: str | None = None
+    pattern_hint: str | None = None
+    default: Any = None
+
+
 class InstanceView(Result):
     """Everything the instance page shows at once (the state history is `StateAt`)."""
 
@@ -131,6 +147,9 @@ class InstanceView(Result):
     timeline: list[Json]
     state: Json  # raw, state, computed, inputs now
     state_points: list[Json]
+    steps_in_hand: list[StepInHand] = Field(default_factory=list)  # who each step handed out waits for
+    stalled: bool | None = None
+    questions: list[PendingQuestion] = Field(default_factory=list)  # user_input steps waiting for an answer
 
 
 class StateAt(Result):

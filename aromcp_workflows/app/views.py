@@ -20,8 +20,10 @@ from aromcp_workflows.app.page_results import (
     GraphView,
     InstanceSummaryRow,
     InstanceView,
+    PendingQuestion,
     TaskLane,
 )
+from aromcp_workflows.app.statuses import instance_status
 from aromcp_workflows.explain import Failure, failures, flow_graph, layout, state_history, step_of, step_path, watch
 from aromcp_workflows.interpreter import EVENT_KINDS
 from aromcp_workflows.safety import Masker
@@ -71,8 +73,27 @@ def instance_view(run: WorkflowRun, record: InstanceRecord, events: list[History
         messages=watch.shown_messages(events), failures=[failure_view(run, f, locate) for f in failures(run)],
         timeline=step_history(events, step_types(run)),
         state={"raw": tiers.raw, "state": tiers.state, "computed": tiers.computed, "inputs": run.machine.inputs},
-        state_points=state_history.state_points(events))
+        state_points=state_history.state_points(events), questions=questions(run))
+    status = instance_status(run, record)
+    view.steps_in_hand, view.stalled = status.steps_in_hand or [], status.stalled
     return InstanceView.model_validate(mask.mask(view.model_dump(mode="json")))
+
+
+def questions(run: WorkflowRun) -> list[PendingQuestion]:
+    """The `user_input` steps handed out and not answered, as asked (templates filled in)."""
+    found = []
+    for tid, thread in run.threads.items():
+        pending = thread.pending
+        step = (pending.step or {}) if pending is not None else {}
+        if pending is None or pending.kind != "agent" or step.get("type") != "user_input":
+            continue
+        definition = step.get("definition") or {}
+        validation = definition.get("validation") or {}
+        found.append(PendingQuestion(step_id=pending.step_id, task_id=None if tid == "main" else tid,
+                                     prompt=str(definition.get("prompt") or ""), choices=definition.get("choices"),
+                                     pattern=validation.get("pattern"), pattern_hint=validation.get("error_message"),
+                                     default=definition.get("default")))
+    return found
 
 
 def graph_view(run: WorkflowRun, events: list[HistoryEvent]) -> GraphView:

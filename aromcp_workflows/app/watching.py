@@ -14,7 +14,7 @@ from typing import Any
 from aromcp_workflows.app.page_results import CommandOutput, InstancePageView, InstanceView, StateAt
 from aromcp_workflows.definition import DefinitionError, Step, WorkflowLoader
 from aromcp_workflows.instances import InstanceRegistry, refusals
-from aromcp_workflows.store import InstanceFilter
+from aromcp_workflows.store import InstanceFilter, InstanceSummary
 
 
 class Watching:
@@ -26,20 +26,46 @@ class Watching:
 
     def instance_page(self, statuses: list[str] | None = None, workflow: str | None = None,
                       project_dir: str | None = None, page: int = 1, per_page: int = 50) -> InstancePageView:
-        """Instances of every project in the store, newest started first, one page at a time."""
+        """Instances of every project in the store, newest started first, one page at a time;
+        a running one says whether it is stalled.  The status `stalled` keeps only those."""
         from aromcp_workflows.app.views import summary_row
 
         page, per_page = max(1, page), min(max(1, per_page), 500)
-        where = InstanceFilter(project_dir=project_dir or None, statuses=tuple(statuses) if statuses else None,
-                               workflow=workflow or None)
+        stalled_only = bool(statuses) and "stalled" in (statuses or [])
+        wanted = ("running", "waiting") if stalled_only else tuple(statuses) if statuses else None
+        where = InstanceFilter(project_dir=project_dir or None, statuses=wanted, workflow=workflow or None)
         with refusals():
-            found, groups = self.instances.page(where, per_page, (page - 1) * per_page)
+            found, groups = self.instances.page(where, per_page, (page - 1) * per_page)  # groups: the whole store
+            rows, total = found.rows, found.total
+            if stalled_only:
+                rows, total = self._stalled_rows(where, per_page, (page - 1) * per_page)
+            stalled = {r.workflow_id: self._stalled(r.workflow_id) for r in rows if r.status in ("running", "waiting")}
         counts: dict[str, int] = {}
         for group in groups:
             counts[group.status] = counts.get(group.status, 0) + group.count
-        return InstancePageView(rows=[summary_row(r) for r in found.rows], total=found.total, page=page,
+        return InstancePageView(rows=[summary_row(r).model_copy(update={"stalled": stalled.get(r.workflow_id)})
+                                      for r in rows], total=total, page=page,
                                 per_page=per_page, workflows=sorted({g.workflow for g in groups}),
                                 projects=sorted({g.project_dir for g in groups}), statuses=counts)
+
+    def _stalled(self, workflow_id: str) -> bool:
+        """From the stored record: no run is built for a row (the live copy, when this process
+        holds one, knows of later calls: `status` reads that)."""
+        from aromcp_workflows.app.statuses import stalled_of
+
+        return stalled_of(self.instances.load(workflow_id))
+
+    def _stalled_rows(self, where: InstanceFilter, limit: int, offset: int) -> tuple[list[InstanceSummary], int]:
+        """The running instances that are stalled, a page of them (each running one is read
+        to know: this filter costs a read per running instance)."""
+        found: list[InstanceSummary] = []
+        start = 0
+        while True:
+            batch, _ = self.instances.page(where, 200, start)
+            found += [r for r in batch.rows if self._stalled(r.workflow_id)]
+            start += 200
+            if start >= batch.total:
+                return found[offset:offset + limit], len(found)
 
     def command_output(self, workflow_id: str, step_id: str | None = None, task_id: str | None = None,
                        stdout_since: int | None = None, stderr_since: int | None = None,

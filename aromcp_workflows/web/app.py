@@ -102,6 +102,17 @@ class WebView:
         workflow_id = request.path_params["workflow_id"]
         return await self._read(workflow_id, lambda: self.service.trace_transformations(workflow_id, None, True))
 
+    async def output(self, request: Request) -> Response:
+        """A command's output as it comes: from byte `stdout_since`/`stderr_since` on (poll
+        again from each slice's `end`), or its last bytes; of the running command, or the
+        step's last run (`WorkflowService.command_output`)."""
+        workflow_id, query = request.path_params["workflow_id"], request.query_params
+        since = [None if query.get(k) in (None, "") else max(0, _int(query.get(k), 0))
+                 for k in ("stdout_since", "stderr_since")]
+        return await self._read(workflow_id, lambda: self.service.command_output(
+            workflow_id, query.get("step_id") or None, query.get("task_id") or None, since[0], since[1],
+            _int(query.get("limit"), 16 * 1024)))
+
     async def _read(self, workflow_id: str, read: Callable[[], Any]) -> Response:
         try:
             result = await _call(read)
@@ -172,6 +183,27 @@ class WebView:
             return "the request does not come from this web view's own page (Origin does not match)"
         return None
 
+    async def answer(self, request: Request) -> Response:
+        """The person answers the question the instance waits on: `{value, step_id?}`, checked
+        as the form and `aromcp-workflows answer` check it (a wrong value changes nothing)."""
+        workflow_id = request.path_params["workflow_id"]
+        reason = self.refused(request)
+        if reason is not None:
+            return JSONResponse({"error": reason}, status_code=403)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("value"), str):
+            return JSONResponse({"error": "send {\"value\": \"the answer\", \"step_id\": optional}"},
+                                status_code=400)
+        step_id = body.get("step_id") if isinstance(body.get("step_id"), str) else None
+        try:
+            result = await _call(lambda: self.service.answer(workflow_id, body["value"], step_id))
+        except Exception as exc:
+            return await self._refusal(workflow_id, exc)
+        return _json(result, await _call(lambda: self.service.masker(workflow_id, latest=False)))
+
     async def action(self, request: Request) -> Response:
         workflow_id, name = request.path_params["workflow_id"], request.path_params["action"]
         reason = self.refused(request)
@@ -199,6 +231,8 @@ class WebView:
             Route("/api/instances/{workflow_id}/state", self.state),
             Route("/api/instances/{workflow_id}/traces", self.traces),
             Route("/api/instances/{workflow_id}/events", self.events),
+            Route("/api/instances/{workflow_id}/output", self.output),
+            Route("/api/instances/{workflow_id}/answer", self.answer, methods=["POST"]),
             Route("/api/instances/{workflow_id}/{action}", self.action, methods=["POST"]),
             *login_routes(self.auth),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),

@@ -72,11 +72,13 @@ class Site:
                                    text=True)
         assert process.stdout is not None
         lines = [process.stdout.readline(), process.stdout.readline()]
-        if "http://" not in lines[0] or "login URL is in" not in lines[1]:
+        if lines[1].startswith("store: "):  # a store named (not the default) is said after the URL
+            lines.append(process.stdout.readline())
+        if "http://" not in lines[0] or "login URL is in" not in lines[-1]:
             process.kill()
             raise AssertionError(f"ui did not start: {lines!r} {process.stderr.read() if process.stderr else ''}")
         base = lines[0].rsplit(" ", 1)[-1].strip().rstrip("/")
-        return cls(process, base, Path(lines[1].split(" is in ", 1)[1].split(" (", 1)[0]))
+        return cls(process, base, Path(lines[-1].split(" is in ", 1)[1].split(" (", 1)[0]))
 
     def login_url(self) -> str:
         """The current one-time login URL (each use writes the next one)."""

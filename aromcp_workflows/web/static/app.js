@@ -5,7 +5,8 @@
 const SVG = "http://www.w3.org/2000/svg";
 const STATUSES = ["running", "waiting", "completed", "failed", "cancelled", "interrupted"];
 const state = { config: { actions: false, csrf: "" }, view: null, seq: null, source: null, timer: null,
-                listTimer: null, listTicket: 0, loading: false, again: false };
+                listTimer: null, listTicket: 0, loading: false, again: false,
+                output: {}, outputTimer: null };  // output: step key -> {stdout, stderr, since, running, cut}
 
 // -- small helpers ------------------------------------------------------------------------
 function h(tag, attrs, ...children) {
@@ -122,7 +123,8 @@ function select(name, value, options, onchange) {
 }
 function listFilters(q, data) {
   const statuses = [["", `any status (${Object.values(data.statuses).reduce((a, b) => a + b, 0)})`],
-                    ...STATUSES.map((st) => [st, `${st} (${data.statuses[st] || 0})`])];
+                    ...STATUSES.map((st) => [st, `${st} (${data.statuses[st] || 0})`]),
+                    ["stalled", "stalled (agent silent)"]];
   return h("div", { class: "filters" },
     h("h1", {}, "Instances"),
     h("label", {}, "status", select("status", q.status, statuses, (v) => setListQuery({ status: v, page: 1 }))),
@@ -139,7 +141,7 @@ function listTable(data) {
     h("td", {}, link(`instances/${encodeURIComponent(row.workflow_id)}`, h("code", {}, row.workflow_id))),
     h("td", {}, row.workflow),
     h("td", { class: "muted", title: row.project_dir }, short(row.project_dir.split("/").slice(-2).join("/"), 40)),
-    h("td", {}, pill(row.status)),
+    h("td", {}, pill(row.status), row.stalled ? [" ", pill("stalled")] : null),
     h("td", { class: "mono" }, short(row.current_steps.join(", "), 60) || "–"),
     h("td", { class: "num" }, when(row.created_at)),
     h("td", { class: "num" }, when(row.updated_at)),
@@ -186,7 +188,9 @@ function stopLive() {
   if (state.source) state.source.close();
   if (state.timer) clearInterval(state.timer);
   if (state.listTimer) clearInterval(state.listTimer);
-  state.source = state.timer = state.listTimer = null;
+  if (state.outputTimer) clearInterval(state.outputTimer);
+  state.source = state.timer = state.listTimer = state.outputTimer = null;
+  state.output = {};
 }
 async function loadInstance(id, quiet) {
   if (state.loading) { state.again = true; return; }
@@ -209,6 +213,9 @@ async function renderInstance(view) {
   main.replaceChildren(...[
     summary(view),
     view.failures.length ? failures(view) : null,
+    view.steps_in_hand.length ? waitingPanel(view) : null,
+    view.questions.length ? questionsPanel(view) : null,
+    commandsPanel(view),
     h("div", { class: "grid", id: "overview" },
       h("div", {}, h("div", { class: "panel" }, h("h2", {}, "Workflow graph"), legend(), graph(view.graph))),
       h("div", {},
@@ -222,6 +229,121 @@ async function renderInstance(view) {
     const el = main.querySelector(`[data-keep-scroll="${key}"]`);
     if (el) { el.scrollTop = top; el.scrollLeft = left; }
   }
+  followOutput(view);
+}
+// -- who the run waits for, its questions, its commands' output --------------------------
+function waitingLine(held, stalled) {
+  const task = held.task_id ? [h("code", {}, held.task_id), ": "] : "";
+  if (held.waiting_for === "user") return [task, "waiting for the user: ", h("b", {}, held.question || "")];
+  if (held.waiting_for === "command") return [task, `command running ${duration(held.for_s)}: `, h("code", {}, held.command || "")];
+  if (held.waiting_for === "task") return [task, `waiting for tasks ${(held.tasks || []).join(", ")} since ${when(held.since)}`];
+  const idle = held.idle_s ?? held.for_s;
+  return [task, "waiting for the agent (", h("code", {}, held.step_id), `) since ${when(held.since)} — ${duration(idle)} idle`,
+          stalled && idle > 0 && held.idle_s !== null ? [" ", pill("stalled")] : ""];
+}
+function waitingPanel(view) {
+  return h("div", { class: "panel waiting", id: "waiting" }, h("h2", {}, "Waiting for"),
+    h("ul", { class: "waits" }, view.steps_in_hand.map((held) => h("li", { "data-waiting": held.waiting_for },
+      pill(held.waiting_for), " ", waitingLine(held, view.stalled)))),
+    view.stalled ? h("p", { class: "note error" }, "Stalled: an agent holding a step has not called for longer than the server allows "
+                                                  + "(AROMCP_STALE_AFTER). Its session may have ended; resume it, or cancel.") : null);
+}
+function questionsPanel(view) {
+  return h("div", { class: "panel questions", id: "questions" }, h("h2", {}, "Waiting for your answer"),
+    view.questions.map((q) => question(view, q)));
+}
+function question(view, q) {
+  const choices = Array.isArray(q.choices) ? q.choices.map((c) => (typeof c === "string" ? c : JSON.stringify(c))) : null;
+  const expects = choices ? `one of: ${choices.join(", ")}` : q.pattern ? (q.pattern_hint || `text matching ${q.pattern}`) : "any text";
+  const note = h("div", { class: "note" });
+  let form = null;
+  if (state.config.actions) {
+    const field = choices
+      ? h("select", { name: "answer" }, choices.map((c) => h("option", { value: c, selected: c === q.default }, c)))
+      : h("input", { name: "answer", type: "text", value: q.default ?? "", pattern: q.pattern ? `(?:${q.pattern})` : null,
+                     title: q.pattern_hint || null, autocomplete: "off" });
+    form = h("form", { class: "answer", onsubmit: (e) => { e.preventDefault(); answer(view, q, field.value, note); } },
+      field, h("button", { type: "submit" }, "Answer"));
+  }
+  return h("div", { class: "question", "data-step": q.step_id },
+    h("div", { class: "prompt" }, q.prompt),
+    h("div", { class: "muted" }, `step `, h("code", {}, q.step_id), q.task_id ? ` in task ${q.task_id}` : "", ` — expects ${expects}`),
+    form || h("div", { class: "muted" }, "Answer it where it was asked, with `aromcp-workflows answer`, or on a page started with --actions."),
+    note);
+}
+async function answer(view, q, value, note) {
+  note.className = "note";
+  note.textContent = "answering…";
+  try {
+    await api(`api/instances/${encodeURIComponent(view.workflow_id)}/answer`, {
+      method: "POST", headers: { "X-Aromcp-Token": state.config.csrf || "", "Content-Type": "application/json" },
+      body: JSON.stringify({ value, step_id: q.step_id }) });
+    note.textContent = "answered: the agent's next call goes on from here";
+    loadInstance(view.workflow_id, true);
+  } catch (error) {
+    note.className = "note error";
+    note.textContent = `not answered: ${error.message}`;
+  }
+}
+function outputKey(held) { return `${held.task_id || ""}/${held.step_id}`; }
+function commandsPanel(view) {
+  const shown = Object.entries(state.output);  // every command seen running while this page was open
+  if (!shown.length) return null;
+  return h("div", { class: "panel commands", id: "commands" }, h("h2", {}, "Command output"),
+    shown.map(([key, out]) => h("div", { class: "command", "data-step": key },
+      h("div", {}, h("code", {}, out.command || key), " ", pill(out.running ? "running" : "done")),
+      ["stdout", "stderr"].map((name) => out[name] ? h("pre", { class: `stream ${name}`, "data-keep-scroll": `${key}:${name}` },
+                                                      out[name]) : null),
+      out.cut ? h("div", { class: "muted" }, "(the output was cut: only its end is kept)") : null)));
+}
+function followOutput(view) {
+  const running = view.steps_in_hand.filter((held) => held.waiting_for === "command");
+  for (const held of running) {
+    const key = outputKey(held);
+    if (!state.output[key]) state.output[key] = { stdout: "", stderr: "", since: [null, null], running: true, command: held.command };
+  }
+  for (const [key, out] of Object.entries(state.output)) {
+    if (!running.some((held) => outputKey(held) === key) && out.running) out.ending = true;  // read its last bytes once more
+  }
+  if (!state.outputTimer && Object.keys(state.output).length) {
+    state.outputTimer = setInterval(() => pollOutput(view.workflow_id), 1000);
+    pollOutput(view.workflow_id);
+  }
+}
+async function pollOutput(id) {
+  let changed = false;
+  for (const [key, out] of Object.entries(state.output)) {
+    if (!out.running) continue;
+    const [task, step] = key.split("/");
+    const params = new URLSearchParams({ step_id: step });
+    if (task) params.set("task_id", task);
+    if (out.since[0] !== null) params.set("stdout_since", out.since[0]);
+    if (out.since[1] !== null) params.set("stderr_since", out.since[1]);
+    let got;
+    try { got = await api(`api/instances/${encodeURIComponent(id)}/output?${params}`); } catch (error) { continue; }
+    for (const [i, name] of [[0, "stdout"], [1, "stderr"]]) {
+      const slice = got[name];
+      if (!slice) continue;
+      if (out.since[i] === null || slice.start !== out.since[i]) out[name] = slice.text;  // the first read, or a cut
+      else out[name] += slice.text;
+      if (slice.text) changed = true;
+      out.since[i] = slice.end;
+      out.cut = out.cut || Boolean(slice.cut);
+    }
+    out.command = got.command || out.command;
+    if (!got.running || out.ending) { out.running = false; out.ended = true; changed = true; }
+  }
+  if (changed && state.view && state.view.workflow_id === id) {
+    const panel = document.getElementById("commands");
+    const fresh = commandsPanel(state.view);
+    if (panel && fresh) panel.replaceWith(fresh);
+    else if (fresh) await renderInstance(state.view);  // drawn before the first output came
+    for (const pre of document.querySelectorAll("#commands pre")) pre.scrollTop = pre.scrollHeight;
+  }
+  if (!Object.values(state.output).some((out) => out.running) && state.outputTimer) {
+    clearInterval(state.outputTimer);
+    state.outputTimer = null;
+  }
 }
 function summary(view) {
   const facts = [["workflow", view.workflow], ["project", view.project_dir], ["started", when(view.created_at)],
@@ -229,7 +351,7 @@ function summary(view) {
                  ["current", view.current_steps.join(", ") || "–"], ["version", view.version]];
   return h("div", { class: "panel head" },
     h("div", {},
-      h("h1", {}, h("code", {}, view.workflow_id), " ", pill(view.status)),
+      h("h1", {}, h("code", {}, view.workflow_id), " ", pill(view.status), view.stalled ? [" ", pill("stalled")] : null),
       h("div", { class: "facts" }, facts.map(([k, v]) => h("span", {}, `${k} `, h("b", {}, String(v))))),
       view.error ? h("div", { class: "note error" }, view.error) : null,
       h("div", { id: "action-note", class: "note" })),
