@@ -48,7 +48,8 @@ def test_a_stalled_run_is_marked_in_the_list_and_on_its_page(project: Project, s
     log_in(page, site)
     row = page.locator(f"table.instances tr[data-id='{quiet}']")
     expect(row.locator(".pill.stalled")).to_have_count(1)
-    expect(page.locator(f"table.instances tr[data-id='{asking}'] .pill.stalled")).to_have_count(0)  # a person is awaited
+    asking_row = page.locator(f"table.instances tr[data-id='{asking}'] .pill.stalled")
+    expect(asking_row).to_have_count(0)  # a person is awaited
     page.select_option("select[name=status]", "stalled")
     expect(page.locator("table.instances tbody tr")).to_have_count(1)
     expect(page.locator("table.instances tbody tr").first).to_have_attribute("data-id", quiet)
