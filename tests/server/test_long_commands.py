@@ -220,11 +220,14 @@ async def test_a_cancel_stops_the_whole_process_group(tmp_path: Path, how: str) 
         await until(lambda: not any((tmp_path / "commands").iterdir()), timeout=5, what="the run directory to go")
 
 
+TOKEN = "cancel-test-token-0123456789abcdef"
+
+
 def cancel_from_the_page(project: Project, wid: str) -> None:
     """The page's cancel action: a web view process of its own (`ui --actions`), one POST with
     the bearer token the ui accepts (a person's browser sends its session cookie instead)."""
     token_file = project.root.parent / "ui.token"
-    token_file.write_text("cancel-test-token-0123456789abcdef\n")
+    token_file.write_text(TOKEN + "\n")
     token_file.chmod(0o600)
     ui = subprocess.Popen([PYTHON, "-m", "aromcp_workflows", "--project-dir", str(project.root), "ui", "--port", "0",
                            "--store", str(project.store), "--actions", "--auth-token-file", str(token_file)],
@@ -234,7 +237,7 @@ def cancel_from_the_page(project: Project, wid: str) -> None:
         url = urllib.parse.urlsplit(ui.stdout.readline().rsplit(" ", 1)[-1].strip())
         origin = f"{url.scheme}://{url.netloc}"
         request = urllib.request.Request(f"{origin}{url.path.rstrip('/')}/api/instances/{wid}/cancel", method="POST",
-                                         data=b"", headers={"Authorization": "Bearer cancel-test-token-0123456789abcdef"})
+                                         data=b"", headers={"Authorization": f"Bearer {TOKEN}"})
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 200
     finally:
