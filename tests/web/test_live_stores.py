@@ -22,9 +22,7 @@ from web_helpers import Project, Site, fan_out_midway, finish_task
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from pg_cluster import PgCluster, find_bin_dir, unavailable  # tests/store/pg_cluster.py
 
-# `cluster` is asked for by name (only the postgres case needs it), which tests/conftest.py
-# cannot see: its group keeps both cases on one pytest-xdist worker, with one cluster
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("web/test_live_stores.py")]
+pytestmark = pytest.mark.slow
 LIVE_S = 2.0
 
 
