@@ -43,9 +43,11 @@ run: $(STAMP)
 # such as the fault campaign, start early instead of last)
 XDIST := -n auto --dist loadscope --no-loadscope-reorder
 
-## test: lint and types, then the whole test suite on every core (what CI runs; about N minutes on 2 cores)
+## test: lint and types, then the whole test suite on every core, then the tests that need the
+## machine to themselves (the fault campaign) in one process (what CI runs; about N minutes on 2 cores)
 test: lint
-	$(BIN)/python -m pytest $(XDIST)
+	$(BIN)/python -m pytest $(XDIST) -m "not alone"
+	$(BIN)/python -m pytest -m alone
 
 ## test-fast: the edit-loop tier — everything not marked slow (no server subprocesses), on every core, under a minute on 2 idle cores
 test-fast: $(STAMP)

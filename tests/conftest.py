@@ -11,7 +11,9 @@ its files under its own `tmp_path`, HOME and store its own, ports picked by the 
 cluster per worker (`tests/store/pg_cluster.py`, a socket in a temp dir of its own).  A
 session fixture runs once per worker; the tests of one module run on one worker, so a module
 fixture is made once (some are costly: AroMCP's whole corpus run, a PostgreSQL cluster, the
-plugin's venv, a browser).
+plugin's venv, a browser).  A test whose verdict depends on timing it cannot make robust,
+because the timing is the product's (the fault campaign's command leases), is marked `alone`:
+`make test` runs it after the rest, in a process of its own.
 """
 
 from __future__ import annotations
