@@ -3,6 +3,17 @@
 A test is slow when it starts processes (server or runner subprocesses, a PostgreSQL
 cluster, the Claude Code CLI) or waits for limits to expire on purpose.  Whole modules of
 that kind are marked here, in one place, instead of test by test.
+
+Both tiers run on every core (pytest-xdist, `-n auto --dist loadscope`: `make test`), so every
+test must be safe beside any other, and beside a whole second suite run in another checkout:
+its files under its own `tmp_path`, HOME and store its own, ports picked by the OS
+(tests/architecture/test_parallel_safe.py checks the sources for fixed ones), one PostgreSQL
+cluster per worker (`tests/store/pg_cluster.py`, a socket in a temp dir of its own).  A
+session fixture runs once per worker; the tests of one module run on one worker, so a module
+fixture is made once (some are costly: AroMCP's whole corpus run, a PostgreSQL cluster, the
+plugin's venv, a browser).  A test whose verdict depends on timing it cannot make robust,
+because the timing is the product's (the fault campaign's command leases), is marked `alone`:
+`make test` runs it after the rest, in a process of its own.
 """
 
 from __future__ import annotations

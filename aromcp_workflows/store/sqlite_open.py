@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 from aromcp_workflows.store.base import StoreError, StoreOpenError
@@ -46,7 +47,7 @@ def open_file(path_text: str, synchronous: str) -> tuple[sqlite3.Connection, int
             check_same_thread=False,
         )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _switch_to_wal(conn)
         if str(mode).lower() != "wal":
             raise sqlite3.OperationalError(f"journal_mode WAL refused (got {mode})")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
@@ -66,6 +67,22 @@ def open_file(path_text: str, synchronous: str) -> tuple[sqlite3.Connection, int
             "writable one."
         ) from exc
     return conn, found
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> str:
+    """`PRAGMA journal_mode = WAL`, asked again while another connection holds the write lock
+    of a file not yet in WAL (it is switching a new store, made at the same moment): SQLite
+    answers SQLITE_BUSY there at once instead of waiting for `busy_timeout` (a wait could
+    deadlock), so two servers opening one new store together failed.  Within the busy
+    timeout, like every other wait for the lock; the mode the file ends up in."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def _create_private(path: Path) -> None:

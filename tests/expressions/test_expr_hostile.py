@@ -27,6 +27,7 @@ def fails(engine, src, input=None, **kw):
 
 
 def test_infinite_loop_is_stopped_within_the_timeout(tight):
+    still_works(tight)  # V8 made first: only the loop is timed (a loaded machine makes V8 slowly)
     err, took = fails(tight, "while(true){}")
     assert err.kind == "timeout" and err.origin == "computed field hostile"
     assert err.expression == "while(true){}" and "300 ms" in err.js_message

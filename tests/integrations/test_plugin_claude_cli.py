@@ -14,6 +14,7 @@ Without node/npm these tests skip, saying so; under CI (`CI=true`) a skip is a f
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -59,17 +60,22 @@ def plugin_data() -> Path:
 
 @pytest.fixture(scope="module")
 def claude() -> Path:
-    """The Claude Code CLI from npm, installed once per machine."""
+    """The Claude Code CLI from npm, installed once per machine: one install at a time (two
+    suites may run at once, in two checkouts), and used only once its install has finished."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         unavailable("node and npm are needed to install the Claude Code CLI")
     prefix = CACHE / f"claude-code-{CLAUDE_VERSION}"
-    binary = prefix / "node_modules" / ".bin" / "claude"
-    if not binary.exists():
-        proc = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                               f"@anthropic-ai/claude-code@{CLAUDE_VERSION}"], capture_output=True, text=True,
-                              timeout=900)
-        if proc.returncode != 0 or not binary.exists():
-            unavailable(f"npm could not install @anthropic-ai/claude-code@{CLAUDE_VERSION}: {proc.stderr[-1500:]}")
+    binary, installed = prefix / "node_modules" / ".bin" / "claude", prefix / "installed"
+    prefix.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"claude-code-{CLAUDE_VERSION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not installed.exists() or not binary.exists():
+            proc = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+                                   f"@anthropic-ai/claude-code@{CLAUDE_VERSION}"], capture_output=True, text=True,
+                                  timeout=900)
+            if proc.returncode != 0 or not binary.exists():
+                unavailable(f"npm could not install @anthropic-ai/claude-code@{CLAUDE_VERSION}: {proc.stderr[-1500:]}")
+            installed.touch()
     return binary
 
 

@@ -9,7 +9,9 @@ command and takes its result.
 
 Every test runs real servers over stdio (`rawstdio.RawServer`) and a real command that
 appends one line to `runs.log` each time it starts and one when it ends, so a test sees
-exactly how often it ran.
+exactly how often it ran.  Where a test needs the command still running at some point, the
+command waits for the test to open a gate (`Machine(sleep=None)`, `machine.release()`) rather
+than for a clock: under load a server start can take longer than any sleep.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ steps:
     prompt: "first"
   - id: sh
     type: shell_command
-    command: "echo start $$ >> runs.log; sleep SLEEP; echo end $$ >> runs.log; echo result-$$; exit 3"
+    command: "echo start $$ >> runs.log; WAIT; echo end $$ >> runs.log; echo result-$$; exit 3"
     on_error: continue
     state_update: {path: raw.out, value: "{{ result.stdout }}"}
   - id: code
@@ -52,14 +54,20 @@ steps:
 """
 
 
-class Machine:
-    """A project, a store and a commands directory shared by the servers a test starts."""
+GATE = "release"  # the file (in the project) a gated command waits for
 
-    def __init__(self, root: Path, sleep: float, **env: str) -> None:
+
+class Machine:
+    """A project, a store and a commands directory shared by the servers a test starts.
+
+    The command sleeps `sleep` seconds, or with `sleep=None` runs until `release()`."""
+
+    def __init__(self, root: Path, sleep: float | None, **env: str) -> None:
         self.root = root
         self.project = root / "project"
         (self.project / ".aromcp" / "workflows").mkdir(parents=True)
-        (self.project / ".aromcp" / "workflows" / "adopt.yaml").write_text(WORKFLOW.replace("SLEEP", str(sleep)))
+        wait = f"until [ -e {GATE} ]; do sleep 0.02; done" if sleep is None else f"sleep {sleep}"
+        (self.project / ".aromcp" / "workflows" / "adopt.yaml").write_text(WORKFLOW.replace("WAIT", wait))
         self.home = root / "home"
         self.home.mkdir()
         self.store = root / "store.sqlite3"
@@ -77,7 +85,12 @@ class Machine:
         log = self.project / "runs.log"
         return log.read_text().split("\n")[:-1] if log.exists() else []
 
+    def release(self) -> None:
+        """Let a gated command end (it outlives every server: never leave it waiting)."""
+        (self.project / GATE).touch()
+
     async def close(self) -> None:
+        self.release()
         for server in self.servers:
             if server.proc is not None and server.proc.returncode is None:
                 if server.proc.pid:
@@ -126,14 +139,16 @@ async def result_committed(machine: Machine, wid: str, why: str) -> None:
         await asyncio.sleep(0.05)
 
 async def test_a_command_running_when_its_server_died_is_adopted(tmp_path: Path) -> None:
-    machine = Machine(tmp_path, sleep=1.5)
+    machine = Machine(tmp_path, sleep=None)
     try:
         first = await machine.server()
         wid, _ = await shell_started(machine, first)
         await first.kill()  # the command goes on without its server
         assert [line.split()[0] for line in machine.runs()] == ["start"]
         second = await machine.server()
-        answer = await second.call_tool("workflow_get_next_step", {"workflow_id": wid})  # waits for the orphan
+        call = asyncio.create_task(second.call_tool("workflow_get_next_step", {"workflow_id": wid}))
+        machine.release()
+        answer = await call  # waits for the orphan
         pid = machine.runs()[0].split()[1]
         assert machine.runs() == [f"start {pid}", f"end {pid}"]  # ran once, to its end
         assert answer["step"]["id"] == "b"
@@ -301,13 +316,14 @@ async def test_the_next_server_claims_an_orphan_before_it_answers_anything(tmp_p
     other replica saw the dead server's lease run out and ran the command again although
     its host lived.  The claim (which renews the lease) is now made before the server
     answers its first request; only the wait for the command runs in the background."""
-    machine = Machine(tmp_path, sleep=8.0)  # still running once a server on a loaded machine answers
+    machine = Machine(tmp_path, sleep=None)
     try:
         wid = await orphaned(machine)
         await machine.server()  # its handshake answered: nothing else asked of it
         adopted = events(machine, wid, "shell_adopted")
         assert len(adopted) == 1, "the orphan was not claimed before the server answered"
         assert [line.split()[0] for line in machine.runs()] == ["start"]  # still running: claimed, not done
+        machine.release()
         await result_committed(machine, wid, "the orphan's result was not taken")
         assert [line.split()[0] for line in machine.runs()] == ["start", "end"]
         assert len(events(machine, wid, "shell_adopted")) == 1
@@ -321,7 +337,7 @@ async def test_a_replica_listens_only_once_it_has_claimed_the_orphans(tmp_path: 
     (the campaign's CI-sized round, seed 5: killed every 4 s, the replica never claimed, and
     the other replica ran the command again after the lease).  Now the socket is bound at
     once but listens only after the claims: a connection that succeeds means they are made."""
-    machine = Machine(tmp_path, sleep=3.0)
+    machine = Machine(tmp_path, sleep=None)  # the command runs until the end of the test
     try:
         wid = await orphaned(machine)
         port = free_port()

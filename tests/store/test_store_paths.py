@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,25 @@ def test_existing_store_file_keeps_its_mode(tmp_path: Path) -> None:
     path.chmod(0o640)  # the owner chose to share it with a group
     SqliteStore(path).open()
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def test_a_new_store_file_opens_while_another_opener_switches_it_to_wal(tmp_path: Path) -> None:
+    """Found under pytest-xdist (tests/server/test_start_key.py: two servers making one new
+    store at once): switching a new file to WAL takes its write lock, and another connection
+    asking for WAL meanwhile got "database is locked" at once (SQLite skips the busy timeout
+    there: waiting could deadlock), so its server could not open the store.  About one new
+    file in forty failed when four connections opened it together.  Here the other opener
+    holds that lock (a write transaction before the file is in WAL) for 0.3 s."""
+    path = tmp_path / "new.sqlite3"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # a rollback-journal file, its write lock held: as mid-switch
+    timer = threading.Timer(0.3, other.execute, ("COMMIT",))
+    timer.start()
+    try:
+        store = SqliteStore(path)
+        store.create(InstanceRecord("wf-1", "demo", "/p"))
+        assert store._connection().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        store.close()
+    finally:
+        timer.join()
+        other.close()

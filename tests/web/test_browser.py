@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,8 +25,7 @@ from playwright.sync_api import expect
 from web_helpers import SECRET, Project, Site, fan_out_midway, finish_task
 
 pytestmark = pytest.mark.slow
-DOCS_IMG = (Path(__file__).resolve().parents[2] / "docs" / "img" if os.environ.get("AROMCP_UI_SCREENSHOTS")
-            else Path(tempfile.gettempdir()) / "aromcp-ui-screenshots")
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"  # with AROMCP_UI_SCREENSHOTS=1
 LIVE_S = 2.0  # a change by another process shows within this long
 
 
@@ -44,11 +42,13 @@ def log_in(page: Any, site: Site) -> None:
     expect(page).to_have_url(site.base + "/")
 
 
-def shoot(page: Any, name: str, selector: str | None = None) -> None:
-    """A small PNG of what the test sees, for docs/ui.md."""
-    DOCS_IMG.mkdir(parents=True, exist_ok=True)
+def shoot(page: Any, project: Project, name: str, selector: str | None = None) -> None:
+    """A small PNG of what the test sees, for docs/ui.md (else beside the test's project:
+    tests running side by side never write one file)."""
+    folder = DOCS_IMG if os.environ.get("AROMCP_UI_SCREENSHOTS") else project.root.parent / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
     target = page.locator(selector) if selector else page
-    target.screenshot(path=str(DOCS_IMG / name), **({} if selector else {"full_page": False}))
+    target.screenshot(path=str(folder / name), **({} if selector else {"full_page": False}))
 
 
 def test_instances_list_filters_and_links(project: Project, site: Site, page: Any) -> None:
@@ -64,7 +64,7 @@ def test_instances_list_filters_and_links(project: Project, site: Site, page: An
     assert [rows.nth(i).get_attribute("data-id") for i in range(rows.count())] == [done, fan, failed]
     assert [rows.nth(i).locator(".pill").inner_text() for i in range(3)] == ["completed", "running", "failed"]
     assert "1–3 of 3, newest first" in page.inner_text(".pager")
-    shoot(page, "instances.png")
+    shoot(page, project, "instances.png")
     page.select_option("select[name=status]", "failed")
     expect(rows).to_have_count(1)
     assert rows.first.get_attribute("data-id") == failed and "status=failed" in page.url
@@ -90,12 +90,12 @@ def test_instance_page_in_the_middle_of_a_fan_out(project: Project, site: Site, 
     lanes = {tid: page.locator(f".lane[data-task='{tid}'] .pill").inner_text() for tid in tasks}
     assert lanes == {tasks[0]: "completed", tasks[1]: "running", tasks[2]: "pending"}
     assert "Fixing 3 files" in page.inner_text(".messages")
-    shoot(page, "instance-fanout.png")
+    shoot(page, project, "instance-fanout.png")
     tick = page.locator(".timeline tr.selectable", has_text="warm_up.tick").first
     tick.click()  # the state as it was after the first tick, its change highlighted
     page.wait_for_selector(".tree .row.changed[data-path='raw.rounds']")
     assert "rounds: 1" in page.inner_text(".tree .row.changed[data-path='raw.rounds']")
-    shoot(page, "state-history.png", "#history-and-state")
+    shoot(page, project, "state-history.png", "#history-and-state")
 
 
 def test_a_change_by_another_process_shows_without_a_reload(project: Project, site: Site, page: Any) -> None:
@@ -151,7 +151,7 @@ def test_without_a_login_the_page_shows_nothing_but_how_to_log_in(project: Proje
     assert "one-time login URL" in page.inner_text(".login-panel") and wid not in page.content()
     assert page.locator("input[name=token]").count() == 0  # this ui takes no token: no form for one
     assert statuses and set(statuses) == {401}
-    shoot(page, "login.png")
+    shoot(page, project, "login.png")
     login = site.login_url()
     page.goto(login)
     page.goto(f"{site.base}/instances/{wid}")
@@ -204,7 +204,7 @@ def test_repair_a_failed_run_from_the_page(project: Project, site: Site, page: A
     page.wait_for_selector(".failure")
     assert "watch-fail.yaml:" in page.inner_text(".failure .where")
     assert page.locator("g.node[data-step='check']").get_attribute("data-mark") == "failed"
-    shoot(page, "failed-run.png")
+    shoot(page, project, "failed-run.png")
     (project.root / "ready.flag").write_text("fixed\n")
     page.click("button:has-text('Retry')")
     page.wait_for_selector(".head .pill.running")

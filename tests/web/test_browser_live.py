@@ -59,7 +59,7 @@ def test_a_stalled_run_is_marked_in_the_list_and_on_its_page(project: Project, s
     expect(waits).to_have_count(1)
     assert waits.first.get_attribute("data-waiting") == "agent"
     assert "waiting for the agent (think)" in waits.first.inner_text() and "idle" in waits.first.inner_text()
-    shoot(page, "stalled.png", "#waiting")
+    shoot(page, project, "stalled.png", "#waiting")
 
 
 def test_the_question_is_shown_as_asked_and_answered_from_the_page(project: Project, site: Site, page: Any) -> None:
@@ -72,7 +72,7 @@ def test_the_question_is_shown_as_asked_and_answered_from_the_page(project: Proj
     assert "expects one of: yes, no" in question.inner_text()
     assert "waiting for the user: Deploy to staging?" in page.inner_text("#waiting")
     assert [o.inner_text() for o in question.locator("select option").all()] == ["yes", "no"]
-    shoot(page, "question.png", "#questions")
+    shoot(page, project, "question.png", "#questions")
     question.locator("select").select_option("no")
     question.locator("button:has-text('Answer')").click()
     expect(page.locator("#questions")).to_have_count(0)  # answered: the page follows, nothing is asked any more
@@ -116,7 +116,7 @@ def test_a_commands_output_shows_while_it_runs(project: Project, site: Site, pag
     early = stdout.inner_text()
     assert "building part 6" not in early  # seen while it runs, not afterwards
     assert "command running" in page.inner_text("#waiting")
-    shoot(page, "command-output.png", "#commands")
+    shoot(page, project, "command-output.png", "#commands")
     expect(stdout).to_contain_text("building part 6", timeout=15000)
     expect(page.locator("#commands pre.stderr")).to_contain_text("warning: slow disk", timeout=15000)
     runner.join(30)

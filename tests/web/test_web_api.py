@@ -17,14 +17,15 @@ from aromcp_workflows.http import ConnectionLimits, HostRule, guarded
 from aromcp_workflows.web.app import WebView
 from aromcp_workflows.web.auth import WebAuth
 
-BASE = "http://127.0.0.1:8780"
+BASE = "http://127.0.0.1:8780"  # in process (TestClient): no socket is bound
+PORT = int(BASE.rsplit(":", 1)[1])
 
 
 def client(project: Project, actions: bool = False, log_in: bool = True) -> tuple[TestClient, WebView, Any]:
     """The app behind the ui's checks; logged in (the client keeps the cookie) unless told not."""
     service = project.service()
     links: list[str] = []
-    view = WebView(lambda: service, WebAuth(BASE, "", links.append, port=8780), actions=actions)
+    view = WebView(lambda: service, WebAuth(BASE, "", links.append, port=PORT), actions=actions)
     view.auth.start()
     app = guarded(view.app(), HostRule.for_bind("127.0.0.1"), [("", view.auth.admit)], ConnectionLimits.from_env())
     web = TestClient(app, base_url=BASE)
