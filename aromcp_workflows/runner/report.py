@@ -7,6 +7,7 @@ writing to the stream it is given.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -68,6 +69,16 @@ class RunOutcome:
         return data
 
 
+COMMAND_LINE = re.compile(r"(?P<status>step (?P<step>\S+): command running for [0-9.]+ s): (?P<line>.+)$", re.S)
+
+
+def command_line(message: str | None) -> tuple[str | None, str | None, str | None]:
+    """(step id, the latest output line, the message without it) of a progress message about
+    a running command; (None, None, message) for any other."""
+    found = COMMAND_LINE.match(message or "")
+    return (found["step"], found["line"].strip(), found["status"]) if found else (None, None, message)
+
+
 def short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
@@ -114,14 +125,18 @@ class Printer:
     """Writes the transcript (unless quiet) and messages (always) to one stream.
 
     Progress of long server-side steps: on a terminal one status line rewritten in place
-    (`\\r`), cleared before anything else is printed; otherwise a line at most every
-    `PROGRESS_EVERY_S` seconds of the step (the server reports about every second).
+    (`\\r`), with the last `TAIL_LINES` lines a running command printed under it (a live
+    tail, redrawn in place), all cleared before anything else is printed; otherwise a line at
+    most every `PROGRESS_EVERY_S` seconds of the step, and each new output line the server
+    reports, indented under the step.  The server reports the latest line about once a
+    second: lines in between are not seen here (`aromcp-workflows debug ID` has them all).
 
     A stream that fails (a pipe whose reader left, `| head`; a terminal gone) is not
     written to again: `on_lost` hears of it once (the run stops), and the final lines go
     to stderr instead, when that is another stream."""
 
     PROGRESS_EVERY_S = 5.0
+    TAIL_LINES = 4
 
     def __init__(self, stream: TextIO | None, quiet: bool = False,
                  on_lost: Callable[[OSError], None] | None = None):
@@ -131,7 +146,9 @@ class Printer:
         self.lost = False
         self.live = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
         self._status_line = False
+        self._region = 0  # lines of the live region (status line and tail) on the terminal now
         self._last_progress: dict[str, float] = {}
+        self._tails: dict[str, list[str]] = {}  # step id -> the latest output lines reported
 
     def _emit(self, text: str) -> None:
         """Write and flush; a failing stream is dropped (and said once to `on_lost`)."""
@@ -146,25 +163,48 @@ class Printer:
                 self.on_lost(exc if isinstance(exc, OSError) else BrokenPipeError(str(exc)))
 
     def write(self, text: str = "") -> None:
-        if self._status_line:
-            self._emit("\r\x1b[K")
-            self._status_line = False
+        self._clear_region()
         self._emit(text + "\n")
+
+    def _clear_region(self) -> None:
+        """Take the live region (status line and tail) off the terminal."""
+        if self._status_line:
+            self._emit("\r\x1b[K" if self._region <= 1 else f"\x1b[{self._region - 1}F\x1b[J")
+            self._status_line, self._region = False, 0
 
     def progress(self, who: str, done: float, total: float | None, message: str | None) -> None:
         """A progress notification of the server (or a task count) for `who`."""
         if self.quiet or self.stream is None:
             return
-        text = f"  ... {message or f'working ({done:.0f})'}" + (f" [{done:.0f}/{total:.0f}]" if total else "")
+        step, line, status = command_line(message)
+        text = f"  ... {status or f'working ({done:.0f})'}" + (f" [{done:.0f}/{total:.0f}]" if total else "")
         text += f" ({who})"
+        fresh = step is not None and line is not None and self._tail(step, line)
         if self.live:
-            self._emit("\r\x1b[K" + text[:WIDTH])
-            self._status_line = True
+            self._draw(text, self._tails.get(step or "", []))
             return
+        if fresh and line is not None:
+            self.write(f"    | {line[:WIDTH - 6]}")
         last = self._last_progress.get(who)
         if last is None or done < last or done - last >= self.PROGRESS_EVERY_S:
             self._last_progress[who] = done
             self.write(text)
+
+    def _tail(self, step: str, line: str) -> bool:
+        """Keep `line` as the step's latest output; whether it is new."""
+        tail = self._tails.setdefault(step, [])
+        if tail and tail[-1] == line:
+            return False
+        tail.append(line)
+        del tail[: -self.TAIL_LINES]
+        return True
+
+    def _draw(self, status: str, tail: list[str]) -> None:
+        """The status line, the output's last lines under it, in place of what was there."""
+        lines = [status[:WIDTH], *(f"    | {line}"[:WIDTH] for line in tail)]
+        up = f"\x1b[{self._region - 1}F" if self._region > 1 else "\r"
+        self._emit(up + "\x1b[J" + "\n".join(lines))
+        self._status_line, self._region = True, len(lines)
 
     def detail(self, text: str) -> None:
         if not self.quiet:
