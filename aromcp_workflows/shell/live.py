@@ -101,7 +101,7 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
         return False
     _signal(group, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _exists(group):
+    while time.monotonic() < deadline and group_alive(group):
         time.sleep(0.02)
     _signal(group, signal.SIGKILL)
     return True
@@ -112,7 +112,8 @@ def _signal(group: int, signum: int) -> None:
         os.killpg(group, signum)
 
 
-def _exists(group: int) -> bool:
+def group_alive(group: int) -> bool:
+    """Whether a process group still has a process (one of another user's counts)."""
     try:
         os.killpg(group, 0)
     except ProcessLookupError:

@@ -42,6 +42,7 @@ from typing import Any
 from aromcp_workflows.interpreter import ShellResult
 from aromcp_workflows.safety import command_environment
 from aromcp_workflows.shell.dialect import dash_text, sh_path
+from aromcp_workflows.shell.live import group_alive
 from aromcp_workflows.shell.rundir import OUTPUT_CAP as OUTPUT_CAP  # the cap, where callers look for it
 from aromcp_workflows.shell.rundir import RunDir, needs_subshell
 
@@ -96,19 +97,11 @@ def stop_all_commands(grace_s: float = 1.0) -> int:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signum)
         deadline = time.monotonic() + grace_s
-        while signum == signal.SIGTERM and time.monotonic() < deadline and any(_alive(g) for g in groups):
+        while signum == signal.SIGTERM and time.monotonic() < deadline and any(group_alive(g) for g in groups):
             time.sleep(0.02)
     return len(groups)
 
 
-def _alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,

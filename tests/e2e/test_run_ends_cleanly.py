@@ -140,23 +140,9 @@ def test_a_terminal_closed_under_a_fan_out_run_leaves_it_interrupted(tmp_path: P
     """The run writes to a real pseudo-terminal; tmux closes it (the kernel hangs up the
     run's process group and every later write fails): the instance ends `interrupted`."""
     repo, name = project(tmp_path, "fan-out")
-    socket = f"aromcp-{os.getpid()}-{time.monotonic_ns()}"
     env = cli_env(tmp_path)
     command = " ".join([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(repo), "run", name])
-    exports = " ".join(f"{key}={value}" for key, value in env.items() if key in ("AROMCP_WORKFLOWS_STORE", "HOME",
-                                                                                 "PYTHONPATH"))
-    subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "run", "-x", "200", "-y", "50",
-                    f"env {exports} {command}"], check=True, env=env, cwd=repo, timeout=30)
-    try:
-        deadline = time.monotonic() + 60
-        while "starting 3 sub-agent" not in _screen(socket):
-            assert time.monotonic() < deadline, _screen(socket)
-            time.sleep(0.2)
-    finally:
-        subprocess.run(["tmux", "-L", socket, "kill-server"], check=False, timeout=30)
-    deadline = time.monotonic() + 90
-    while (status := _status(tmp_path, repo)) == "running" and time.monotonic() < deadline:
-        time.sleep(0.5)
+    status = _terminal_closed_at(tmp_path, repo, env, command, "starting 3 sub-agent")
     assert status == "interrupted", the_instance(tmp_path, repo)
     assert "interrupted by SIGHUP" in str(the_instance(tmp_path, repo)["error"])
 
@@ -170,16 +156,22 @@ def test_a_terminal_closed_while_the_run_asks_a_question_leaves_it_interrupted(t
     (repo / ".aromcp" / "workflows").mkdir(parents=True)
     (repo / ".aromcp" / "workflows" / "e2e:ask.yaml").write_text(
         'name: "e2e:ask"\nsteps:\n  - {id: q, type: user_input, prompt: "Deploy now?"}\n')
+    command = f"{sys.executable} -m aromcp_workflows --project-dir {repo} run e2e:ask"
+    status = _terminal_closed_at(tmp_path, repo, cli_env(tmp_path), command, "answer >")
+    assert status == "interrupted", the_instance(tmp_path, repo)
+
+
+def _terminal_closed_at(tmp_path: Path, repo: Path, env: dict[str, str], command: str, shown: str) -> str:
+    """Run `command` in a tmux terminal, close the terminal once it shows `shown`; the
+    instance's status once it is no longer running (or 90 s)."""
     socket = f"aromcp-{os.getpid()}-{time.monotonic_ns()}"
-    env = cli_env(tmp_path)
     exports = " ".join(f"{key}={value}" for key, value in env.items() if key in ("AROMCP_WORKFLOWS_STORE", "HOME",
                                                                                  "PYTHONPATH"))
     subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "run", "-x", "200", "-y", "50",
-                    f"env {exports} {sys.executable} -m aromcp_workflows --project-dir {repo} run e2e:ask"],
-                   check=True, env=env, cwd=repo, timeout=30)
+                    f"env {exports} {command}"], check=True, env=env, cwd=repo, timeout=30)
     try:
         deadline = time.monotonic() + 60
-        while "answer >" not in _screen(socket):
+        while shown not in _screen(socket):
             assert time.monotonic() < deadline, _screen(socket)
             time.sleep(0.2)
     finally:
@@ -187,7 +179,7 @@ def test_a_terminal_closed_while_the_run_asks_a_question_leaves_it_interrupted(t
     deadline = time.monotonic() + 90
     while (status := _status(tmp_path, repo)) == "running" and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert status == "interrupted", the_instance(tmp_path, repo)
+    return status
 
 
 def _screen(socket: str) -> str:
