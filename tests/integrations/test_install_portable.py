@@ -37,7 +37,7 @@ def venv_in(project: Path) -> Path:
         f"{REPO}\n" + "".join(f"import site; site.addsitedir({p!r})\n" for p in ours))
     script = project / ".venv" / "bin" / "aromcp-workflows"
     script.write_text(f"#!{project / '.venv' / 'bin' / 'python'}\nimport sys\n"
-                      "from aromcp_workflows.cli.main import main\nsys.exit(main())\n")
+                      "from aromcp_workflows.cli.entry import main\nsys.exit(main())\n")
     script.chmod(0o755)
     return script
 

@@ -79,7 +79,7 @@ async def test_a_named_store_is_said_by_the_server_and_the_cli(tmp_path: Path):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert ui.stdout is not None
-        assert ui.stdout.readline().startswith("aromcp-workflows web view (read-only): http://127.0.0.1:")
+        assert ui.stdout.readline().startswith("aromcp-workflows web view (read-only) at http://127.0.0.1:")
         assert ui.stdout.readline().strip() == f"store: {store}"
     finally:
         ui.terminate()
