@@ -1,6 +1,6 @@
 """The per-step cost over stdio, as ratios to a trivial tool call on the same server (issue 13).
 
-Run: ``.venv/bin/python benchmarks/bench_step.py [--calls N] [--store sqlite|postgresql] [--big N]``
+Run: ``.venv/bin/python benchmarks/bench_step.py [--calls N] [--store sqlite|postgresql|both] [--big N] [--before DIR]``
 
 One real server (``aromcp-workflows serve`` over stdio, the CLI a client starts) and one
 bare ``MCPServer`` (``benchmarks/minimal_server.py``) are driven by a blocking JSON-RPC
@@ -272,16 +272,22 @@ def run(workdir: Path, store: str, probe: Any, calls: int, warmup: int, big: int
             "p90_ms": {k: p90_ms(v) for k, v in times.items()}, "growth_per_step": grown, "big": big}
 
 
-def run_both(workdir: Path, stores: dict[str, str], calls: int, warmup: int) -> dict[str, Any]:
-    """`--store both`: a server on each store and the bare server, their rows interleaved call
-    by call in every round, so the PostgreSQL step is compared with the SQLite step of the same
-    moments (the target: within 8 % of it where even SQLite is above 1.15 x a trivial call)."""
+def run_side_by_side(workdir: Path, servers_of: dict[str, tuple[str, Path | None]], calls: int,
+                     warmup: int) -> dict[str, Any]:
+    """Several servers and the bare one, their rows interleaved call by call in every round, so
+    each is compared with the first at the same moments.  `servers_of`: name -> (store, the
+    checkout whose package it runs, None for this one).  `--store both`: this tree on SQLite
+    and on PostgreSQL (the target: within 8 % of SQLite where even SQLite is above 1.15 x a
+    trivial call); `--before DIR`: DIR's server and this tree's, each on a SQLite file of its own."""
     project = make_project(workdir / "proj")
     home = workdir / "home"
     home.mkdir(exist_ok=True)
-    servers = {name: SyncStdio(our_command(project, store), {**server_env(home, workdir),  # type: ignore[arg-type]
-                                                            "AROMCP_WORKFLOWS_STORE": store}, project)
-               for name, store in stores.items()}
+    servers: dict[str, SyncStdio] = {}
+    for name, (store, tree) in servers_of.items():
+        env = {**server_env(home, workdir), "AROMCP_WORKFLOWS_STORE": store}
+        if tree is not None:
+            env["PYTHONPATH"] = str(tree)
+        servers[name] = SyncStdio(our_command(project, store), env, project)  # type: ignore[arg-type]
     bare = SyncStdio(minimal_command(), server_env(home, workdir), project)
     try:
         rows: dict[str, Callable[[], Any]] = {"noop (bare MCPServer)": lambda: bare.tool("noop", {"x": 1})}
@@ -300,17 +306,19 @@ def run_both(workdir: Path, stores: dict[str, str], calls: int, warmup: int) -> 
         for server in [*servers.values(), bare]:
             server.close()
     return {"median_ms": {k: median_ms(v) for k, v in times.items()},
-            "p90_ms": {k: p90_ms(v) for k, v in times.items()}, "stores": list(stores)}
+            "p90_ms": {k: p90_ms(v) for k, v in times.items()}, "servers": list(servers_of)}
 
 
-def report_both(result: dict[str, Any], calls: int) -> None:
+def report_side_by_side(result: dict[str, Any], calls: int) -> None:
     med, p90 = result["median_ms"], result["p90_ms"]
-    print(f"\nround trips over stdio, both stores (median of {calls} rounds, interleaved call by call)")
-    print(f"  {'row':40s} {'median ms':>9s} {'p90 ms':>8s} {'x list':>7s} {'x noop':>7s} {'x sqlite':>9s}")
+    first = result["servers"][0]
+    print(f"\nround trips over stdio, {' and '.join(result['servers'])} (median of {calls} rounds, "
+          "interleaved call by call)")
+    print(f"  {'row':40s} {'median ms':>9s} {'p90 ms':>8s} {'x list':>7s} {'x noop':>7s} {'x ' + first:>9s}")
     for key, value in med.items():
-        store = key.split(":")[0]
-        ref = med.get(f"{store}: workflow_list", value)
-        twin = med.get(key.replace("postgresql:", "sqlite:"), value)
+        name = key.split(":")[0]
+        ref = med.get(f"{name}: workflow_list", value)
+        twin = med.get(f"{first}:{key.split(':', 1)[1]}", value) if ":" in key else value
         print(f"  {key:40s} {value:9.3f} {p90[key]:8.3f} {value / ref:7.2f} {value / med['noop (bare MCPServer)']:7.2f}"
               f" {value / twin:9.2f}")
 
@@ -348,6 +356,8 @@ def main() -> None:
     parser.add_argument("--store", choices=("sqlite", "postgresql", "both"), default="sqlite",
                         help="SQLite file in --dir, a throwaway PostgreSQL 15 cluster, or both in one run")
     parser.add_argument("--dir", help="where the store and project are created (default: temp dir under cwd)")
+    parser.add_argument("--before", help="another checkout (its aromcp_workflows package) served beside this "
+                                         "tree's, both on SQLite, interleaved call by call")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-step-", dir=args.dir or ".")).resolve()
@@ -365,12 +375,17 @@ def main() -> None:
             cluster = PgCluster(bin_dir).start()
             url = cluster.create_database()
             store, probe = url, PgProbe(url)
+        side_by_side: dict[str, tuple[str, Path | None]] | None = None
         if args.store == "both":
-            both = run_both(workdir, {"sqlite": str(workdir / "step.sqlite3"), "postgresql": url}, args.calls,
-                            args.warmup)
-            report_both(both, args.calls)
+            side_by_side = {"sqlite": (str(workdir / "step.sqlite3"), None), "postgresql": (url, None)}
+        elif args.before:
+            side_by_side = {"before": (str(workdir / "before.sqlite3"), Path(args.before).resolve()),
+                            "after": (str(workdir / "after.sqlite3"), None)}
+        if side_by_side is not None:
+            both = run_side_by_side(workdir, side_by_side, args.calls, args.warmup)
+            report_side_by_side(both, args.calls)
             if args.json:
-                print(json.dumps({"machine": info, "store": "both", **both}, indent=2))
+                print(json.dumps({"machine": info, "store": args.store, **both}, indent=2))
             return
         if args.store == "sqlite":
             path = workdir / "step.sqlite3"

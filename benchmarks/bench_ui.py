@@ -7,8 +7,9 @@ empty) with N instances — records shaped like a real waiting instance (definit
 snapshot, state, threads), spread over 4 workflows, 5 projects and every status — then
 starts the real ``aromcp-workflows ui`` process on it and times, over HTTP, what the
 browser asks for: the first page of ``/api/instances`` (50 rows, newest first, with the
-total and the filter counts), a page deep in the list, and a filtered first page.  The
-first request after start is reported on its own (cold: the store opens then).  Medians
+total and the filter counts), a page deep in the list, a filtered first page, and the
+stalled filter (which reads every running or waiting instance to know).  The first
+request after start is reported on its own (cold: the store opens then).  Medians
 and p90 of ``--rounds`` requests each; the same run also times a 1-instance store as the
 reference, so the ratio says how the page grows with the store.  Target: the first page
 in at most 500 ms with 10,000 instances.
@@ -84,7 +85,8 @@ def measure(store_location: str, workdir: Path, rounds: int) -> dict[str, Any]:
         cold = get_ms(f"{base}/api/instances")
         out: dict[str, Any] = {"first request after start (ms)": round(cold, 1)}
         for name, query in (("first page", ""), ("page 100", "?page=100"),
-                            ("first page, status=failed, workflow=bench:w1", "?status=failed&workflow=bench:w1")):
+                            ("first page, status=failed, workflow=bench:w1", "?status=failed&workflow=bench:w1"),
+                            ("first page, stalled", "?status=stalled")):
             times = [get_ms(f"{base}/api/instances{query}") for _ in range(rounds)]
             out[name] = {"median_ms": round(statistics.median(times), 1),
                          "p90_ms": round(sorted(times)[int(len(times) * 0.9) - 1], 1)}
