@@ -48,7 +48,7 @@ def test_progress_is_one_status_line_on_a_terminal(tmp_path: Path):
     os.close(leader)
     assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
     screen = b"".join(chunks).decode()
-    updates = screen.count("\r\x1b[K  ... step build: command running for ")
-    assert updates >= 2, screen  # the same line, rewritten
+    updates = screen.count("\r\x1b[J  ... step build: command running for ")
+    assert updates >= 2, screen  # the same line, rewritten (cleared to the end of the screen: no tail under it yet)
     assert "\r\x1b[Kbuild done" in screen, screen  # the status line is cleared before the next message
     assert "status: completed" in screen
