@@ -44,12 +44,12 @@ run: $(STAMP)
 XDIST := -n auto --dist loadscope --no-loadscope-reorder
 
 ## test: lint and types, then the whole test suite on every core, then the tests that need the
-## machine to themselves (the fault campaign) in one process (what CI runs; about 15 minutes on 2 cores)
+## machine to themselves (the fault campaign) in one process (what CI runs; 11–18 minutes on 2 cores)
 test: lint
 	$(BIN)/python -m pytest $(XDIST) -m "not alone"
 	$(BIN)/python -m pytest -m alone
 
-## test-fast: the edit-loop tier — everything not marked slow (no server subprocesses), on every core, 2–3 minutes on 2 cores
+## test-fast: the edit-loop tier — everything not marked slow (no server subprocesses), on every core, about 1½ minutes on 2 cores
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" -x -q $(XDIST)
 
