@@ -68,8 +68,10 @@ class Adopter:
         command is not this server's to adopt (done already, or claimed by a live server)."""
         driver = self.driver
         busy = driver.transact(workflow_id, lambda run: run.busy_shell(thread_id))
-        reason = None if busy is None else owners.abandoned(busy.claim, owners.current(), time.time())
-        if busy is None or reason is None:
+        if busy is None or driver.in_flight.event((workflow_id, busy.thread_id, busy.step_id)) is not None:
+            return None  # nothing to adopt, or adopted already (a thread can leave two run directories)
+        reason = owners.abandoned(busy.claim, owners.current(), time.time())
+        if reason is None:
             return None
         mine = self._adopt_claim(workflow_id, busy, reason)
         if mine is None:

@@ -33,6 +33,7 @@ from typing import Any
 
 from aromcp_workflows.app import calls
 from aromcp_workflows.app.adoption import Adopter
+from aromcp_workflows.app.launch import Launch, Launcher
 from aromcp_workflows.app.pending import IN_FLIGHT, Claimed, InFlight, PendingEffect, Transact
 from aromcp_workflows.interpreter import (
     Answer,
@@ -45,12 +46,15 @@ from aromcp_workflows.interpreter import (
     WorkflowRun,
     Writer,
 )
-from aromcp_workflows.shell import DEFAULT_TIMEOUT_MS, Periodic, ProgressCallback, RunDir, run_shell
+from aromcp_workflows.shell import DEFAULT_TIMEOUT_MS, Periodic, ProgressCallback, RunDir, run_shell, wait_command
+from aromcp_workflows.shell import adopt as wait_and_collect
 from aromcp_workflows.shell import owner as owners
 
 ShellRunner = Callable[[ShellRequest, ProgressCallback | None, Sequence[Periodic], RunDir, dict[str, Any]],
                        ShellResult]
 OTHER_PROCESS_POLL_S = (0.05, 0.5)  # backoff while a command runs in another server process
+ADOPTED_BY_NAME = ("its server died after it started the command, before the command's claim was committed; its "
+                   "result is taken from where it runs (it does not run again)")
 BUSY_WAIT_S = 5.0  # how long one wait on a running command lasts before it is looked at again
 log = logging.getLogger("aromcp_workflows")
 
@@ -78,12 +82,16 @@ class Driver:
     this process runs now, and its `Adopter` of commands whose server died."""
 
     def __init__(self, transact: Transact, shell_runner: ShellRunner = default_shell_runner,
-                 in_flight: InFlight = IN_FLIGHT, store_path: Callable[[], str] = lambda: ""):
+                 in_flight: InFlight = IN_FLIGHT, store_path: Callable[[], str] = lambda: "",
+                 one_host: Callable[[], bool] = lambda: False):
+        """`one_host`: whether the store is used by this machine's servers alone (a file): its
+        commands then start before their claims are committed (`app.launch`)."""
         self.transact = transact
         self.shell_runner = shell_runner
         self.in_flight = in_flight
         self.store_path = store_path  # recorded with each command, for the server that adopts it
         self.adopter = Adopter(self)
+        self.launcher = Launcher(lambda: shell_runner is default_shell_runner and one_host(), store_path)
 
     def next_step(self, workflow_id: str, thread_id: str | None = None,
                   progress: ProgressCallback | None = None, by_agent: bool = True) -> Answer:
@@ -122,12 +130,17 @@ class Driver:
         so a concurrent call waits for it instead of thinking it orphaned."""
         if isinstance(outcome, ShellRequest):
             self.in_flight.start((run.workflow_id, outcome.thread_id, outcome.step_id))
-            me, run_dir, now = owners.current(), RunDir.new(), time.time()
+            me, now = owners.current(), time.time()
+            launch = self.launcher.launch(run.workflow_id, outcome, self._meta(run.workflow_id, outcome))
+            run_dir = RunDir.new() if launch is None else launch.run_dir
+            if launch is not None and launch.adopted:
+                run.machine.record("shell_adopted", outcome.step_id, None if outcome.thread_id == "main" else
+                                   outcome.thread_id, {"reason": ADOPTED_BY_NAME})
             run.claim_shell(outcome.thread_id, outcome.step_id, ShellClaim(
                 owner=me.data(), lease_until=now + owners.lease_seconds(), owner_pid=me.pid,
                 run_dir=str(run_dir.path), started_at=now + outcome.delay_ms / 1000,
                 deadline=now + (outcome.delay_ms + (outcome.timeout_ms or DEFAULT_TIMEOUT_MS)) / 1000))
-            return PendingEffect(run.workflow_id, outcome, run_dir)
+            return PendingEffect(run.workflow_id, outcome, run_dir, launch)
         if isinstance(outcome, Busy):
             return PendingEffect(run.workflow_id, outcome)
         return outcome
@@ -146,7 +159,7 @@ class Driver:
                 if deadline is not None:
                     return calls.within(deadline, claimed.effect, claimed.workflow_id, progress,
                                         functools.partial(self._drive, claimed, run_dir, thread_id))
-                claimed = self.run_shell(claimed.workflow_id, claimed.effect, progress, run_dir)
+                claimed = self.run_shell(claimed.workflow_id, claimed.effect, progress, run_dir, claimed.launch)
             else:
                 waits += 1
                 claimed = self._wait(claimed.workflow_id, claimed.effect, thread_id, waits, deadline)
@@ -157,25 +170,54 @@ class Driver:
         """Run the command and every effect after it until the thread has an answer (on a
         thread of its own when the call's budget may run out first)."""
         assert isinstance(pending.effect, ShellRequest)
-        return self.perform(self.run_shell(pending.workflow_id, pending.effect, progress, run_dir), thread_id, progress)
+        return self.perform(self.run_shell(pending.workflow_id, pending.effect, progress, run_dir, pending.launch),
+                            thread_id, progress)
 
     def run_shell(self, workflow_id: str, request: ShellRequest, progress: ProgressCallback | None,
-                  run_dir: RunDir) -> Claimed:
+                  run_dir: RunDir, launch: Launch | None = None) -> Claimed:
+        """Run the claimed command (or wait for the one `launch` started before the claim was
+        committed) and commit its result with what the thread does next."""
         key = (workflow_id, request.thread_id, request.step_id)
         try:
-            if request.delay_ms:
+            if request.delay_ms and launch is None:
                 time.sleep(request.delay_ms / 1000)
-            meta = {"workflow_id": workflow_id, "thread_id": request.thread_id, "step_id": request.step_id,
-                    "store": self.store_path(), "server": owners.current().data()}
+            meta = self._meta(workflow_id, request)
             renewal = self.lease_renewal(workflow_id, request, run_dir)
             reports = None if progress is None else calls.reporting(progress, request.step_id, run_dir)
-            result = self.shell_runner(request, reports, [renewal], run_dir, meta)
+            if launch is None:
+                result = self.shell_runner(request, reports, [renewal], run_dir, meta)
+            else:
+                run_dir.mark_claimed()  # committed: the store names this directory now
+                result = self._launched(launch, request, reports, renewal, meta)
             claimed = self.transact(workflow_id, lambda run: self.claim(run, run.finish_shell(request, result,
                                                                                             owners.current().data())))
             run_dir.remove()  # committed: nobody needs its files any more
             return claimed
         finally:
             self.in_flight.end(key)
+            if launch is not None:
+                self.launcher.done(launch)
+
+    def _launched(self, launch: Launch, request: ShellRequest, reports: ProgressCallback | None,
+                  renewal: Periodic, meta: dict[str, Any]) -> ShellResult:
+        """The result of a command started before its claim was committed: waited for here,
+        or taken from the directory of a server that died before committing it (a command
+        that never started there, or was killed before recording its status, runs now)."""
+        if launch.result is not None:
+            return launch.result
+        if launch.started is not None:
+            return wait_command(launch.started, reports, [renewal])
+        timeout_s = (request.timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
+        result = wait_and_collect(launch.run_dir, launch.run_dir.made_at() + timeout_s, request.timeout_ms, [renewal])
+        if result is not None:
+            return result
+        launch.run_dir.remove()
+        return self.shell_runner(request, reports, [renewal], launch.run_dir, meta)
+
+    def _meta(self, workflow_id: str, request: ShellRequest) -> dict[str, Any]:
+        """What a run directory says of its command, for the server that adopts it."""
+        return {"workflow_id": workflow_id, "thread_id": request.thread_id, "step_id": request.step_id,
+                "store": self.store_path(), "server": owners.current().data()}
 
     def lease_renewal(self, workflow_id: str, request: ShellRequest, run_dir: RunDir) -> Periodic:
         """Renew the command's lease every third of it while it runs (a command shorter than

@@ -48,14 +48,17 @@ def _adopt(driver: Driver, instances: InstanceRegistry, run_dir: RunDir, workflo
            rest: Callable[[], object] | None) -> None:
     """Take the claimed command's result (`rest`) and go on as the thread's next step would;
     then drop a run directory no claim names any more (its result was committed before its
-    server could remove it)."""
+    server could remove it).  A directory whose claim was never committed is kept while its
+    instance runs: its thread's next call finds the command by the directory's name
+    (`app.launch`), such as the agent's call again after its server died."""
     try:
         (rest or (lambda: driver.next_step(workflow_id, thread_id, by_agent=False)))()
-        named = instances.read(workflow_id, lambda run, _: _names(run.busy_shell(thread_id), run_dir))
+        named, finished = instances.read(workflow_id, lambda run, _: (_names(run.busy_shell(thread_id), run_dir),
+                                                                       run.finished))
     except Exception as exc:  # a broken instance must not stop the server: its next call reports it
         log.warning("could not adopt the command left in %s: %s", run_dir.path, exc)
         return
-    if not named:
+    if not named and (run_dir.claimed() or finished):
         run_dir.remove()
 
 

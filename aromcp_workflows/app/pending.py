@@ -7,10 +7,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from aromcp_workflows.interpreter import Answer, Busy, ShellRequest, WorkflowRun
 from aromcp_workflows.shell import RunDir
+
+if TYPE_CHECKING:
+    from aromcp_workflows.app.launch import Launch
 
 T = TypeVar("T")
 class Transact(Protocol):
@@ -55,6 +58,7 @@ class PendingEffect:
     workflow_id: str
     effect: ShellRequest | Busy
     run_dir: RunDir | None = None
+    launch: Launch | None = None  # the command, when it started before its claim was committed
 
 
 Claimed = Answer | PendingEffect

@@ -107,7 +107,8 @@ class WorkflowService:
         self.watching = Watching(self.instances, self.loader)
         self.store_named = named_store(store_path)  # said by listings: not the default store
         self.driver = Driver(transact=self.instances.transact, shell_runner=shell_runner,
-                             store_path=lambda: self.instances.store.path)
+                             store_path=lambda: self.instances.store.path,
+                             one_host=lambda: self.instances.store.one_host)
 
     @property
     def project_dir(self) -> Path:

@@ -18,10 +18,13 @@ if TYPE_CHECKING:
         DEFAULT_TIMEOUT_MS,
         Periodic,
         ProgressCallback,
+        RunningCommand,
         ShellInterrupted,
         adopt,
         run_shell,
+        start_command,
         stop_all_commands,
+        wait_command,
     )
 
 __all__ = [
@@ -30,12 +33,15 @@ __all__ = [
     "Periodic",
     "ProgressCallback",
     "RunDir",
+    "RunningCommand",
     "ShellInterrupted",
     "adopt",
     "commands_root",
     "orphans",
     "run_shell",
+    "start_command",
     "stop_all_commands",
+    "wait_command",
 ]
 __getattr__ = lazy_face(
     __name__,
@@ -51,5 +57,8 @@ __getattr__ = lazy_face(
         "adopt": "runner",
         "run_shell": "runner",
         "stop_all_commands": "runner",
+        "RunningCommand": "runner",
+        "start_command": "runner",
+        "wait_command": "runner",
     },
 )

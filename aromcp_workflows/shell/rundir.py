@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -40,6 +41,7 @@ import shlex
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +50,7 @@ from typing import Any, Literal
 OUTPUT_CAP = 256 * 1024  # bytes kept per stream: both streams, JSON-escaped, fit a reply under 1 MB
 COMMANDS_DIR_ENV = "AROMCP_COMMANDS_DIR"  # where run directories are made (default: a tmpfs)
 STREAMS = ("out", "err")
-FILES = (*STREAMS, "status", "meta", "pid", "out.head", "err.head", "out.cut", "err.cut")
+FILES = (*STREAMS, "status", "meta", "pid", "claimed", "out.head", "err.head", "out.cut", "err.cut")
 RunState = Literal["finished", "running", "never_started", "killed"]
 
 # The command text travels as $1 and runs through `eval`, which parses it line by line as
@@ -145,6 +147,32 @@ class RunDir:
     def new(cls) -> RunDir:
         """A fresh name under `commands_root`; nothing is created until `open_streams`."""
         return cls(commands_root() / secrets.token_hex(8))
+
+    @classmethod
+    def for_command(cls, identity: str) -> RunDir:
+        """The run directory of one run of one command, named after it (`identity`: the
+        store, instance, thread, step, claim and command): a server that reaches the same
+        run again, before its claim was committed, finds the command by its name instead of
+        starting it a second time (`app.driver`: claimed while it runs)."""
+        return cls(commands_root() / ("c" + hashlib.sha256(identity.encode()).hexdigest()[:31]))
+
+    def mark_claimed(self) -> None:
+        """Note that the command's claim is committed: from now on the store names this
+        directory, and a directory of this name found with no claim in the store is left over
+        from a run whose result was committed (`claimed`)."""
+        with contextlib.suppress(OSError):
+            _write(self.path / "claimed", b"")
+
+    def claimed(self) -> bool:
+        return self.file("claimed").exists()
+
+    def made_at(self) -> float:
+        """When the command was started (its `pid` file written; else its directory made),
+        wall-clock seconds: its timeout runs from then, whichever server waits for it."""
+        for name in ("pid", "meta"):
+            with contextlib.suppress(OSError):
+                return os.stat(self.file(name)).st_mtime
+        return time.time()
 
     def file(self, name: str) -> Path:
         return self.path / name

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import shutil
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +44,13 @@ from aromcp_workflows.shell.dialect import dash_text, sh_path
 from aromcp_workflows.shell.live import group_alive
 from aromcp_workflows.shell.rundir import OUTPUT_CAP as OUTPUT_CAP  # the cap, where callers look for it
 from aromcp_workflows.shell.rundir import RunDir, needs_subshell
+from aromcp_workflows.shell.waiting import CommandWait, kill_group
+from aromcp_workflows.shell.waiting import Periodic as Periodic  # where callers look for it
 
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 ProgressCallback = Callable[[float, str], None]
 PROGRESS_INTERVAL_ENV = "AROMCP_PROGRESS_INTERVAL"  # seconds between progress reports (default 1)
 FAST_SHELL_ENV = "AROMCP_SHELL_FAST"  # "auto" (default): dash where it gives bash's result; "off": bash always
-TRIM_INTERVAL_S = 0.25  # how often a running command's output files are cut back to the cap
-TRIM_FAST_S = 0.02  # ... and while it writes faster than that (the last look found one past twice the cap)
-HOLDER_POLL_S = (0.005, 0.1)  # backoff while a process left behind still holds the output open
 
 _running: set[int] = set()  # process groups of the commands running now
 _running_lock = threading.Lock()
@@ -63,16 +61,6 @@ _DEVNULL_FD: int | None = None
 
 class ShellInterrupted(RuntimeError):
     """The process is shutting down: the command was stopped and its result must not be used."""
-
-
-@dataclass
-class Periodic:
-    """Something to do every `interval_s` seconds while a command runs, with the elapsed time
-    (progress reports, renewing the command's lease).  Runs on the waiting thread."""
-
-    interval_s: float
-    action: Callable[[float], None]
-    due: float = field(default=0.0, init=False)
 
 
 def progress_interval() -> float:
@@ -104,6 +92,17 @@ def stop_all_commands(grace_s: float = 1.0) -> int:
 
 
 
+@dataclass
+class RunningCommand:
+    """A command started in its run directory and not waited for yet (`start_command`):
+    the driver may commit the command's claim while it runs, then wait (`wait_command`)."""
+
+    run_dir: RunDir
+    process: subprocess.Popen[bytes]
+    started: float  # time.monotonic() just before the spawn
+    timeout_ms: int | None
+
+
 def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
               timeout_ms: int | None = None, progress: ProgressCallback | None = None,
               periodic: Sequence[Periodic] = (), run_dir: RunDir | None = None,
@@ -114,15 +113,30 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
     there for the caller to remove once its result is committed: until then a later server
     can take the result from them (`adopt`).  `meta` is recorded there before it starts.
     Without one, a private run directory is used and removed."""
+    own, run_dir = run_dir is None, run_dir or RunDir.new()
+    started = start_command(command, cwd, env=env, timeout_ms=timeout_ms, run_dir=run_dir, meta=meta or {})
+    if isinstance(started, ShellResult):
+        return started
+    result = wait_command(started, progress, periodic)
+    if own:
+        run_dir.remove()
+    return result
+
+
+def start_command(command: str, cwd: Path, *, env: dict[str, str] | None, timeout_ms: int | None,
+                  run_dir: RunDir, meta: dict[str, Any]) -> RunningCommand | ShellResult:
+    """Spawn `command` in `run_dir` (created here, with `meta`) and return at once; a
+    command that cannot be started is its failed `ShellResult` (`spawn_error`), its run
+    directory removed."""
     if not cwd.is_dir():
         return ShellResult("", f"working directory does not exist: {cwd}", 127, 0.0)
-    timeout = (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
-    started = time.monotonic()
     if _stopping.is_set():
         raise ShellInterrupted("the server is shutting down; the command was not started")
-    own, run_dir = run_dir is None, run_dir or RunDir.new()
+    started = time.monotonic()
     try:
-        process = _spawn(command, cwd, env, run_dir, meta or {})
+        process = _spawn(command, cwd, env, run_dir, meta)
+    except FileExistsError:  # a run directory named after its command (`RunDir.for_command`) is
+        raise  # someone else's: not ours to remove
     except (OSError, ValueError) as exc:  # E2BIG, ENOENT, "embedded null byte", ...
         run_dir.remove()
         reason = _spawn_reason(exc, command, env)
@@ -130,11 +144,20 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
     run_dir.note_started(process.pid)
     with _running_lock:
         _running.add(process.pid)
-    waiting = _Wait(process.pid, run_dir, started + timeout, started, _duties(periodic, progress), process)
+    return RunningCommand(run_dir, process, started, timeout_ms)
+
+
+def wait_command(started: RunningCommand, progress: ProgressCallback | None = None,
+                 periodic: Sequence[Periodic] = ()) -> ShellResult:
+    """Wait for a command `start_command` started (its timeout counted from its start) and
+    take its result; its run directory is left for the caller."""
+    process, run_dir, timeout_ms = started.process, started.run_dir, started.timeout_ms
+    deadline = started.started + (timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
+    waiting = CommandWait(process.pid, run_dir, deadline, started.started, _duties(periodic, progress), process)
     try:
         timed_out = waiting.run()
     except BaseException:  # a duty raised (or the thread was interrupted): leave no command behind
-        _kill_group(process.pid, process)
+        kill_group(process.pid, process)
         raise
     finally:
         with _running_lock:
@@ -142,12 +165,9 @@ def run_shell(command: str, cwd: Path, *, env: dict[str, str] | None = None,
     if _stopping.is_set():
         run_dir.remove()  # stopped on purpose: it runs again on resume, not adopted as killed
         raise ShellInterrupted(f"the server is shutting down; the command was stopped after "
-                               f"{time.monotonic() - started:.1f} s and will run again on resume")
+                               f"{time.monotonic() - started.started:.1f} s and will run again on resume")
     code = 124 if timed_out else _exit_code(process.returncode)
-    result = collect(run_dir, code, started, timed_out, timeout_ms, waiting.dropped)
-    if own:
-        run_dir.remove()
-    return result
+    return collect(run_dir, code, started.started, timed_out, timeout_ms, waiting.dropped)
 
 
 def adopt(run_dir: RunDir, deadline_s: float, timeout_ms: int | None,
@@ -161,7 +181,7 @@ def adopt(run_dir: RunDir, deadline_s: float, timeout_ms: int | None,
     dropped: dict[str, int] = {}
     timed_out = False
     if run_dir.state() == "running":
-        waiting = _Wait(run_dir.wrapper_pid(), run_dir, started + max(0.0, deadline_s - time.time()), started,
+        waiting = CommandWait(run_dir.wrapper_pid(), run_dir, started + max(0.0, deadline_s - time.time()), started,
                         list(periodic))
         timed_out, dropped = waiting.run(), waiting.dropped
     status = run_dir.status()
@@ -281,101 +301,3 @@ def _spawn_reason(exc: BaseException, command: str, env: dict[str, str] | None) 
         return (f"the command is too long for the operating system ({size} bytes with its environment): "
                 "pass large values through a file instead of the command line")
     return f"{type(exc).__name__}: {exc}"
-
-
-class _Wait:
-    """One thread waits for everything: the command's exit (a pidfd of the wrapper, or its
-    output locks for a command another server started), the deadline, the periodic duties
-    (and cutting the output files back to the cap), then any process the command left
-    holding its output (within the timeout)."""
-
-    def __init__(self, pid: int | None, run_dir: RunDir, deadline: float, started: float, duties: list[Periodic],
-                 process: subprocess.Popen[bytes] | None = None):
-        self.pid, self.run_dir, self.process = pid, run_dir, process
-        self.deadline, self.started = deadline, started
-        self.dropped: dict[str, int] = {}
-        self.trimming = Periodic(TRIM_INTERVAL_S, self._trim)
-        self.duties = [*duties, self.trimming]
-        for duty in self.duties:
-            duty.due = started + duty.interval_s
-
-    def run(self) -> bool:
-        """True when the timeout killed the command."""
-        pidfd = _pidfd(self.pid) if self.pid is not None else None
-        try:
-            if pidfd is not None and not self._until_exit(pidfd):
-                return self._kill()
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
-        if (self.process is not None and self.process.poll() is None  # no pidfd (not Linux)
-                and not self._until(lambda: self.process is not None and self.process.poll() is not None)):
-            return self._kill()
-        if not self._until(lambda: not self.run_dir.held()):
-            return self._kill()
-        return False
-
-    def _until_exit(self, pidfd: int) -> bool:
-        """Wait for the wrapper to exit (reaping it when it is our child); False at the deadline."""
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        while True:
-            now = time.monotonic()
-            if now >= self.deadline:
-                return False
-            self._run_duties(now)
-            if poller.poll(self._poll_ms(now)):
-                if self.process is not None:
-                    self.process.wait()  # it has exited: this only reaps it
-                return True
-
-    def _until(self, done: Callable[[], bool]) -> bool:
-        """Poll `done` with a short backoff (a rare wait: a process left holding the output, a
-        command this process did not start); False at the deadline."""
-        pause = HOLDER_POLL_S[0]
-        while not done():
-            now = time.monotonic()
-            if now >= self.deadline:
-                return False
-            self._run_duties(now)
-            time.sleep(min(pause, max(0.0, self.deadline - now), self._poll_ms(now) / 1000))
-            pause = min(HOLDER_POLL_S[1], pause * 2)
-        return True
-
-    def _poll_ms(self, now: float) -> int:
-        wake = min([self.deadline, *(duty.due for duty in self.duties)])
-        return max(1, int((wake - now) * 1000) + 1)
-
-    def _run_duties(self, now: float) -> None:
-        for duty in self.duties:
-            if now >= duty.due:
-                duty.action(now - self.started)
-                duty.due = time.monotonic() + duty.interval_s
-
-    def _trim(self, _elapsed: float) -> None:
-        """Cut the output files back to the cap; look again sooner while the command writes fast."""
-        self.trimming.interval_s = TRIM_FAST_S if self.run_dir.trim(self.dropped) else TRIM_INTERVAL_S
-
-    def _kill(self) -> bool:
-        if self.pid is not None:
-            _kill_group(self.pid, self.process)
-        return True
-
-
-def _kill_group(pid: int, process: subprocess.Popen[bytes] | None) -> None:
-    """SIGKILL the command's whole process group (its session), then reap it if it is ours."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    if process is not None:
-        process.wait()
-
-
-def _pidfd(pid: int) -> int | None:
-    """A descriptor that polls readable when the process exits (Linux >= 5.3), or None."""
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return None
-    try:
-        return int(opener(pid))
-    except OSError:  # ENOSYS on an old kernel, a seccomp filter refusing it, or the process is gone
-        return None

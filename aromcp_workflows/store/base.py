@@ -123,6 +123,10 @@ class Store(Protocol):
     # in-process database, where `version` is one cheap SELECT and `deltas_since` a
     # read transaction.
     check_with_deltas: bool
+    # True when every process that uses the store runs on this machine (a file): a
+    # server-side command's run directory, named after the command, is then claim enough
+    # to start it before its claim is committed (`app.driver`, "claimed while it runs").
+    one_host: bool
 
     def create(self, record: InstanceRecord, events: Iterable[HistoryEvent] = (), *,
                start_key: StartKey | None = None) -> int:

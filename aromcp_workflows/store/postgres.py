@@ -87,6 +87,7 @@ class PostgresStore:
     """A `Store` in one PostgreSQL database; shared by any number of threads and processes."""
 
     check_with_deltas = True  # one statement, one round trip: see `Store.check_with_deltas`
+    one_host = False  # replicas on other machines: a command's claim is committed before it starts
 
     def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         if not is_postgres_url(url):

@@ -73,6 +73,7 @@ class SqliteStore:
     """A `Store` in one SQLite file. Thread-safe; safe to share a file across processes."""
 
     check_with_deltas = False  # `version` is one SELECT in process: see `Store.check_with_deltas`
+    one_host = True  # a file: its servers share this machine's run directories (`Store.one_host`)
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):

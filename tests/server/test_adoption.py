@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -106,10 +107,16 @@ async def shell_started(machine: Machine, server: RawServer) -> tuple[str, async
     call = await server.send_request("tools/call", {"name": "workflow_step_complete", "arguments": {
         "workflow_id": wid, "step_id": first["id"], "result": "ok"}})
     deadline = time.monotonic() + 20
-    while not machine.runs():
-        assert time.monotonic() < deadline, "the command never started"
+    while not machine.runs() or not claimed(machine):
+        assert time.monotonic() < deadline, "the command never started, or its claim was never committed"
         await asyncio.sleep(0.02)
     return wid, call
+
+
+def claimed(machine: Machine) -> bool:
+    """Whether a command's claim is committed (on a store file the command starts first, and
+    its run directory is marked once the claim is in the store: `app.launch`)."""
+    return machine.commands.is_dir() and any((d / "claimed").exists() for d in machine.commands.iterdir())
 
 
 def events(machine: Machine, wid: str, kind: str) -> list[dict[str, Any]]:
@@ -160,6 +167,115 @@ async def test_a_command_running_when_its_server_died_is_adopted(tmp_path: Path)
         assert events(machine, wid, "shell_released") == []
         assert list(machine.commands.iterdir()) == []  # committed: its run directory is gone
     finally:
+        await machine.close()
+
+
+async def test_a_server_killed_before_it_committed_the_claim_leaves_the_command_to_the_next(tmp_path: Path) -> None:
+    """On a store file the command starts first and its claim is committed while it runs
+    (`app.launch`).  A server killed between the two leaves a command the store does not know
+    of: the agent's call that completed `a` was never committed either.  The agent's call
+    again, on the next server, reaches the same step, finds the command by its run
+    directory's name and takes its result; it does not run it again.  A write lock on the
+    store holds the window open: the claim cannot commit until the server is dead."""
+    machine = Machine(tmp_path, sleep=None)
+    try:
+        first = await machine.server()
+        wid = (await first.call_tool("workflow_start", {"workflow": "adopt"}))["workflow_id"]
+        step = (await first.call_tool("workflow_get_next_step", {"workflow_id": wid}))["step"]
+        lock = sqlite3.connect(machine.store, isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # no other writer until it ends
+        try:
+            await first.send_request("tools/call", {"name": "workflow_step_complete", "arguments": {
+                "workflow_id": wid, "step_id": step["id"], "result": "ok"}})
+            deadline = time.monotonic() + 20
+            while not machine.runs():
+                assert time.monotonic() < deadline, "the command did not start before its claim was committed"
+                await asyncio.sleep(0.02)
+            assert not claimed(machine)
+            await first.kill()
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        second = await machine.server()
+        again = asyncio.create_task(second.call_tool("workflow_step_complete", {
+            "workflow_id": wid, "step_id": step["id"], "result": "ok"}))
+        await asyncio.sleep(0.3)
+        assert not again.done()  # it waits for the command of the dead server
+        machine.release()
+        await again
+        pid = machine.runs()[0].split()[1]
+        assert machine.runs() == [f"start {pid}", f"end {pid}"]  # ran once, to its end
+        answer = await second.call_tool("workflow_get_next_step", {"workflow_id": wid})
+        assert answer["step"]["id"] == "b"
+        state = (await second.call_tool("workflow_state_read", {"workflow_id": wid}))["state"]
+        assert state["out"] == f"result-{pid}\n" and state["code"] == 1
+        adopted = events(machine, wid, "shell_adopted")
+        assert len(adopted) == 1 and "before the command's claim was committed" in adopted[0]["reason"]
+        assert list(machine.commands.iterdir()) == []
+    finally:
+        await machine.close()
+
+
+TWO_COMMANDS = """\
+name: two
+default_state:
+  raw: {first: "", second: ""}
+steps:
+  - id: one
+    type: shell_command
+    command: "echo one $$ >> runs.log; until [ -e gate1 ]; do sleep 0.02; done; echo one-$$"
+    state_update: {path: raw.first, value: "{{ result.stdout }}"}
+  - id: two
+    type: shell_command
+    command: "echo two $$ >> runs.log; until [ -e gate2 ]; do sleep 0.02; done; echo two-$$"
+    state_update: {path: raw.second, value: "{{ result.stdout }}"}
+  - id: b
+    type: agent_prompt
+    prompt: "done"
+"""
+
+
+async def test_a_server_killed_between_two_commands_leaves_both_to_the_next(tmp_path: Path) -> None:
+    """The first command's result and the second command's claim are one commit, made while
+    the second command runs.  Killed before that commit, the server leaves the first command
+    claimed (and ended) and the second unknown to the store: the next server, at start,
+    takes the first's result, reaches the second and finds it by its run directory's name.
+    Each ran once."""
+    machine = Machine(tmp_path, sleep=None)
+    (machine.project / ".aromcp" / "workflows" / "two.yaml").write_text(TWO_COMMANDS)
+    try:
+        first = await machine.server()
+        wid = (await first.call_tool("workflow_start", {"workflow": "two"}))["workflow_id"]
+        await first.send_request("tools/call", {"name": "workflow_get_next_step", "arguments": {"workflow_id": wid}})
+        deadline = time.monotonic() + 20
+        while not machine.runs() or not claimed(machine):
+            assert time.monotonic() < deadline, "the first command did not start"
+            await asyncio.sleep(0.02)
+        lock = sqlite3.connect(machine.store, isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            (machine.project / "gate1").touch()
+            while len(machine.runs()) < 2:
+                assert time.monotonic() < deadline, "the second command did not start"
+                await asyncio.sleep(0.02)
+            await first.kill()
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        second = await machine.server()  # it takes both over at start, uncalled
+        (machine.project / "gate2").touch()
+        answer = await second.call_tool("workflow_get_next_step", {"workflow_id": wid})
+        assert answer["step"]["id"] == "b"
+        runs = machine.runs()
+        assert [line.split()[0] for line in runs] == ["one", "two"], runs
+        state = (await second.call_tool("workflow_state_read", {"workflow_id": wid}))["state"]
+        assert state["first"] == f"one-{runs[0].split()[1]}\n" and state["second"] == f"two-{runs[1].split()[1]}\n"
+        adopted = events(machine, wid, "shell_adopted")
+        assert len(adopted) == 2, [event["reason"][:60] for event in adopted]
+        assert list(machine.commands.iterdir()) == []
+    finally:
+        (machine.project / "gate1").touch()
+        (machine.project / "gate2").touch()
         await machine.close()
 
 

@@ -1,0 +1,135 @@
+"""Starting a command before its claim is committed, on a store of one machine.
+
+A server-side command's claim (owner, lease, run directory) is what keeps it from running
+twice.  Committed before the command starts, it costs a whole transaction in front of every
+command: a third of a short one.  On a store that only this machine's servers use
+(`Store.one_host`: a SQLite file), the command starts first and its claim is committed
+while it runs:
+
+- its run directory is named after the run (`RunDir.for_command`: store, instance,
+  thread, step, command), and making it is the claim on this machine: the directory
+  exists before the command does;
+- a server that reaches a run whose directory exists while the store has no claim for it
+  takes the command from there (`Launch.adopted`) and does not start it again: the server
+  that started it died before its claim was committed.  When that server is still alive,
+  it is committing the claim right now, and the transaction is tried again
+  (`StartingElsewhere`, a conflict), until the claim shows;
+- a transaction tried again in this process (a conflict) finds its own command
+  (`Launcher.launch` remembers it) and does not start another;
+- once the claim is committed, the directory says so (`RunDir.mark_claimed`): a marked
+  directory whose run has no claim in the store is a leftover of a run whose result was
+  committed (its server died before removing it), and it is removed, not adopted.
+
+A store shared by several machines (PostgreSQL) keeps the claim first: a run directory on
+this machine claims nothing on another.  So does a command with a delay (a retry's back-off)
+or a runner other than the real one (`aromcp-workflows test`'s stubs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aromcp_workflows.interpreter import ShellRequest, ShellResult
+from aromcp_workflows.shell import RunDir, RunningCommand, start_command
+from aromcp_workflows.shell import owner as owners
+from aromcp_workflows.store import ConflictError, StoreError
+
+NEW_DIR_S = 2.0  # a run directory younger than this, with no meta yet, is still being made by its server
+
+
+class StartingElsewhere(ConflictError):
+    """Another server of this machine has started this run's command and is committing its
+    claim: the transaction is tried again (as any conflict), and then finds the claim."""
+
+    def __init__(self, workflow_id: str, run_dir: RunDir) -> None:
+        StoreError.__init__(self, f"workflow {workflow_id}: another server of this machine is starting the same "
+                                  f"command ({run_dir.path}); try again")
+
+
+@dataclass
+class Launch:
+    """A command of a claim about to be committed: started here (`started`), found in the
+    directory a server that died left (`adopted`), or unable to start (`result`)."""
+
+    run_dir: RunDir
+    started: RunningCommand | None = None
+    result: ShellResult | None = None
+
+    @property
+    def adopted(self) -> bool:
+        return self.started is None and self.result is None
+
+
+class Launcher:
+    """Starts commands inside the transaction that claims them (see the module's docstring),
+    remembering each until its result is committed (`done`)."""
+
+    def __init__(self, one_host: Callable[[], bool], store_path: Callable[[], str]):
+        self.one_host = one_host
+        self.store_path = store_path
+        self._launched: dict[str, Launch] = {}
+        self._guard = threading.Lock()
+
+    def launch(self, workflow_id: str, request: ShellRequest, meta: dict[str, Any]) -> Launch | None:
+        """Start the command of `request` now, its claim to be committed while it runs; None
+        when this store or this request keeps the claim first (see the module's docstring)."""
+        if request.delay_ms or not self.one_host():
+            return None
+        run_dir = RunDir.for_command(self.identity(workflow_id, request))
+        with self._guard:
+            found = self._launched.get(str(run_dir.path))
+        if found is not None:  # this transaction, tried again after a conflict
+            return found
+        if os.path.isdir(run_dir.path):
+            left = self._left_behind(workflow_id, run_dir)
+            if left is not None:
+                return left
+        try:
+            started = start_command(request.command, request.cwd, env=request.env, timeout_ms=request.timeout_ms,
+                                    run_dir=run_dir, meta=meta)
+        except FileExistsError:  # made by another server of this machine a moment ago
+            raise StartingElsewhere(workflow_id, run_dir) from None
+        launch = Launch(run_dir, started) if isinstance(started, RunningCommand) else Launch(run_dir, result=started)
+        with self._guard:
+            self._launched[str(run_dir.path)] = launch
+        return launch
+
+    def done(self, launch: Launch) -> None:
+        """The command's result is committed (or it was handed to adoption): forget it."""
+        with self._guard:
+            self._launched.pop(str(launch.run_dir.path), None)
+
+    def identity(self, workflow_id: str, request: ShellRequest) -> str:
+        """What names one run of one command: the same for every server that reaches it
+        before its claim is committed, another once its result is (the step moved on, or
+        its directory was marked claimed and removed)."""
+        return json.dumps([self.store_path(), workflow_id, request.thread_id, request.step_id, request.command,
+                           str(request.cwd), sorted(request.env.items())])
+
+    def _left_behind(self, workflow_id: str, run_dir: RunDir) -> Launch | None:
+        """A directory of this run found with no claim in the store: adopted (its server died
+        before committing the claim), or removed when a committed run left it (None: start
+        the command); `StartingElsewhere` while its server still lives."""
+        if run_dir.claimed():
+            run_dir.remove()
+            return None
+        meta, me = run_dir.meta(), owners.current()
+        server = owners.Owner.from_data((meta or {}).get("server"))
+        if server is None and _age_s(run_dir) < NEW_DIR_S:  # made a moment ago, its meta not written yet
+            raise StartingElsewhere(workflow_id, run_dir)
+        if server is not None and server != me and me.shares_pids_with(server) and owners.runs(server):
+            raise StartingElsewhere(workflow_id, run_dir)
+        return Launch(run_dir)
+
+
+def _age_s(run_dir: RunDir) -> float:
+    try:
+        return time.time() - os.stat(run_dir.path).st_mtime
+    except OSError:
+        return NEW_DIR_S
