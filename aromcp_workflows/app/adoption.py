@@ -22,13 +22,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from aromcp_workflows.app.pending import Claimed, InFlight, Transact
 from aromcp_workflows.interpreter import Answer, Busy, Outcome, ShellClaim, ShellRequest, WorkflowRun
 from aromcp_workflows.shell import Periodic, ProgressCallback, RunDir
 from aromcp_workflows.shell import adopt as wait_and_collect
 from aromcp_workflows.shell import owner as owners
+
+T = TypeVar("T")
 
 
 class Driving(Protocol):
@@ -46,6 +48,9 @@ class Driving(Protocol):
                   progress: ProgressCallback | None = None, by_agent: bool = True) -> Answer: ...
 
     def lease_renewal(self, workflow_id: str, request: ShellRequest, run_dir: RunDir) -> Periodic: ...
+
+    def transact_claims(self, workflow_id: str, change: Callable[[WorkflowRun], T],
+                        defer: Callable[[T], bool] | None = None) -> T: ...
 
 # Why an adopted command left no result to take (`RunDir.state()` once it has ended).
 NOT_TAKEN = {"never_started": "before it started",
@@ -127,8 +132,8 @@ class Adopter:
                 driver.transact(workflow_id, lambda run: run.release_shell(busy.thread_id, busy.step_id,
                                                                            f"{reason}, {why}", mine))
             else:
-                claimed = driver.transact(workflow_id, lambda run: driver.claim(run, run.finish_shell(request, result,
-                                                                                                    me.data())))
+                claimed = driver.transact_claims(workflow_id, lambda run: driver.claim(
+                    run, run.finish_shell(request, result, me.data())))
             folder.remove()  # what it says is committed now: nobody needs its files any more
             return claimed
         finally:

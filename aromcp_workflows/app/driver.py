@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aromcp_workflows.app import calls
 from aromcp_workflows.app.adoption import Adopter
@@ -57,6 +57,7 @@ ADOPTED_BY_NAME = ("its server died after it started the command, before the com
                    "result is taken from where it runs (it does not run again)")
 BUSY_WAIT_S = 5.0  # how long one wait on a running command lasts before it is looked at again
 log = logging.getLogger("aromcp_workflows")
+T = TypeVar("T")
 
 
 def default_shell_runner(request: ShellRequest, progress: ProgressCallback | None,
@@ -102,7 +103,7 @@ class Driver:
                 run.note_call(thread_id)
             return self.claim(run, run.advance(thread_id))
 
-        claimed = self.transact(workflow_id, change, handed_out)
+        claimed = self.transact_claims(workflow_id, change, handed_out)
         return self.perform(claimed, thread_id, progress, calls.budget())
 
     def complete(self, workflow_id: str, thread_id: str | None, step_id: str, status: str = "success",
@@ -115,14 +116,24 @@ class Driver:
             claimed = self.claim(run, run.advance(thread_id)) if completion.advance else None
             return completion, claimed, run.machine.status_for(run.machine.thread(thread_id))
 
-        completion, claimed, thread_status = self.transact(workflow_id, change,
-                                                           lambda done: done[1] is None or handed_out(done[1]))
+        completion, claimed, thread_status = self.transact_claims(workflow_id, change,
+                                                                  lambda done: done[1] is None or handed_out(done[1]))
         if claimed is None:  # refused: the same (or a `wait`) step again, nothing advanced
             return StepDone(False, Answer(thread_status, completion.step, [], completion.error))
         answer = self.perform(claimed, thread_id, progress, calls.budget())
         if completion.error:
             answer.error = completion.error
         return StepDone(completion.success, answer)
+
+    def transact_claims(self, workflow_id: str, change: Callable[[WorkflowRun], T],
+                        defer: Callable[[T], bool] | None = None) -> T:
+        """`transact` of a change that may claim a command (`claim`), which may start it
+        before the commit (`app.launch`): a command an attempt started that the committed
+        change does not claim is stopped (`Launcher.attempts`)."""
+        with self.launcher.attempts() as keep:
+            value = self.transact(workflow_id, change, defer)
+            keep(_launch_of(value))
+        return value
 
     # -- performing effects ------------------------------------------------------------------
     def claim(self, run: WorkflowRun, outcome: Outcome) -> Claimed:
@@ -189,8 +200,8 @@ class Driver:
             else:
                 run_dir.mark_claimed()  # committed: the store names this directory now
                 result = self._launched(launch, request, reports, renewal, meta)
-            claimed = self.transact(workflow_id, lambda run: self.claim(run, run.finish_shell(request, result,
-                                                                                            owners.current().data())))
+            claimed = self.transact_claims(workflow_id, lambda run: self.claim(
+                run, run.finish_shell(request, result, owners.current().data())))
             run_dir.remove()  # committed: nobody needs its files any more
             return claimed
         finally:
@@ -265,7 +276,15 @@ class Driver:
             taken = self.adopter.adopt(workflow_id, busy, reason)
             if taken is not None:
                 return taken
-        return self.transact(workflow_id, lambda run: self.claim(run, run.advance(thread_id)), handed_out)
+        return self.transact_claims(workflow_id, lambda run: self.claim(run, run.advance(thread_id)), handed_out)
+
+
+def _launch_of(value: object) -> Launch | None:
+    """The launch a committed change claims: its `PendingEffect`'s, alone or in a tuple."""
+    for item in value if isinstance(value, tuple) else (value,):
+        if isinstance(item, PendingEffect):
+            return item.launch
+    return None
 
 
 def handed_out(claimed: Claimed) -> bool:

@@ -31,12 +31,13 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from aromcp_workflows.interpreter import ShellRequest, ShellResult
-from aromcp_workflows.shell import RunDir, RunningCommand, start_command
+from aromcp_workflows.shell import RunDir, RunningCommand, start_command, stop_command
 from aromcp_workflows.shell import owner as owners
 from aromcp_workflows.store import ConflictError, StoreError
 
@@ -75,6 +76,7 @@ class Launcher:
         self.store_path = store_path
         self._launched: dict[str, Launch] = {}
         self._guard = threading.Lock()
+        self._attempts = threading.local()  # what the transaction running on this thread launched
 
     def launch(self, workflow_id: str, request: ShellRequest, meta: dict[str, Any]) -> Launch | None:
         """Start the command of `request` now, its claim to be committed while it runs; None
@@ -98,7 +100,29 @@ class Launcher:
         launch = Launch(run_dir, started) if isinstance(started, RunningCommand) else Launch(run_dir, result=started)
         with self._guard:
             self._launched[str(run_dir.path)] = launch
+        launched = getattr(self._attempts, "launched", None)
+        if launched is not None:
+            launched.append(launch)
         return launch
+
+    @contextmanager
+    def attempts(self) -> Iterator[Callable[[Launch | None], None]]:
+        """Around a transaction that may claim a command: a command one attempt started that
+        the committed attempt does not claim (a conflict, and meanwhile the instance was
+        cancelled or went elsewhere) is stopped.  The block calls the function it is given
+        with the launch the committed change claims.  When the transaction fails, what it
+        started runs on: the thread's next call finds it (`launch` remembers it)."""
+        launched: list[Launch] = []
+        kept: list[Launch | None] = []
+        self._attempts.launched = launched
+        try:
+            yield kept.append
+        finally:
+            self._attempts.launched = None
+        for launch in launched:
+            if launch not in kept and launch.started is not None:
+                stop_command(launch.started)
+                self.done(launch)
 
     def done(self, launch: Launch) -> None:
         """The command's result is committed (or it was handed to adoption): forget it."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         run_shell,
         start_command,
         stop_all_commands,
+        stop_command,
         wait_command,
     )
 
@@ -41,6 +42,7 @@ __all__ = [
     "run_shell",
     "start_command",
     "stop_all_commands",
+    "stop_command",
     "wait_command",
 ]
 __getattr__ = lazy_face(
@@ -60,5 +62,6 @@ __getattr__ = lazy_face(
         "RunningCommand": "runner",
         "start_command": "runner",
         "wait_command": "runner",
+        "stop_command": "runner",
     },
 )

@@ -170,6 +170,15 @@ def wait_command(started: RunningCommand, progress: ProgressCallback | None = No
     return collect(run_dir, code, started.started, timed_out, timeout_ms, waiting.dropped)
 
 
+def stop_command(started: RunningCommand) -> None:
+    """Kill a command `start_command` started that nobody will wait for (its claim went
+    elsewhere), reap it, and remove its run directory."""
+    kill_group(started.process.pid, started.process)
+    with _running_lock:
+        _running.discard(started.process.pid)
+    started.run_dir.remove()
+
+
 def adopt(run_dir: RunDir, deadline_s: float, timeout_ms: int | None,
           periodic: Sequence[Periodic] = ()) -> ShellResult | None:
     """The result of a command another server (now gone) started in `run_dir`, waiting for
