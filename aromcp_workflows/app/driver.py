@@ -4,9 +4,11 @@ The interpreter answers every call with an effect value; this module performs th
 `Answer` goes back to the caller.  `ShellRequest` runs the command with no lock held,
 then hands the result back in a new transaction; the transaction that hands out the
 request also records its claim (`interpreter.claim.ShellClaim`: owner, lease, run
-directory, deadline), and a long command renews the lease every third of it.  The run
-directory is removed once the result is committed, not before: until then a later call
-can take the result from it.  `Busy` (another call is running the thread's command)
+directory, deadline), and a long command renews the lease every third of it.  On a store
+of one machine the command starts inside that transaction and the claim is committed
+while it runs (`app.launch`); on a shared one, after the commit.  The run directory is
+removed once the result is committed, not before: until then a later call can take the
+result from it.  `Busy` (another call is running the thread's command)
 waits: on the command's completion event when this process runs it — no thread polls —
 and otherwise until its owner finishes.  A command whose owner is gone (or whose lease
 expired) is adopted (`app.adoption`): on this machine its run directory tells where it

@@ -4,7 +4,8 @@ A server-side command runs in a session of its own, so it outlives a server that
 (SIGKILL, a crash) and finishes.  Its output used to go to pipes that died with the server,
 and its exit status to the server's `waitpid`: the next server could only run it again,
 sometimes while the first run still went on.  So each command gets a run directory, named
-in the pending step's claim before the command starts:
+in the pending step's claim (and, where the claim is committed while the command runs,
+named after the run itself: `RunDir.for_command`):
 
 - `out`, `err`: the command's stdout and stderr (append mode).  The server takes an
   exclusive `flock` on each before the spawn; the command inherits those descriptors, so
@@ -15,7 +16,10 @@ in the pending step's claim before the command starts:
 - `meta`: written by the server with the output files, before the spawn: the instance,
   thread and step, and the server that is about to start it (so the next server of the
   machine finds the command whenever its server died: `orphans`);
-- `pid`: the wrapper's pid, written right after the spawn: the command was started.
+- `pid`: the wrapper's pid, written right after the spawn: the command was started;
+- `claimed`: written once the command's claim is committed, where that comes after the
+  spawn: a directory without it, and without a claim in the store, is a command whose
+  server died before committing the claim (`app.launch`).
 
 The next server on the same machine adopts the command instead of running it again
 (`RunDir.state` tells: finished, still running, never started, or killed without a
