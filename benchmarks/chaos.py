@@ -243,7 +243,7 @@ def totals(rounds: list[Round]) -> dict[str, Any]:
             anomalies[kind] = anomalies.get(kind, 0) + n
     sums = {name: sum(getattr(r.findings, name) for r in rounds)
             for name in ("instances", "steps", "acks_checked", "effects_checked", "store_refusals",
-                         "reruns_after_host_death")}
+                         "reruns_after_host_death", "adopted_before_claim")}
     return {"rounds": len(rounds), "faults": faults, "faults_total": sum(faults.values()), **sums,
             "calls": sum(r.calls for r in rounds), "lost_answers": sum(r.lost for r in rounds),
             "resent": sum(r.resent for r in rounds), "anomalies": anomalies,
@@ -269,7 +269,8 @@ def print_report(rounds: list[Round], args: argparse.Namespace) -> None:
     t = totals(rounds)
     print(f"\ntotal: {t['rounds']} rounds, {t['faults_total']} faults {t['faults']}, {t['instances']} instances, "
           f"{t['steps']} steps, {t['acks_checked']} acknowledged answers checked, {t['effects_checked']} commands "
-          f"checked, anomalies {t['anomalies'] or 'none'} ({t['seconds']} s)")
+          f"checked ({t['adopted_before_claim']} taken from a server killed before their claim was committed), "
+          f"anomalies {t['anomalies'] or 'none'} ({t['seconds']} s)")
 
 
 def markdown(reports: list[dict[str, Any]]) -> str:

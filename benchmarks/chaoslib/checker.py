@@ -37,6 +37,9 @@ _WORKFLOW_ID = re.compile(r"wf_[0-9a-f]{12}")
 STEP_EVENTS = ("step_delivered", "step_started", "step_completed")
 
 
+BEFORE_CLAIM = "before the command's claim was committed"  # app/driver.py's ADOPTED_BY_NAME says it
+
+
 @dataclass
 class Findings:
     anomalies: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, key, detail)
@@ -46,6 +49,7 @@ class Findings:
     store_refusals: int = 0  # "disk full" tool errors on SQLite: refused, nothing taken
     reruns_after_host_death: int = 0
     effects_checked: int = 0
+    adopted_before_claim: int = 0  # commands a killed server started before their claim was committed
 
     def add(self, kind: str, key: str, detail: str) -> None:
         self.anomalies.append((kind, key, detail[:4000]))
@@ -267,6 +271,8 @@ def _check_plan(plan: Plan, chaos: Side, reference: Side, views: dict[str, Insta
         findings.add("duplicate_instance", key, f"the agent drove {outcome.workflow_id}, the key names "
                                                 f"{view.workflow_id}")
     findings.steps += sum(1 for e in view.history if e.kind == "step_completed")
+    findings.adopted_before_claim += sum(1 for e in view.history if e.kind == "shell_adopted" and BEFORE_CLAIM
+                                         in (e.data or {}).get("reason", ""))
     check_outstanding(key, view.history, findings)
     if ref is None or outcome.problem:
         return
