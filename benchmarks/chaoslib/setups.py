@@ -206,7 +206,8 @@ class ReplicaSetup:
         self.hosts_apart = os.geteuid() == 0 and all(shutil.which(tool) for tool in ("unshare", "nsenter"))
         if not self.hosts_apart:
             self.kinds = {"kill": 3, "stop": 2, "pg_restart": 2}
-        self.replicas = [Replica(Endpoint(f"replica{n}"), _free_port(), Host(f"host{n}")) for n in range(2)]
+        self.replicas = [Replica(Endpoint(f"replica{n}"), port, Host(f"host{n}"))
+                         for n, port in enumerate(_free_ports(2))]
         self.transport = HttpTransport([r.endpoint for r in self.replicas], rng, token)
         self.hosts_made = 0
         self.dead_hosts: set[str] = set()  # labels of host generations that died
@@ -322,10 +323,15 @@ class ReplicaSetup:
         shutil.rmtree(self.commands, ignore_errors=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: each socket is held until all are bound (one bound and
+    closed before the next can be given the same port again, and two replicas then shared
+    one: the second could not listen, and its health check saw the first)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def _listening(port: int) -> bool:
