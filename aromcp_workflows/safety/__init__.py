@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
-    from aromcp_workflows.safety.environment import command_environment
+    from aromcp_workflows.safety.environment import command_environment, names_with_prefix
     from aromcp_workflows.safety.known import MASK
     from aromcp_workflows.safety.masking import Masker, SecretIndex, is_sensitive, secret_values
     from aromcp_workflows.safety.patterns import full_match, pattern_problem
@@ -27,6 +27,7 @@ __all__ = [
     "command_environment",
     "full_match",
     "is_sensitive",
+    "names_with_prefix",
     "pattern_problem",
     "redact",
     "secret_values",
@@ -36,6 +37,7 @@ __getattr__ = lazy_face(
     {
         "MASK": "known",
         "command_environment": "environment",
+        "names_with_prefix": "environment",
         "Masker": "masking",
         "SecretIndex": "masking",
         "is_sensitive": "masking",

@@ -34,7 +34,7 @@ def command_environment(declared: Mapping[str, str] | None = None,
                         environ: Mapping[str, str] = os.environ) -> dict[str, str] | None:
     """The environment for a command (`declared` on top), or None: inherit `environ` unchanged.
     Only names are read unless there is something to leave out (a command is spawned often)."""
-    flagged = {name for name in environ if name.startswith("AROMCP_") and _credential_name(name)}
+    flagged = {name for name in names_with_prefix("AROMCP_", environ) if _credential_name(name)}
     store = environ.get(STORE_ENV, "")
     bare_store, passwords = without_password(store)
     if not flagged and not passwords and not declared:
@@ -45,6 +45,23 @@ def command_environment(declared: Mapping[str, str] | None = None,
         kept[STORE_ENV] = bare_store
     kept.update(declared or {})
     return kept
+
+
+_NAMES: dict[str, tuple[tuple[bytes, ...], tuple[str, ...]]] = {}  # prefix -> (the names as bytes, the matches)
+
+
+def names_with_prefix(prefix: str, environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The names in `environ` that start with `prefix`.  For this process's own environment
+    they are looked for again only when its names changed (compared as the bytes it keeps,
+    without decoding them): decoding every name took 15 µs of every command's spawn."""
+    data = getattr(environ, "_data", None) if environ is os.environ else None
+    if not isinstance(data, dict):
+        return tuple(name for name in environ if name.startswith(prefix))
+    key = tuple(data)
+    found = _NAMES.get(prefix)
+    if found is None or found[0] != key:
+        found = _NAMES[prefix] = (key, tuple(name for name in environ if name.startswith(prefix)))
+    return found[1]
 
 
 def _credential_name(name: str) -> bool:

@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from aromcp_workflows.safety import names_with_prefix
+
 OUTPUT_CAP = 256 * 1024  # bytes kept per stream: both streams, JSON-escaped, fit a reply under 1 MB
 COMMANDS_DIR_ENV = "AROMCP_COMMANDS_DIR"  # where run directories are made (default: a tmpfs)
 STREAMS = ("out", "err")
@@ -74,7 +76,7 @@ _REPLACES_SHELL = re.compile(r"(?<![\w./-])(exec|trap|source|eval)(?![\w.-])|(?<
 def needs_subshell(command: str, env: Mapping[str, str]) -> bool:
     """Whether `command` could replace the shell that runs it or its EXIT trap (judged on the
     text, conservatively: a false alarm costs one fork), so its status needs a subshell."""
-    return _REPLACES_SHELL.search(command) is not None or any(key.startswith("BASH_FUNC_") for key in env)
+    return _REPLACES_SHELL.search(command) is not None or bool(names_with_prefix("BASH_FUNC_", env))
 
 
 _roots: dict[str, Path] = {}
@@ -191,8 +193,11 @@ class RunDir:
     def open_streams(self, meta: dict[str, Any]) -> tuple[int, int]:
         """Create the directory, its `meta` and the two output files, each locked (see the
         module's docstring); the descriptors are for the command, and the caller closes its own."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.path.mkdir(mode=0o700)
+        try:
+            os.mkdir(self.path, 0o700)
+        except FileNotFoundError:  # the commands root was removed since it was made
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.mkdir(self.path, 0o700)
         _write(self.path / "meta", json.dumps(meta).encode())
         fds = []
         try:

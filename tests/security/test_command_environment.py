@@ -144,3 +144,23 @@ def test_a_private_commands_dir_runs_commands(tmp_path: Path, monkeypatch: pytes
             return (await ok(client, "workflow_get_next_step", {"workflow_id": wid}))["status"]
 
     assert asyncio.run(run()) == "completed"
+
+
+def test_a_credential_set_after_commands_ran_is_still_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names of this process's environment are looked at again only when they change
+    (`safety.names_with_prefix`): one added after earlier commands is seen at the next."""
+    from aromcp_workflows.safety import command_environment
+    from aromcp_workflows.shell.rundir import needs_subshell
+
+    monkeypatch.delenv("AROMCP_HTTP_TOKEN", raising=False)
+    before = command_environment()
+    assert before is None or "AROMCP_HTTP_TOKEN" not in before
+    assert not needs_subshell("true", os.environ) or any(name.startswith("BASH_FUNC_") for name in os.environ)
+    monkeypatch.setenv("AROMCP_HTTP_TOKEN", HTTP_TOKEN)
+    monkeypatch.setenv("BASH_FUNC_greet%%", "() {  echo hi\n}")
+    after = command_environment()
+    assert after is not None and "AROMCP_HTTP_TOKEN" not in after and after["PATH"] == os.environ["PATH"]
+    assert needs_subshell("true", os.environ)  # an exported function could replace the status trap
+    monkeypatch.delenv("AROMCP_HTTP_TOKEN")
+    again = command_environment()
+    assert again is None or "AROMCP_HTTP_TOKEN" not in again
