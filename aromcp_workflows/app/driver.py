@@ -94,7 +94,8 @@ class Driver:
         self.in_flight = in_flight
         self.store_path = store_path  # recorded with each command, for the server that adopts it
         self.adopter = Adopter(self)
-        self.launcher = Launcher(lambda: shell_runner is default_shell_runner and one_host(), store_path)
+        self.launcher = Launcher(lambda: shell_runner is default_shell_runner and one_host(), store_path,
+                                 stopped=lambda launch: in_flight.end(launch.key))
 
     def next_step(self, workflow_id: str, thread_id: str | None = None,
                   progress: ProgressCallback | None = None, by_agent: bool = True) -> Answer:
@@ -140,11 +141,12 @@ class Driver:
     # -- performing effects ------------------------------------------------------------------
     def claim(self, run: WorkflowRun, outcome: Outcome) -> Claimed:
         """Inside the transaction: a command about to run is registered as in flight here,
-        so a concurrent call waits for it instead of thinking it orphaned."""
+        so a concurrent call waits for it instead of thinking it orphaned, and claimed (on a
+        store of one machine it is started now: `app.launch`)."""
         if isinstance(outcome, ShellRequest):
-            self.in_flight.start((run.workflow_id, outcome.thread_id, outcome.step_id))
-            me, now = owners.current(), time.time()
             launch = self.launcher.launch(run.workflow_id, outcome, self._meta(run.workflow_id, outcome))
+            self.in_flight.start((run.workflow_id, outcome.thread_id, outcome.step_id))  # not before: it may raise
+            me, now = owners.current(), time.time()
             run_dir = RunDir.new() if launch is None else launch.run_dir
             if launch is not None and launch.adopted:
                 run.machine.record("shell_adopted", outcome.step_id, None if outcome.thread_id == "main" else

@@ -59,6 +59,7 @@ class Launch:
     directory a server that died left (`adopted`), or unable to start (`result`)."""
 
     run_dir: RunDir
+    key: tuple[str, str, str]  # the instance, thread and step it runs for
     started: RunningCommand | None = None
     result: ShellResult | None = None
 
@@ -71,9 +72,12 @@ class Launcher:
     """Starts commands inside the transaction that claims them (see the module's docstring),
     remembering each until its result is committed (`done`)."""
 
-    def __init__(self, one_host: Callable[[], bool], store_path: Callable[[], str]):
+    def __init__(self, one_host: Callable[[], bool], store_path: Callable[[], str],
+                 stopped: Callable[[Launch], None] = lambda _launch: None):
+        """`stopped`: told of each command stopped because its claim went elsewhere."""
         self.one_host = one_host
         self.store_path = store_path
+        self.stopped = stopped
         self._launched: dict[str, Launch] = {}
         self._guard = threading.Lock()
         self._attempts = threading.local()  # what the transaction running on this thread launched
@@ -88,8 +92,9 @@ class Launcher:
             found = self._launched.get(str(run_dir.path))
         if found is not None:  # this transaction, tried again after a conflict
             return found
+        key = (workflow_id, request.thread_id, request.step_id)
         if os.path.isdir(run_dir.path):
-            left = self._left_behind(workflow_id, run_dir)
+            left = self._left_behind(workflow_id, run_dir, key)
             if left is not None:
                 return left
         try:
@@ -97,7 +102,8 @@ class Launcher:
                                     run_dir=run_dir, meta=meta)
         except FileExistsError:  # made by another server of this machine a moment ago
             raise StartingElsewhere(workflow_id, run_dir) from None
-        launch = Launch(run_dir, started) if isinstance(started, RunningCommand) else Launch(run_dir, result=started)
+        launch = (Launch(run_dir, key, started) if isinstance(started, RunningCommand)
+                  else Launch(run_dir, key, result=started))
         with self._guard:
             self._launched[str(run_dir.path)] = launch
         launched = getattr(self._attempts, "launched", None)
@@ -123,6 +129,7 @@ class Launcher:
             if launch not in kept and launch.started is not None:
                 stop_command(launch.started)
                 self.done(launch)
+                self.stopped(launch)
 
     def done(self, launch: Launch) -> None:
         """The command's result is committed (or it was handed to adoption): forget it."""
@@ -136,7 +143,7 @@ class Launcher:
         return json.dumps([self.store_path(), workflow_id, request.thread_id, request.step_id, request.command,
                            str(request.cwd), sorted(request.env.items())])
 
-    def _left_behind(self, workflow_id: str, run_dir: RunDir) -> Launch | None:
+    def _left_behind(self, workflow_id: str, run_dir: RunDir, key: tuple[str, str, str]) -> Launch | None:
         """A directory of this run found with no claim in the store: adopted (its server died
         before committing the claim), or removed when a committed run left it (None: start
         the command); `StartingElsewhere` while its server still lives."""
@@ -149,7 +156,7 @@ class Launcher:
             raise StartingElsewhere(workflow_id, run_dir)
         if server is not None and server != me and me.shares_pids_with(server) and owners.runs(server):
             raise StartingElsewhere(workflow_id, run_dir)
-        return Launch(run_dir)
+        return Launch(run_dir, key)
 
 
 def _age_s(run_dir: RunDir) -> float:

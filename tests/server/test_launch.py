@@ -70,13 +70,15 @@ def test_an_attempt_tried_again_finds_its_own_command(tmp_path: Path, commands: 
 def test_a_command_the_committed_change_does_not_claim_is_stopped(tmp_path: Path, commands: Path) -> None:
     """A conflict, and the attempt tried again finds the instance cancelled: the command the
     first attempt started is killed, background children included, and its directory removed."""
-    launch = launcher()
+    told: list[object] = []
+    launch = Launcher(lambda: True, lambda: "/stores/a.sqlite3", stopped=told.append)
     with launch.attempts() as keep:
         started = launch.launch("wf_1", request(tmp_path, "sleep 30 & sleep 30"), meta())
         keep(None)  # the committed attempt claimed nothing
     assert started is not None and started.started is not None
     assert gone(started.started.process.pid)
     assert not started.run_dir.path.exists()
+    assert told == [started] and started.key == ("wf_1", "main", "sh")  # the driver ends its in-flight mark
 
 
 def test_a_command_the_committed_change_claims_runs_on(tmp_path: Path, commands: Path) -> None:
@@ -154,3 +156,41 @@ def test_each_run_of_a_command_has_its_own_name(tmp_path: Path) -> None:
                  ("wf_1", "t1", "sh", "true", {}), ("wf_1", "main", "sh#2", "true", {}),
                  ("wf_1", "main", "sh", "false", {}), ("wf_1", "main", "sh", "true", {"A": "1"})]}
     assert len(names) == 6
+
+
+ONE_COMMAND = """\
+name: one
+steps:
+  - id: sh
+    type: shell_command
+    command: "echo ran >> runs.log"
+"""
+
+
+def test_a_command_another_server_is_starting_leaves_no_mark_here(tmp_path: Path, commands: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """While another server of this machine starts the same run, this call tries again (a
+    conflict) and, out of patience, says the instance is busy.  It leaves no in-flight mark
+    behind: with one, its later calls would wait on this process forever instead of adopting
+    the command if that other server died."""
+    import aromcp_workflows.app.launch as launch_module
+    import aromcp_workflows.instances.registry as registry
+    from aromcp_workflows.app.service import WorkflowService
+    from aromcp_workflows.errors import KindedError
+
+    def made_a_moment_ago(*_args: object, **_options: object) -> None:
+        raise FileExistsError("another server made it")
+
+    project = tmp_path / "project"
+    (project / ".aromcp" / "workflows").mkdir(parents=True)
+    (project / ".aromcp" / "workflows" / "one.yaml").write_text(ONE_COMMAND)
+    (tmp_path / "home").mkdir()
+    service = WorkflowService(project_dir=project, store_path=tmp_path / "s.sqlite3", home=tmp_path / "home")
+    wid = service.start("one").workflow_id
+    monkeypatch.setattr(registry, "CONFLICT_PATIENCE_S", 0.3)
+    monkeypatch.setattr(launch_module, "start_command", made_a_moment_ago)
+    with pytest.raises(KindedError) as refused:
+        service.next_step(wid)
+    assert refused.value.kind == "busy"
+    assert service.driver.in_flight.event((wid, "main", "sh")) is None
+    assert not (project / "runs.log").exists()
