@@ -60,7 +60,9 @@ def running_ui(tmp_path: Path, *more: str, terminal: bool = False, host: str = "
     os.close(writer)
     try:
         wait_for_port(port, proc)
-        yield Ui(proc, port, home, read_available(reader, until="login"))
+        # the line that says how to log in (both forms start so); not "login" alone, which the
+        # test's own folder, named in the `store:` line before it, may hold
+        yield Ui(proc, port, home, read_available(reader, until="aromcp-workflows web view: "))
     finally:
         stop(proc)
         os.close(reader)
