@@ -144,7 +144,7 @@ class Driver:
         so a concurrent call waits for it instead of thinking it orphaned, and claimed (on a
         store of one machine it is started now: `app.launch`)."""
         if isinstance(outcome, ShellRequest):
-            launch = self.launcher.launch(run.workflow_id, outcome, self._meta(run.workflow_id, outcome))
+            launch = self.launcher.launch(run.workflow_id, outcome, lambda: self._meta(run.workflow_id, outcome))
             self.in_flight.start((run.workflow_id, outcome.thread_id, outcome.step_id))  # not before: it may raise
             me, now = owners.current(), time.time()
             run_dir = RunDir.new() if launch is None else launch.run_dir
@@ -196,14 +196,13 @@ class Driver:
         try:
             if request.delay_ms and launch is None:
                 time.sleep(request.delay_ms / 1000)
-            meta = self._meta(workflow_id, request)
             renewal = self.lease_renewal(workflow_id, request, run_dir)
             reports = None if progress is None else calls.reporting(progress, request.step_id, run_dir)
             if launch is None:
-                result = self.shell_runner(request, reports, [renewal], run_dir, meta)
+                result = self.shell_runner(request, reports, [renewal], run_dir, self._meta(workflow_id, request))
             else:
                 run_dir.mark_claimed()  # committed: the store names this directory now
-                result = self._launched(launch, request, reports, renewal, meta)
+                result = self._launched(workflow_id, launch, request, reports, renewal)
             claimed = self.transact_claims(workflow_id, lambda run: self.claim(
                 run, run.finish_shell(request, result, owners.current().data())))
             run_dir.remove()  # committed: nobody needs its files any more
@@ -213,8 +212,8 @@ class Driver:
             if launch is not None:
                 self.launcher.done(launch)
 
-    def _launched(self, launch: Launch, request: ShellRequest, reports: ProgressCallback | None,
-                  renewal: Periodic, meta: dict[str, Any]) -> ShellResult:
+    def _launched(self, workflow_id: str, launch: Launch, request: ShellRequest, reports: ProgressCallback | None,
+                  renewal: Periodic) -> ShellResult:
         """The result of a command started before its claim was committed: waited for here,
         or taken from the directory of a server that died before committing it (a command
         that never started there, or was killed before recording its status, runs now)."""
@@ -227,7 +226,7 @@ class Driver:
         if result is not None:
             return result
         launch.run_dir.remove()
-        return self.shell_runner(request, reports, [renewal], launch.run_dir, meta)
+        return self.shell_runner(request, reports, [renewal], launch.run_dir, self._meta(workflow_id, request))
 
     def _meta(self, workflow_id: str, request: ShellRequest) -> dict[str, Any]:
         """What a run directory says of its command, for the server that adopts it."""

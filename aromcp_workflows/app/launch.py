@@ -82,9 +82,10 @@ class Launcher:
         self._guard = threading.Lock()
         self._attempts = threading.local()  # what the transaction running on this thread launched
 
-    def launch(self, workflow_id: str, request: ShellRequest, meta: dict[str, Any]) -> Launch | None:
-        """Start the command of `request` now, its claim to be committed while it runs; None
-        when this store or this request keeps the claim first (see the module's docstring)."""
+    def launch(self, workflow_id: str, request: ShellRequest, meta: Callable[[], dict[str, Any]]) -> Launch | None:
+        """Start the command of `request` now (its run directory saying `meta()`), its claim
+        to be committed while it runs; None when this store or this request keeps the claim
+        first (see the module's docstring)."""
         if request.delay_ms or not self.one_host():
             return None
         run_dir = RunDir.for_command(self.identity(workflow_id, request))
@@ -99,7 +100,7 @@ class Launcher:
                 return left
         try:
             started = start_command(request.command, request.cwd, env=request.env, timeout_ms=request.timeout_ms,
-                                    run_dir=run_dir, meta=meta)
+                                    run_dir=run_dir, meta=meta())
         except FileExistsError:  # made by another server of this machine a moment ago
             raise StartingElsewhere(workflow_id, run_dir) from None
         launch = (Launch(run_dir, key, started) if isinstance(started, RunningCommand)

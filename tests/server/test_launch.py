@@ -59,8 +59,8 @@ def gone(pid: int, within_s: float = 2.0) -> bool:
 
 def test_an_attempt_tried_again_finds_its_own_command(tmp_path: Path, commands: Path) -> None:
     launch = launcher()
-    first = launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta())
-    again = launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta())
+    first = launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta)
+    again = launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta)
     assert first is not None and again is first and first.started is not None
     assert wait_command(first.started).exit_code == 0
     assert runs(tmp_path) == ["ran"]  # started once
@@ -73,7 +73,7 @@ def test_a_command_the_committed_change_does_not_claim_is_stopped(tmp_path: Path
     told: list[object] = []
     launch = Launcher(lambda: True, lambda: "/stores/a.sqlite3", stopped=told.append)
     with launch.attempts() as keep:
-        started = launch.launch("wf_1", request(tmp_path, "sleep 30 & sleep 30"), meta())
+        started = launch.launch("wf_1", request(tmp_path, "sleep 30 & sleep 30"), meta)
         keep(None)  # the committed attempt claimed nothing
     assert started is not None and started.started is not None
     assert gone(started.started.process.pid)
@@ -84,7 +84,7 @@ def test_a_command_the_committed_change_does_not_claim_is_stopped(tmp_path: Path
 def test_a_command_the_committed_change_claims_runs_on(tmp_path: Path, commands: Path) -> None:
     launch = launcher()
     with launch.attempts() as keep:
-        started = launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta())
+        started = launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta)
         keep(started)
     assert started is not None and started.started is not None
     assert wait_command(started.started).exit_code == 0 and runs(tmp_path) == ["ran"]
@@ -93,10 +93,10 @@ def test_a_command_the_committed_change_claims_runs_on(tmp_path: Path, commands:
 def test_a_failed_transaction_leaves_its_command_to_the_next_call(tmp_path: Path, commands: Path) -> None:
     launch = launcher()
     with pytest.raises(RuntimeError), launch.attempts():
-        started = launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta())
+        started = launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta)
         raise RuntimeError("the store could not save")
     assert started is not None and started.started is not None
-    assert launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta()) is started
+    assert launch.launch("wf_1", request(tmp_path, "echo ran >> runs.log"), meta) is started
     wait_command(started.started)
     assert runs(tmp_path) == ["ran"]
 
@@ -108,7 +108,7 @@ def test_a_dead_servers_unclaimed_directory_is_adopted_not_run_again(tmp_path: P
     run_dir.path.mkdir(parents=True)
     dead = {**owner.current().data(), "pid": 2**22 + 17, "started": 1}
     (run_dir.path / "meta").write_text(json.dumps({**meta(), "server": dead}))
-    found = launch.launch("wf_1", req, meta())
+    found = launch.launch("wf_1", req, meta)
     assert found is not None and found.adopted and found.run_dir == run_dir
     assert runs(tmp_path) == []
 
@@ -123,10 +123,10 @@ def test_a_live_servers_directory_is_waited_for(tmp_path: Path, commands: Path) 
     parent = {**owner.current().data(), "pid": os.getppid(), "started": owner.start_time(os.getppid())}
     (run_dir.path / "meta").write_text(json.dumps({**meta(), "server": parent}))
     with pytest.raises(StartingElsewhere, match="another server of this machine"):
-        launch.launch("wf_1", req, meta())
+        launch.launch("wf_1", req, meta)
     (run_dir.path / "meta").unlink()  # made a moment ago, its meta not written yet: the same
     with pytest.raises(StartingElsewhere):
-        launch.launch("wf_1", req, meta())
+        launch.launch("wf_1", req, meta)
 
 
 def test_a_leftover_of_a_committed_run_is_removed_and_the_command_runs(tmp_path: Path, commands: Path) -> None:
@@ -136,15 +136,15 @@ def test_a_leftover_of_a_committed_run_is_removed_and_the_command_runs(tmp_path:
     run_dir.path.mkdir(parents=True)
     (run_dir.path / "status").write_text("0")
     run_dir.mark_claimed()
-    found = launch.launch("wf_1", req, meta())
+    found = launch.launch("wf_1", req, meta)
     assert found is not None and found.started is not None
     assert wait_command(found.started).exit_code == 0 and runs(tmp_path) == ["ran"]
     assert not (run_dir.path / "claimed").exists()  # a fresh directory
 
 
 def test_the_claim_comes_first_on_a_shared_store_and_after_a_delay(tmp_path: Path, commands: Path) -> None:
-    assert launcher(one_host=False).launch("wf_1", request(tmp_path, "true"), meta()) is None
-    assert launcher().launch("wf_1", request(tmp_path, "true", delay_ms=50), meta()) is None
+    assert launcher(one_host=False).launch("wf_1", request(tmp_path, "true"), meta) is None
+    assert launcher().launch("wf_1", request(tmp_path, "true", delay_ms=50), meta) is None
     assert not commands.exists() or list(commands.iterdir()) == []
 
 
