@@ -103,8 +103,7 @@ class Adopter:
         `_adopt_result` is still to come), or release one of another machine (None: it runs
         again when asked)."""
         claim, me, driver = busy.claim, owners.current(), self.driver
-        owner = owners.Owner.from_data(claim.owner)
-        if claim.run_dir is None or owner is None or not me.shares_pids_with(owner):
+        if owners.local_run_dir(claim) is None:
             driver.transact(workflow_id, lambda run: run.release_shell(busy.thread_id, busy.step_id, reason, claim))
             return None
         mine = claim.renewed(me.data(), me.pid, time.time() + owners.lease_seconds())

@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from pathlib import Path
 
 from aromcp_workflows.interpreter import Answer, Busy, ShellRequest
 from aromcp_workflows.shell import ProgressCallback, RunDir, live
@@ -113,9 +112,4 @@ def stop_commands(run_dirs: Iterable[RunDir], why: str) -> int:
 def local_run_dirs(shells: Iterable[Busy]) -> list[RunDir]:
     """The run directories of the commands in flight that run on this machine (the others'
     servers stop them when they next renew their lease)."""
-    me, found = owners.current(), []
-    for busy in shells:
-        owner = owners.Owner.from_data(busy.claim.owner)
-        if busy.claim.run_dir is not None and owner is not None and me.shares_pids_with(owner):
-            found.append(RunDir(Path(busy.claim.run_dir)))
-    return found
+    return [run_dir for busy in shells if (run_dir := owners.local_run_dir(busy.claim)) is not None]

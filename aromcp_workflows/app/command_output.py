@@ -11,11 +11,10 @@ memory, and the text is masked like every other value shown.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from aromcp_workflows.app.page_results import CommandOutput, OutputSlice
 from aromcp_workflows.interpreter import Busy
-from aromcp_workflows.shell import RunDir, live
+from aromcp_workflows.shell import live
 from aromcp_workflows.shell import owner as owners
 from aromcp_workflows.store import HistoryEvent
 
@@ -25,15 +24,13 @@ Mask = Callable[[str], str]
 def from_run_dir(workflow_id: str, task_id: str | None, busy: Busy, since: tuple[int | None, int | None],
                  limit: int, mask: Mask) -> CommandOutput:
     """The output of the command in flight, read where it runs (if that is this machine)."""
-    owner = owners.Owner.from_data(busy.claim.owner)
-    here = busy.claim.run_dir is not None and owner is not None and owners.current().shares_pids_with(owner)
+    run_dir = owners.local_run_dir(busy.claim)
     slices = [OutputSlice(text="", start=0, end=0, cut=False)] * 2
-    if here:
-        run_dir = RunDir(Path(str(busy.claim.run_dir)))
+    if run_dir is not None:
         slices = [_slice(live.read_slice(run_dir, stream, start, limit), mask)
                   for stream, start in zip(("out", "err"), since, strict=True)]
     return CommandOutput(workflow_id=workflow_id, step_id=busy.step_id, task_id=task_id, running=True,
-                         source="live" if here else "elsewhere", command=mask(busy.command),
+                         source="live" if run_dir is not None else "elsewhere", command=mask(busy.command),
                          stdout=slices[0], stderr=slices[1])
 
 

@@ -56,7 +56,7 @@ from aromcp_workflows.app.results import (
     WorkflowList,
 )
 from aromcp_workflows.app.start_keys import start_key, started_before
-from aromcp_workflows.app.statuses import instance_status, rows_of
+from aromcp_workflows.app.statuses import instance_status, rows_of, stalled_of_run
 from aromcp_workflows.app.watching import Watching
 from aromcp_workflows.app.workflows import Workflows
 from aromcp_workflows.definition import WorkflowBundle, WorkflowLoader, WorkflowResolver
@@ -312,7 +312,7 @@ class WorkflowService:
         """This project's instances, most recently updated first."""
         with refusals():
             summaries = self.instances.list_instances(str(self.project_dir))
-            stalled = {item.workflow_id: self.instances.read(item.workflow_id, _stalled)
+            stalled = {item.workflow_id: self.instances.read(item.workflow_id, stalled_of_run)
                        for item in summaries if item.status in ("running", "waiting")}
         return InstanceList(instances=rows_of(summaries, stalled), store=self.store_named)
 
@@ -364,10 +364,6 @@ class WorkflowService:
         """The instance's masker (see `InstanceRegistry.masker`)."""
         with refusals():
             return self.instances.masker(workflow_id, latest)
-
-
-def _stalled(run: WorkflowRun, record: InstanceRecord) -> bool:
-    return bool(instance_status(run, record).stalled)
 
 
 def _anyway(_: Any) -> bool:

@@ -16,14 +16,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aromcp_workflows.app.results import ForkOrigin, InstanceRow, InstanceStatus, StepInHand, TaskCounts
-from aromcp_workflows.interpreter import WorkflowRun
+from aromcp_workflows.interpreter import WorkflowRun, shown_question
 from aromcp_workflows.safety import Masker
 from aromcp_workflows.store import InstanceRecord, InstanceSummary
 
 log = logging.getLogger("aromcp_workflows")
 STALE_ENV = "AROMCP_STALE_AFTER"
 DEFAULT_STALE_AFTER_S = 600.0
-QUESTION_CHARS = 200
 
 
 def stale_after() -> float:
@@ -46,8 +45,7 @@ def instance_status(run: WorkflowRun, record: InstanceRecord) -> InstanceStatus:
     counts = TaskCounts(tasks_total=len(tasks), tasks_completed=sum(t.status == "completed" for t in tasks),
                         tasks_failed=sum(t.status == "failed" for t in tasks),
                         tasks_running=sum(t.status == "running" for t in tasks))
-    threads = {tid: thread.to_json() for tid, thread in run.threads.items()}
-    in_hand, stalled = standing(threads, run.machine.last_calls, record.updated_at, run.status)
+    in_hand, stalled = _standing_of(run, record)
     masker = run.masker()
     return InstanceStatus(workflow_id=run.workflow_id, workflow=record.workflow, status=run.status,
                           current_steps=list(record.current_steps), progress=counts,
@@ -123,10 +121,7 @@ def _seconds(now: datetime, since: str) -> float | None:
 
 
 def _line(text: Any) -> str | None:
-    if text is None:
-        return None
-    line = " ".join(str(text).split())
-    return line if len(line) <= QUESTION_CHARS else line[: QUESTION_CHARS - 1] + "…"
+    return None if text is None else shown_question(text)
 
 
 def rows_of(summaries: list[InstanceSummary], stalled: Mapping[str, bool] | None = None) -> list[InstanceRow]:
@@ -139,6 +134,16 @@ def rows_of(summaries: list[InstanceSummary], stalled: Mapping[str, bool] | None
                         updated_at=item.updated_at, error=item.error,
                         stalled=(stalled or {}).get(item.workflow_id))
             for item in summaries]
+
+
+def _standing_of(run: WorkflowRun, record: InstanceRecord) -> tuple[list[StepInHand], bool]:
+    threads = {tid: thread.to_json() for tid, thread in run.threads.items()}
+    return standing(threads, run.machine.last_calls, record.updated_at, run.status)
+
+
+def stalled_of_run(run: WorkflowRun, record: InstanceRecord) -> bool:
+    """Whether a live instance is stalled (a listing's row: no status is built for it)."""
+    return _standing_of(run, record)[1]
 
 
 def stalled_of(record: InstanceRecord) -> bool:

@@ -45,7 +45,7 @@ def _register_ui(commands: Any) -> None:
                                                       "(default: $AROMCP_WORKFLOWS_STORE or the user data directory)")
     ui.add_argument("--open", action="store_true", help="open the page, logged in, in the default browser")
     ui.add_argument("--actions", action="store_true",
-                    help="allow cancel, retry and fork from the page (to whoever has logged in)")
+                    help="allow cancel, retry, fork and answering questions from the page (to whoever has logged in)")
     ui.add_argument("--allowed-host", action="append", default=[], metavar="HOST[:PORT]", help=ALLOWED_HOST_HELP)
     ui.add_argument("--auth-token-file", metavar="FILE",
                     help="a token the page also accepts (as a bearer token, or pasted to log in); needed to bind "
@@ -130,7 +130,8 @@ def _register_serve(commands: Any) -> None:
                                                            "the bearer token, or the one-time login URL in the file "
                                                            "the server names)")
     serve.add_argument("--ui-actions", action="store_true",
-                       help="with --ui: the web view can cancel, retry and fork (to whoever has logged in)")
+                       help="with --ui: the web view can cancel, retry, fork and answer questions (to whoever "
+                            "has logged in)")
     auth = serve.add_argument_group("HTTP clients", "who may call an --http server (default: a bearer token; on "
                                                     "loopback the server makes one and prints where it is)")
     auth.add_argument("--auth-token-file", metavar="FILE", help="the bearer token clients must send (also: "

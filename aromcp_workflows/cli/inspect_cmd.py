@@ -116,7 +116,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 @pipe_safe
 def cmd_debug(args: argparse.Namespace) -> int:
-    info = call(lambda: service_for(args).debug_info(args.workflow_id))
+    service = service_for(args)
+    info = call(lambda: service.debug_info(args.workflow_id))
     if args.json:
         print_json(info)
         return 0
@@ -138,7 +139,7 @@ def cmd_debug(args: argparse.Namespace) -> int:
             error = f"  ended by {entry['ended_by']} after {entry.get('iterations')} iteration(s)" + error
         print(f"  {entry['status']:<8} {entry['step_id']}{task} ({entry.get('type') or '?'}) "
               f"{entry['started_at']} → {entry.get('completed_at') or '…'}{took}{error}")
-    _print_command_output(service_for(args), args.workflow_id)
+    _print_command_output(service, args.workflow_id)
     size = info.state_size
     print(f"State size: raw {size['raw_bytes']} B, state {size.get('state_bytes', 0)} B, computed "
           f"{size['computed_bytes']} B; {size['total_transformations']} transformations")

@@ -30,7 +30,15 @@ from aromcp_workflows.interpreter.inputs import InputError, check_inputs
 from aromcp_workflows.interpreter.machine import Ctx, Machine
 from aromcp_workflows.interpreter.migration import MoveBlocker, apply_move, plan_move
 from aromcp_workflows.interpreter.output import ShellResult
-from aromcp_workflows.interpreter.ownership import UserAnswer, UserOwned, Writer, answers_in, owner_of, refusal
+from aromcp_workflows.interpreter.ownership import (
+        UserAnswer,
+        UserOwned,
+        Writer,
+        answers_in,
+        owner_of,
+        refusal,
+        shown_question,
+    )
 from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
 from aromcp_workflows.interpreter.run import WorkflowRun
 from aromcp_workflows.interpreter.thread import Thread
@@ -73,5 +81,6 @@ __all__ = [
     "plan_move",
     "programs_for",
     "refusal",
+    "shown_question",
     "step_places",
 ]

@@ -7,7 +7,6 @@ sees `tools/list` as fast as from a bare server.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
@@ -191,7 +190,7 @@ def _ui_notices(options: HttpOptions, login: list[Path]) -> list[str]:
         return []
     from aromcp_workflows.web import url_of
 
-    mode = "cancel, retry and fork on" if options.ui_actions else "read-only"
+    mode = "cancel, retry, fork and answers on" if options.ui_actions else "read-only"
     return [f"web view ({mode}) at {url_of(options.host, options.port, '/ui/')}: log in with the one-time login URL "
             f"in {login[0]} (readable by you only; a new one is written there after each use), or with the bearer "
             "token"]
@@ -239,11 +238,11 @@ def _stop_commands_on_signals(observer: Observer | None = None, credentials: Seq
     import signal
 
     def stop(signum: int, _frame: Any) -> None:
+        from aromcp_workflows.http import remove_quietly
         from aromcp_workflows.shell import stop_all_commands
 
         for path in credentials:
-            with contextlib.suppress(OSError):
-                path.unlink()
+            remove_quietly(path)
         stopped = stop_all_commands()
         log.warning("signal %d: stopped %d running command(s); exiting", signum, stopped)
         if observer is not None:

@@ -73,10 +73,12 @@ TRAP_WRAPPER = '__aromcp_cmd=$1; shift; trap {trap} EXIT; eval "unset __aromcp_c
 _REPLACES_SHELL = re.compile(r"(?<![\w./-])(exec|trap|source|eval)(?![\w.-])|(?<![\w./-])\.(?=[ \t])")
 
 
-def needs_subshell(command: str, env: Mapping[str, str]) -> bool:
+def needs_subshell(command: str, declared: Mapping[str, str]) -> bool:
     """Whether `command` could replace the shell that runs it or its EXIT trap (judged on the
-    text, conservatively: a false alarm costs one fork), so its status needs a subshell."""
-    return _REPLACES_SHELL.search(command) is not None or bool(names_with_prefix("BASH_FUNC_", env))
+    text, conservatively: a false alarm costs one fork), so its status needs a subshell.  An
+    exported function comes from this process's environment or the step's own (`declared`)."""
+    return (_REPLACES_SHELL.search(command) is not None or bool(names_with_prefix("BASH_FUNC_"))
+            or any(name.startswith("BASH_FUNC_") for name in declared))
 
 
 _roots: dict[str, Path] = {}

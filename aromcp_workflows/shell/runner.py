@@ -234,8 +234,7 @@ def _spawn(command: str, cwd: Path, env: dict[str, str] | None, run_dir: RunDir,
     text could replace that shell or its trap."""
     full_env = command_environment(env)
     bash = _bash_for(full_env)
-    subshell = needs_subshell(command, os.environ if full_env is None else full_env)
-    text = command
+    subshell = needs_subshell(command, env or {})
     shell = None if bash == "bash" or subshell else _fast_shell(command, full_env, cwd)  # bash not found: its error
     out, err = run_dir.open_streams(meta)
     try:
@@ -246,12 +245,12 @@ def _spawn(command: str, cwd: Path, env: dict[str, str] | None, run_dir: RunDir,
                 sh_path.cache_clear()  # dash went away: bash runs it, and /bin/sh is looked at again next time
         wrapper = run_dir.wrapper(subshell)
         try:
-            return _popen(text, wrapper, bash, cwd, full_env, out, err)
+            return _popen(command, wrapper, bash, cwd, full_env, out, err)
         except FileNotFoundError:
             if bash == "bash":
                 raise
             _BASH_PATHS.clear()  # bash moved since it was looked up: look it up again, once
-            return _popen(text, wrapper, None, cwd, full_env, out, err)
+            return _popen(command, wrapper, None, cwd, full_env, out, err)
     finally:
         os.close(out)
         os.close(err)
