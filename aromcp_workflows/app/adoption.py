@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar
 
 from aromcp_workflows.app.pending import Claimed, InFlight, Transact
 from aromcp_workflows.interpreter import Answer, Busy, Outcome, ShellClaim, ShellRequest, WorkflowRun
-from aromcp_workflows.shell import Periodic, ProgressCallback, RunDir
+from aromcp_workflows.shell import Periodic, ProgressCallback, RunDir, local_run_dir
 from aromcp_workflows.shell import adopt as wait_and_collect
 from aromcp_workflows.shell import owner as owners
 
@@ -103,7 +103,7 @@ class Adopter:
         `_adopt_result` is still to come), or release one of another machine (None: it runs
         again when asked)."""
         claim, me, driver = busy.claim, owners.current(), self.driver
-        if owners.local_run_dir(claim) is None:
+        if local_run_dir(claim) is None:
             driver.transact(workflow_id, lambda run: run.release_shell(busy.thread_id, busy.step_id, reason, claim))
             return None
         mine = claim.renewed(me.data(), me.pid, time.time() + owners.lease_seconds())

@@ -24,8 +24,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
 from aromcp_workflows.interpreter import Answer, Busy, ShellRequest
-from aromcp_workflows.shell import ProgressCallback, RunDir, live
-from aromcp_workflows.shell import owner as owners
+from aromcp_workflows.shell import ProgressCallback, RunDir, live, local_run_dir
 
 BUDGET_ENV = "AROMCP_CALL_BUDGET_S"  # seconds a call may wait on a command (unset: as long as it runs)
 log = logging.getLogger("aromcp_workflows")
@@ -112,4 +111,4 @@ def stop_commands(run_dirs: Iterable[RunDir], why: str) -> int:
 def local_run_dirs(shells: Iterable[Busy]) -> list[RunDir]:
     """The run directories of the commands in flight that run on this machine (the others'
     servers stop them when they next renew their lease)."""
-    return [run_dir for busy in shells if (run_dir := owners.local_run_dir(busy.claim)) is not None]
+    return [run_dir for busy in shells if (run_dir := local_run_dir(busy.claim)) is not None]

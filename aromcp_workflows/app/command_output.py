@@ -14,8 +14,7 @@ from collections.abc import Callable
 
 from aromcp_workflows.app.page_results import CommandOutput, OutputSlice
 from aromcp_workflows.interpreter import Busy
-from aromcp_workflows.shell import live
-from aromcp_workflows.shell import owner as owners
+from aromcp_workflows.shell import live, local_run_dir
 from aromcp_workflows.store import HistoryEvent
 
 Mask = Callable[[str], str]
@@ -24,7 +23,7 @@ Mask = Callable[[str], str]
 def from_run_dir(workflow_id: str, task_id: str | None, busy: Busy, since: tuple[int | None, int | None],
                  limit: int, mask: Mask) -> CommandOutput:
     """The output of the command in flight, read where it runs (if that is this machine)."""
-    run_dir = owners.local_run_dir(busy.claim)
+    run_dir = local_run_dir(busy.claim)
     slices = [OutputSlice(text="", start=0, end=0, cut=False)] * 2
     if run_dir is not None:
         slices = [_slice(live.read_slice(run_dir, stream, start, limit), mask)

@@ -95,7 +95,7 @@ def answers_in(owners: dict[str, dict[str, dict[str, str]]]) -> list[UserAnswer]
     return sorted(found, key=lambda a: a.at)
 
 
-def shown_question(text: Any) -> str:
+def shown_question(text: object) -> str:
     """The question as kept with its answer: one line, at most `QUESTION_CHARS`."""
     line = " ".join(str(text or "").split())
     return line if len(line) <= QUESTION_CHARS else line[: QUESTION_CHARS - 1] + "…"

@@ -309,9 +309,9 @@ def _refused(args: argparse.Namespace, inputs: dict[str, Any], resume: str | Non
     (about 0.4 s of imports) instead of after starting a server (seconds); said as the
     command line says it.  Anything else is left to the server, which says it the same way."""
     from aromcp_workflows.app import ServiceError, WorkflowService
-    from aromcp_workflows.definition import project_root
 
-    service = WorkflowService(project_dir=project_root(getattr(args, "project_dir", None)), all_projects=True,
+    project = getattr(args, "project_dir", None) or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()
+    service = WorkflowService(project_dir=Path(project).expanduser().resolve(), all_projects=True,
                               store_path=getattr(args, "store", None))
     try:
         if resume:

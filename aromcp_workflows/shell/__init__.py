@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
-    from aromcp_workflows.shell.rundir import CommandsDirError, RunDir, commands_root, orphans
+    from aromcp_workflows.shell.rundir import CommandsDirError, RunDir, commands_root, local_run_dir, orphans
     from aromcp_workflows.shell.runner import (
         DEFAULT_TIMEOUT_MS,
         Periodic,
@@ -38,6 +38,7 @@ __all__ = [
     "ShellInterrupted",
     "adopt",
     "commands_root",
+    "local_run_dir",
     "orphans",
     "run_shell",
     "start_command",
@@ -52,6 +53,7 @@ __getattr__ = lazy_face(
         "commands_root": "rundir",
         "RunDir": "rundir",
         "orphans": "rundir",
+        "local_run_dir": "rundir",
         "DEFAULT_TIMEOUT_MS": "runner",
         "Periodic": "runner",
         "ProgressCallback": "runner",

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # a claim is only read here: the interpreter package is not imported at start
     from aromcp_workflows.interpreter import ShellClaim
-    from aromcp_workflows.shell.rundir import RunDir
 
 LEASE_ENV = "AROMCP_SHELL_LEASE_S"  # seconds a claim on a running command lasts unless renewed
 DEFAULT_LEASE_S = 30.0
@@ -121,17 +120,6 @@ def pid_exists(pid: Any) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def local_run_dir(claim: ShellClaim) -> RunDir | None:
-    """The claim's run directory when its command runs on this machine (same kernel boot and
-    pid namespace as this process), else None: another machine's is out of reach."""
-    owner = Owner.from_data(claim.owner)
-    if claim.run_dir is None or owner is None or not current().shares_pids_with(owner):
-        return None
-    from aromcp_workflows.shell.rundir import RunDir  # rundir reads owners: imported when first needed
-
-    return RunDir(Path(claim.run_dir))
 
 
 def abandoned(claim: ShellClaim, me: Owner, now: float) -> str | None:

@@ -49,9 +49,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aromcp_workflows.safety import names_with_prefix
+
+if TYPE_CHECKING:
+    from aromcp_workflows.interpreter import ShellClaim
 
 OUTPUT_CAP = 256 * 1024  # bytes kept per stream: both streams, JSON-escaped, fit a reply under 1 MB
 COMMANDS_DIR_ENV = "AROMCP_COMMANDS_DIR"  # where run directories are made (default: a tmpfs)
@@ -356,6 +359,17 @@ def _write(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def local_run_dir(claim: ShellClaim) -> RunDir | None:
+    """The claim's run directory when its command runs on this machine (same kernel boot and
+    pid namespace as this process), else None: another machine's is out of reach."""
+    from aromcp_workflows.shell import owner as owners
+
+    owner = owners.Owner.from_data(claim.owner)
+    if claim.run_dir is None or owner is None or not owners.current().shares_pids_with(owner):
+        return None
+    return RunDir(Path(claim.run_dir))
 
 
 def orphans(root: Path | None = None, store: str | None = None) -> list[RunDir]:
