@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
-    from aromcp_workflows.shell.rundir import CommandsDirError, RunDir, commands_root, local_run_dir, orphans
+    from aromcp_workflows.shell.roots import CommandsDirError, commands_root
+    from aromcp_workflows.shell.rundir import RunDir, local_run_dir, orphans
     from aromcp_workflows.shell.runner import (
         DEFAULT_TIMEOUT_MS,
         Periodic,
@@ -49,8 +50,8 @@ __all__ = [
 __getattr__ = lazy_face(
     __name__,
     {
-        "CommandsDirError": "rundir",
-        "commands_root": "rundir",
+        "CommandsDirError": "roots",
+        "commands_root": "roots",
         "RunDir": "rundir",
         "orphans": "rundir",
         "local_run_dir": "rundir",

@@ -43,24 +43,23 @@ import re
 import secrets
 import shlex
 import shutil
-import stat
-import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from aromcp_workflows.safety import names_with_prefix
+from aromcp_workflows.shell.roots import commands_root
 
 if TYPE_CHECKING:
     from aromcp_workflows.interpreter import ShellClaim
 
 OUTPUT_CAP = 256 * 1024  # bytes kept per stream: both streams, JSON-escaped, fit a reply under 1 MB
-COMMANDS_DIR_ENV = "AROMCP_COMMANDS_DIR"  # where run directories are made (default: a tmpfs)
 STREAMS = ("out", "err")
 FILES = (*STREAMS, "status", "meta", "pid", "claimed", "out.head", "err.head", "out.cut", "err.cut")
 RunState = Literal["finished", "running", "never_started", "killed"]
+Output = tuple[tuple[str, bool], tuple[str, bool]]  # (text, cut) of stdout and of stderr
 
 # The command text travels as $1 and runs through `eval`, which parses it line by line as
 # `bash -c` does (a `shopt` on one line governs the next).  $0 stays "bash" and no positional
@@ -82,70 +81,6 @@ def needs_subshell(command: str, declared: Mapping[str, str]) -> bool:
     exported function comes from this process's environment or the step's own (`declared`)."""
     return (_REPLACES_SHELL.search(command) is not None or bool(names_with_prefix("BASH_FUNC_"))
             or any(name.startswith("BASH_FUNC_") for name in declared))
-
-
-_roots: dict[str, Path] = {}
-
-
-class CommandsDirError(ValueError):
-    """`AROMCP_COMMANDS_DIR` names a directory commands must not use (another user's, one
-    others can write, a link); the one-line text says what to do instead."""
-
-
-def commands_root() -> Path:
-    """The directory run directories are made in: `AROMCP_COMMANDS_DIR`, else a per-user
-    directory on a tmpfs (`$XDG_RUNTIME_DIR`, `/dev/shm`), else in the temp directory.  A
-    per-user directory that is not this user's own private directory (someone else made it
-    first, or a link) is not used: a private one is made for this process instead.  The
-    configured one is held to the same owner rule and may not be writable by others
-    (`CommandsDirError`): whoever can write there can replace a command's output or exit
-    status before its server reads them."""
-    configured = os.environ.get(COMMANDS_DIR_ENV) or ""
-    found = _roots.get(configured)
-    if found is None:
-        found = _roots[configured] = _configured_root(Path(configured)) if configured else _default_root()
-    return found
-
-
-def _configured_root(path: Path) -> Path:
-    """`AROMCP_COMMANDS_DIR` when it is this user's directory (not a link) that no one else
-    can write; made, private, when it does not exist yet."""
-    where = f"{COMMANDS_DIR_ENV}={path}"
-    try:
-        with contextlib.suppress(FileExistsError):
-            path.mkdir(parents=True, mode=0o700)
-        info = path.lstat()
-    except OSError as exc:
-        raise CommandsDirError(f"{where} cannot be used: {exc.strerror or exc}; name a directory of yours, "
-                               f"or unset {COMMANDS_DIR_ENV}") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise CommandsDirError(f"{where} is a symbolic link: name the directory itself (a link can be pointed "
-                               "elsewhere by whoever owns it)")
-    if not stat.S_ISDIR(info.st_mode):
-        raise CommandsDirError(f"{where} is not a directory: name a directory of yours, or unset {COMMANDS_DIR_ENV}")
-    if info.st_uid != os.getuid():
-        raise CommandsDirError(f"{where} is owned by uid {info.st_uid}, not by you (uid {os.getuid()}): its owner "
-                               f"could read or replace your commands' output; use a directory of your own "
-                               f"(mkdir -m 700 DIR)")
-    if info.st_mode & 0o022:
-        raise CommandsDirError(f"{where} can be written by others (mode {stat.S_IMODE(info.st_mode):o}): they could "
-                               f"replace your commands' output and exit status; chmod 700 {path}, or use another "
-                               "directory")
-    return path
-
-
-def _default_root() -> Path:
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or ""
-    for base in (runtime, "/dev/shm", tempfile.gettempdir()):
-        if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
-            root = Path(base) / f"aromcp-commands-{os.getuid()}"
-            with contextlib.suppress(FileExistsError):
-                root.mkdir(mode=0o700)
-            info = root.lstat()
-            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
-                return root
-            return Path(tempfile.mkdtemp(prefix="aromcp-commands-", dir=base))
-    return Path(tempfile.mkdtemp(prefix="aromcp-commands-"))
 
 
 @dataclass(frozen=True)
@@ -269,20 +204,46 @@ class RunDir:
     def held(self) -> bool:
         """Whether some process still holds the command's output open (the command, or a
         background process it left behind)."""
-        for name in STREAMS:
-            try:
-                fd = os.open(self.file(name), os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    return True
-                raise
-            finally:
-                os.close(fd)
+        fds = self._locked_streams()
+        if fds is None:
+            return True
+        _close_all(fds.values())
         return False
+
+    def released_output(self, dropped: dict[str, int]) -> Output | None:
+        """Both streams' text and whether each was cut (see `output`) once no process holds
+        them any more, else None: the look and the read share one open of each file, on
+        the path from a command's exit to the next command's spawn."""
+        fds = self._locked_streams()
+        if fds is None:
+            return None
+        try:
+            out, err = (self._read(name, fds.get(name), dropped) for name in STREAMS)
+            return out, err
+        finally:
+            _close_all(fds.values())
+
+    def _locked_streams(self) -> dict[str, int] | None:
+        """Each output file opened anew and locked without waiting (a missing one left out),
+        or None, nothing left open, when a process holds one of them."""
+        fds: dict[str, int] = {}
+        try:
+            for name in STREAMS:
+                try:
+                    fds[name] = fd = os.open(self.file(name), os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        raise
+                    _close_all(fds.values())
+                    return None
+        except BaseException:
+            _close_all(fds.values())
+            raise
+        return fds
 
     def state(self) -> RunState:
         """Where the command stands, for a server that did not start it."""
@@ -320,21 +281,27 @@ class RunDir:
     def output(self, name: str, dropped: dict[str, int] | None = None) -> tuple[str, bool]:
         """A stream's text (at most `OUTPUT_CAP` bytes kept, with a note of the rest) and
         whether it was cut."""
-        more = (dropped or {}).get(name, 0)
         try:
             fd = os.open(self.path / name, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return "", False
         try:
-            size = os.fstat(fd).st_size
-            head = self.path / f"{name}.head"
-            if more or os.path.exists(head):  # cut while it ran: the head is kept apart
-                kept, more = head.read_bytes(), more + size
-            else:
-                kept = os.read(fd, OUTPUT_CAP) if size else b""
-                more = max(0, size - len(kept))
+            return self._read(name, fd, dropped)
         finally:
             os.close(fd)
+
+    def _read(self, name: str, fd: int | None, dropped: dict[str, int] | None) -> tuple[str, bool]:
+        """`output` from a descriptor of the stream's file (None: there is no such file)."""
+        if fd is None:
+            return "", False
+        more = (dropped or {}).get(name, 0)
+        size = os.fstat(fd).st_size
+        head = self.path / f"{name}.head"
+        if more or os.path.exists(head):  # cut while it ran: the head is kept apart
+            kept, more = head.read_bytes(), more + size
+        else:
+            kept = os.read(fd, OUTPUT_CAP) if size else b""
+            more = max(0, size - len(kept))
         text = kept.decode("utf-8", errors="replace")
         if more > 0:
             text += f"\n[output truncated: {more} more bytes not kept (cap {OUTPUT_CAP} bytes)]"
@@ -351,6 +318,11 @@ class RunDir:
             pass
         except OSError:  # something else was put there: take it all
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _close_all(fds: Iterable[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -43,7 +43,7 @@ from aromcp_workflows.safety import command_environment
 from aromcp_workflows.shell.dialect import dash_text, sh_path
 from aromcp_workflows.shell.live import group_alive
 from aromcp_workflows.shell.rundir import OUTPUT_CAP as OUTPUT_CAP  # the cap, where callers look for it
-from aromcp_workflows.shell.rundir import RunDir, needs_subshell
+from aromcp_workflows.shell.rundir import Output, RunDir, needs_subshell
 from aromcp_workflows.shell.waiting import CommandWait, kill_group
 from aromcp_workflows.shell.waiting import Periodic as Periodic  # where callers look for it
 
@@ -167,7 +167,7 @@ def wait_command(started: RunningCommand, progress: ProgressCallback | None = No
         raise ShellInterrupted(f"the server is shutting down; the command was stopped after "
                                f"{time.monotonic() - started.started:.1f} s and will run again on resume")
     code = 124 if timed_out else _exit_code(process.returncode)
-    return collect(run_dir, code, started.started, timed_out, timeout_ms, waiting.dropped)
+    return collect(run_dir, code, started.started, timed_out, timeout_ms, waiting.dropped, waiting.output)
 
 
 def stop_command(started: RunningCommand) -> None:
@@ -188,22 +188,22 @@ def adopt(run_dir: RunDir, deadline_s: float, timeout_ms: int | None,
     likely); the caller runs it (again: at least once)."""
     started = time.monotonic()
     dropped: dict[str, int] = {}
-    timed_out = False
+    timed_out, output = False, None
     if run_dir.state() == "running":
         waiting = CommandWait(run_dir.wrapper_pid(), run_dir, started + max(0.0, deadline_s - time.time()), started,
                         list(periodic))
-        timed_out, dropped = waiting.run(), waiting.dropped
+        timed_out, dropped, output = waiting.run(), waiting.dropped, waiting.output
     status = run_dir.status()
     if status is None and not timed_out:
         return None
-    return collect(run_dir, 124 if timed_out else status or 0, started, timed_out, timeout_ms, dropped)
+    return collect(run_dir, 124 if timed_out else status or 0, started, timed_out, timeout_ms, dropped, output)
 
 
 def collect(run_dir: RunDir, code: int, started: float, timed_out: bool, timeout_ms: int | None,
-            dropped: dict[str, int]) -> ShellResult:
-    """The `ShellResult` of a command that has ended, read from its run directory."""
-    stdout, cut_out = run_dir.output("out", dropped)
-    stderr, cut_err = run_dir.output("err", dropped)
+            dropped: dict[str, int], output: Output | None = None) -> ShellResult:
+    """The `ShellResult` of a command that has ended, read from its run directory (unless
+    its `output` was read already, on the wait's last look)."""
+    (stdout, cut_out), (stderr, cut_err) = output or (run_dir.output("out", dropped), run_dir.output("err", dropped))
     if timed_out:
         stderr += f"\n[killed: the command ran longer than its timeout of {timeout_ms or DEFAULT_TIMEOUT_MS} ms]"
     return ShellResult(stdout, stderr, code, (time.monotonic() - started) * 1000, timed_out, cut_out or cut_err)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aromcp_workflows.shell.rundir import RunDir
+from aromcp_workflows.shell.rundir import Output, RunDir
 
 TRIM_INTERVAL_S = 0.25  # how often a running command's output files are cut back to the cap
 TRIM_FAST_S = 0.02  # ... and while it writes faster than that (the last look found one past twice the cap)
@@ -46,6 +46,7 @@ class CommandWait:
         self.pid, self.run_dir, self.process = pid, run_dir, process
         self.deadline, self.started = deadline, started
         self.dropped: dict[str, int] = {}
+        self.output: Output | None = None  # read on the last look for a holder (None: read it later)
         self.trimming = Periodic(TRIM_INTERVAL_S, self._trim)
         self.duties = [*duties, self.trimming]
         for duty in self.duties:
@@ -63,9 +64,14 @@ class CommandWait:
         if (self.process is not None and self.process.poll() is None  # no pidfd (not Linux)
                 and not self._until(lambda: self.process is not None and self.process.poll() is not None)):
             return self._kill()
-        if not self._until(lambda: not self.run_dir.held()):
+        if not self._until(self._released):
             return self._kill()
         return False
+
+    def _released(self) -> bool:
+        """Whether no process holds the output any more; it is read on the same look."""
+        self.output = self.run_dir.released_output(self.dropped)
+        return self.output is not None
 
     def _until_exit(self, pidfd: int) -> bool:
         """Wait for the wrapper to exit (reaping it when it is our child); False at the deadline."""

@@ -111,7 +111,7 @@ def test_a_commands_dir_others_can_write_is_refused_in_one_line(tmp_path: Path, 
 
 
 def test_a_commands_dir_of_another_owner_or_a_link_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from aromcp_workflows.shell.rundir import CommandsDirError, commands_root
+    from aromcp_workflows.shell.roots import CommandsDirError, commands_root
 
     private = tmp_path / "mine"
     private.mkdir(mode=0o700)
