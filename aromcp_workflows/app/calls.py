@@ -3,10 +3,10 @@
 - **Budget.** Claude Code keeps a call open while a command runs and shows its progress;
   other clients give up after tens of seconds (an HTTP proxy's timeout, the SDK's read
   timeout).  With `AROMCP_CALL_BUDGET_S` set, a call that would wait on a command longer
-  answers at the budget: the instance still `running`, no step, and `waiting_for` naming
-  the command, so the agent calls again.  The command goes on, on a thread of its own that
-  drives the thread to its next step as the call would have; the next call waits on it
-  (`Driver._wait`).  Nothing runs twice.
+  answers at the budget: the instance still `running`, a `wait` step, and `waiting_for`
+  naming the command, so the agent calls again (or completes the wait step: the same).
+  The command goes on, on a thread of its own that drives the thread to its next step as
+  the call would have; the next call waits on it (`Driver._wait`).  Nothing runs twice.
 - **Progress.** A running command's progress notification carries its latest output line
   (`shell.live.latest_line`), so Claude Code's terminal shows what the command prints.
 - **Stopping.** A cancel stops the instance's commands wherever it comes from (the CLI,
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
-from aromcp_workflows.interpreter import Answer, Busy, ShellRequest
+from aromcp_workflows.interpreter import Answer, Busy, ShellRequest, command_wait
 from aromcp_workflows.shell import ProgressCallback, RunDir, live, local_run_dir
 
 BUDGET_ENV = "AROMCP_CALL_BUDGET_S"  # seconds a call may wait on a command (unset: as long as it runs)
@@ -74,15 +74,16 @@ def within(deadline: float, effect: ShellRequest, workflow_id: str, progress: Pr
 
 def still_running(effect: ShellRequest | Busy, started: float | None = None) -> Answer:
     """The answer of a call whose budget ran out while a command runs (started at `started`,
-    wall clock; a `Busy` knows from its claim): the instance still `running`, no step, and
+    wall clock; a `Busy` knows from its claim): the instance still `running`, a `wait` step
+    (`interpreter.command_wait`: completing it, or calling again, waits on), and
     `waiting_for` (the step, the command, how long it has run)."""
     if isinstance(effect, Busy):
         started = effect.claim.started_at
-    return Answer("running", None, [], None, effect.thread_id, waiting_for={
-        "kind": "command", "step_id": effect.step_id, "command": effect.command,
-        "for_s": round(max(0.0, time.time() - started), 1) if started is not None else None,
-        "instructions": "A server-side command of this workflow is still running. Call workflow_get_next_step "
-                        "again (same arguments) to wait for it; it is not run again."})
+    for_s = round(max(0.0, time.time() - started), 1) if started is not None else None
+    wait = command_wait(effect.thread_id, effect.step_id, effect.command, for_s)
+    return Answer("running", wait, [], None, effect.thread_id, waiting_for={
+        "kind": "command", "step_id": effect.step_id, "command": effect.command, "for_s": for_s,
+        "instructions": wait["instructions"]})
 
 
 def reporting(progress: ProgressCallback, step_id: str, run_dir: RunDir) -> ProgressCallback:

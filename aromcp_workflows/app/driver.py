@@ -16,8 +16,8 @@ stands, so it never runs twice there; only a command whose owner was on another 
 is released and runs again here: at least once.
 
 With a call budget (`AROMCP_CALL_BUDGET_S`, `app.calls`), a call that would wait on a
-command longer answers at the budget with the command still running (`waiting_for`); the
-command goes on, driven to the thread's next step by a thread of its own.
+command longer answers at the budget with the command still running (a `wait` step and
+`waiting_for`); the command goes on, driven to the thread's next step by a thread of its own.
 
 A `Transact` function runs one change to an instance under its lock and commits it (or
 changes nothing): the instance layer's `InstanceRegistry.transact`.

@@ -103,8 +103,8 @@ class NextStep(Result):
     """Where a thread stands: the atomic step to perform (None at the end) and the messages
     that come before it.  `user_answers`: what the user answered in forms during this call.
     `waiting_for`: set only when the call's budget (`AROMCP_CALL_BUDGET_S`) ran out while a
-    server-side command runs — {kind: "command", step_id, command, for_s, instructions}:
-    no step yet, call again."""
+    server-side command runs — {kind: "command", step_id, command, for_s, instructions} —
+    and `step` is then that command's `wait` step: complete it or call again."""
 
     workflow_id: str
     status: str

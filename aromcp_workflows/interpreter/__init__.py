@@ -41,6 +41,7 @@ from aromcp_workflows.interpreter.ownership import (
     )
 from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
 from aromcp_workflows.interpreter.run import WorkflowRun
+from aromcp_workflows.interpreter.shell_steps import command_wait
 from aromcp_workflows.interpreter.thread import Thread
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "answers_in",
     "apply_move",
     "check_inputs",
+    "command_wait",
     "listing",
     "local_step_id",
     "owner_of",

@@ -150,6 +150,31 @@ def _problem(result: ShellResult, output_format: str) -> tuple[str | None, Any]:
     return None, None
 
 
+def command_wait(thread_id: str, step_id: str, command: str, for_s: float | None) -> dict[str, Any]:
+    """The `wait` step a call answers with when its budget ran out while the thread's
+    server-side command runs (`AROMCP_CALL_BUDGET_S`): a step, not `null`, so an agent that
+    loops until `step: null` (the orchestrator's and the sub-agents' prompts) goes on.
+    Completing it waits for the command (`waited_on`), as calling `workflow_get_next_step`
+    again does."""
+    running = "" if for_s is None else f" for {for_s:.1f} s" if for_s < 10 else f" for {for_s:.0f} s"
+    where = f"workflow_get_next_step(workflow_id{', task_id' if thread_id != 'main' else ''})"
+    return {"id": f"{step_id}.wait", "type": "wait",
+            "instructions": (f"Step {step_id}'s command is still running on the server{running}; it is not "
+                             f"run again. Complete this step (no result needed), or call {where} again: the "
+                             "answer waits for the command and brings the step after it."),
+            "definition": {"reason": f"the server-side command of step {step_id} is still running{running}",
+                           "task_ids": [], "retry_after_ms": 0, "command": command}}
+
+
+def waited_on(thread: Thread, step_id: str) -> bool:
+    """Whether `step_id` is a command's `wait` step (`command_wait`) of this thread: its
+    command still pending, or done since (completing the wait late is harmless)."""
+    base = step_id.removesuffix(".wait")
+    if base == step_id:
+        return False
+    return _pending_shell(thread, base) is not None or base in thread.completed_ids
+
+
 # -- who runs a pending command: stored for the instance layer, never judged here ------------------
 def busy(thread: Thread) -> Busy:
     """A thread parked on a command: wait for it, with the claim the runner left."""

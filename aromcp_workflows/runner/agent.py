@@ -25,6 +25,7 @@ from aromcp_workflows.runner.report import (
     RunOutcome,
     TranscriptEntry,
     id_list,
+    is_command_wait,
     result_summary,
     short,
     step_summary,
@@ -155,7 +156,7 @@ class HeadlessAgent:
         seen: dict[str, int] = {}
         while step is not None:
             step_id, kind = str(step["id"]), str(step["type"])
-            seen[step_id] = seen.get(step_id, 0) + 1
+            seen[step_id] = seen.get(step_id, 0) + (0 if is_command_wait(step) else 1)  # a long command: many
             if seen[step_id] > MAX_REDELIVERIES:
                 raise Abort(f"the server delivered step {step_id} of {who} {MAX_REDELIVERIES} times; giving up")
             parallel_id = step_id if kind == "parallel_tasks" else parallel_id
@@ -163,7 +164,7 @@ class HeadlessAgent:
                 entry, reply, result, error = await self.perform_and_report(step, task_id, parallel_id)
                 self.trace.failed(span, error)
             self.outcome.transcript.append(entry)
-            shown = "waiting" if not entry.accepted and kind == "parallel_tasks" else \
+            shown = "waiting" if (not entry.accepted and kind == "parallel_tasks") or is_command_wait(step) else \
                 result_summary(entry.status, result, error)
             self.printer.step(entry, shown)
             if self.seed_style and reply.get("success", True):
@@ -212,6 +213,8 @@ class HeadlessAgent:
         if kind == "parallel_tasks":
             await self.run_parallel(step)
             return step_id, None, None
+        if is_command_wait(step):
+            return step_id, None, None  # completing it waits on the command and brings the step after it
         if kind == "wait":
             waiting = [str(t) for t in step["definition"].get("task_ids", [])]
             if all(t in self.sub_agents and self.sub_agents[t].done() for t in waiting):

@@ -101,9 +101,17 @@ def step_summary(step: dict[str, Any]) -> str:
     if kind == "parallel_tasks":
         ids = [t.get("task_id") for t in definition.get("tasks", [])]
         return f"{len(ids)} task(s): {id_list(ids)}"
+    if is_command_wait(step):
+        return short(definition.get("reason"), 70)
     if kind == "wait":
         return f"wait for {id_list(definition.get('task_ids', []))}"
     return short(step.get("instructions"), 70)
+
+
+def is_command_wait(step: dict[str, Any]) -> bool:
+    """A `wait` step on a server-side command that outlived the call's budget (no tasks):
+    completing it waits on the command."""
+    return step.get("type") == "wait" and not (step.get("definition") or {}).get("task_ids")
 
 
 def id_list(ids: list[Any], limit: int = 6) -> str:

@@ -8,8 +8,8 @@ how often a command ran and when it ended:
   `notifications/cancelled`) never stops the command and never makes it run twice; the next
   `workflow_get_next_step` waits on the same command and hands out the following step within
   2 s of its end, its result in state;
-- `AROMCP_CALL_BUDGET_S`: a call answers at the budget with `waiting_for`, and the command
-  runs once;
+- `AROMCP_CALL_BUDGET_S`: a call answers at the budget with a `wait` step and `waiting_for`,
+  and the command runs once; a sub-agent's task and `run` go on through those wait steps;
 - a cancel — `workflow_complete(status: cancelled)`, `aromcp-workflows cancel ID`, the page's
   cancel — stops the command's whole process group, background children included, in 2 s;
 - a step's `timeout` kills the whole group and names the timeout, and `on_error` applies;
@@ -172,24 +172,99 @@ async def test_a_call_budget_answers_in_time_and_the_command_runs_once(tmp_path:
         began = time.monotonic()
         first = await ok(client, "workflow_step_complete", {"workflow_id": wid, "step_id": step_id, "result": "ok"})
         assert time.monotonic() - began < 2.0, "the call did not answer at its budget"
-        assert first["success"] and first["status"] == "running" and first["next_step"] is None
+        assert first["success"] and first["status"] == "running"
         waiting = first["waiting_for"]
         assert waiting["kind"] == "command" and waiting["step_id"] == "sh" and "line-$i" in waiting["command"]
-        assert isinstance(waiting["for_s"], float) and "Call workflow_get_next_step again" in waiting["instructions"]
-        answers = []
-        while True:
-            answer = await ok(client, "workflow_get_next_step", {"workflow_id": wid})
-            answers.append(answer)
-            if answer["step"] is not None:
-                break
-            assert answer["status"] == "running" and answer["waiting_for"]["step_id"] == "sh"
+        assert isinstance(waiting["for_s"], float) and "call workflow_get_next_step" in waiting["instructions"]
+        # a step, not null: an agent that loops until `step: null` (the prompts' loop) goes on
+        wait = first["next_step"]
+        assert wait["id"] == "sh.wait" and wait["type"] == "wait" and wait["definition"]["task_ids"] == []
+        assert "still running" in wait["definition"]["reason"] and "Complete this step" in wait["instructions"]
+        answers = [await ok(client, "workflow_step_complete", {"workflow_id": wid, "step_id": wait["id"]})]
+        assert answers[0]["success"], "completing the wait step is not an error: it waits on the command"
+        while answers[-1]["next_step"]["type"] == "wait":
+            assert answers[-1]["status"] == "running" and answers[-1]["waiting_for"]["step_id"] == "sh"
+            answers.append(await ok(client, "workflow_get_next_step", {"workflow_id": wid}))
+            answers[-1]["next_step"] = answers[-1]["step"]
         answered, runs = time.time(), project.runs()
         assert len(answers) >= 2, "no call waited past its budget"
         assert [r[0] for r in runs] == ["start", "end"] and answers[-1]["step"]["id"] == "b"
         assert answered - float(runs[1][2]) < 2.0
         assert "waiting_for" not in answers[-1]
+        late = await ok(client, "workflow_step_complete", {"workflow_id": wid, "step_id": "sh.wait"})
+        assert late["success"] and late["next_step"]["id"] == "b", "a late wait completion is harmless"
         state = (await ok(client, "workflow_state_read", {"workflow_id": wid}))["state"]
         assert state["out"].endswith(f"result-{runs[0][1]}\n")
+
+
+FAN_OUT = """\
+name: fan
+steps:
+  - id: pf
+    type: parallel_foreach
+    items: "{{ ['t0'] }}"
+    sub_agent_task: job
+sub_agent_tasks:
+  job:
+    steps:
+      - id: sh
+        type: shell_command
+        command: "sleep 1.5; echo built"
+        state_update: {path: raw.built}
+      - id: check
+        type: agent_prompt
+        prompt: "check"
+"""
+
+
+async def test_a_sub_agent_past_the_call_budget_gets_a_wait_step_and_its_task_goes_on(tmp_path: Path) -> None:
+    """A sub-agent pulls its task's steps until `step: null`: a budget answer must not end
+    its task, and one that reports the wait step as failed (the old prompt's rule for a type
+    it does not know) does not fail it either."""
+    project = Project(tmp_path, "true", AROMCP_CALL_BUDGET_S="0.4")
+    (project.root / ".aromcp" / "workflows" / "fan.yaml").write_text(FAN_OUT)
+    async with project.client() as client:
+        wid = (await ok(client, "workflow_start", {"workflow": "fan"}))["workflow_id"]
+        parallel = (await ok(client, "workflow_get_next_step", {"workflow_id": wid}))["step"]
+        task = parallel["definition"]["tasks"][0]["task_id"]
+        step = (await ok(client, "workflow_get_next_step", {"workflow_id": wid, "task_id": task}))["step"]
+        waits = 0
+        while step["type"] == "wait":
+            waits += 1
+            assert "task_id" in step["instructions"] and step["id"].endswith(".wait")
+            reply = await ok(client, "workflow_step_complete", {
+                "workflow_id": wid, "task_id": task, "step_id": step["id"], "status": "failed", "error": "unknown"})
+            assert reply["success"] and reply["status"] == "running", reply
+            step = reply["next_step"]
+        assert waits >= 1 and step["definition"]["prompt"] == "check"
+        done = await ok(client, "workflow_step_complete", {"workflow_id": wid, "task_id": task, "step_id": step["id"],
+                                                           "result": "fine"})
+        assert done["next_step"] is None and done["status"] == "completed"
+        end = await ok(client, "workflow_step_complete", {"workflow_id": wid, "step_id": parallel["id"]})
+        assert end["success"] and end["status"] == "completed"
+
+
+SLOW_THEN_TELL = """\
+name: slow
+steps:
+  - id: sh
+    type: shell_command
+    command: "sleep 1.2; echo done"
+    state_update: {path: raw.out}
+  - type: user_message
+    message: "out was {{ raw.out }}"
+"""
+
+
+def test_run_goes_on_past_the_call_budget(tmp_path: Path) -> None:
+    """`aromcp-workflows run` drives its server under the same budget: it waits on the
+    command through its wait steps instead of ending the run as `running`."""
+    project = Project(tmp_path, "true", AROMCP_CALL_BUDGET_S="0.3")
+    (project.root / ".aromcp" / "workflows" / "slow.yaml").write_text(SLOW_THEN_TELL)
+    done = project.cli("run", "slow")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "status: completed" in done.stdout and "out was done" in done.stdout, done.stdout
+    assert "sh.wait" in done.stdout and "still running" in done.stdout
 
 
 # -- stopped when asked --------------------------------------------------------------------------------
