@@ -169,6 +169,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: {', '.join(stray)} needs --http (these are about serving over HTTP; the web view is "
               "served beside MCP)", file=sys.stderr)
         return 2
+    if args.client_is_person and args.http:
+        print("error: --client-is-person is for stdio, where the client is the process that started the server "
+              "(`run` does); over HTTP anyone with a credential is a client, and an agent may not act as the "
+              "user (docs/security.md): drop the flag", file=sys.stderr)
+        return 2
     failed = check_shared_store(args.store)
     if failed is not None:
         return failed

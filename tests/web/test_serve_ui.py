@@ -64,3 +64,11 @@ def test_ui_needs_http(project: Project) -> None:
     done = subprocess.run([sys.executable, "-m", "aromcp_workflows", "serve", "--ui"], capture_output=True,
                           text=True, cwd=project.root, timeout=60)
     assert done.returncode == 2 and "--ui needs --http" in done.stderr
+
+
+def test_client_is_person_is_refused_over_http(project: Project) -> None:
+    """Over HTTP every caller is an agent: the flag that lets `run`'s own client act as the
+    user must not be silently dropped there (nor honoured)."""
+    done = subprocess.run([sys.executable, "-m", "aromcp_workflows", "serve", "--http", "--client-is-person"],
+                          capture_output=True, text=True, cwd=project.root, timeout=60)
+    assert done.returncode == 2 and "--client-is-person is for stdio" in done.stderr and not done.stdout
