@@ -182,7 +182,8 @@ class StepInHand(Result):
     sub-agent must do it; a task no sub-agent pulled yet waits for one too), `user` (a
     question), `command` (the server runs it), `task` (the orchestrator's fan-out waits for
     its sub-agents).  `since`: when it was handed out (ISO 8601), `for_s`: how long ago;
-    `idle_s`: for an agent's step, how long since the agent last called for it."""
+    `idle_s`: for an agent's step, how long since the agent last called for it; `stalled`:
+    that is longer than `AROMCP_STALE_AFTER` (the one rule, applied here for every surface)."""
 
     step_id: str
     task_id: str | None = None
@@ -190,6 +191,7 @@ class StepInHand(Result):
     since: str | None = None
     for_s: float | None = None
     idle_s: float | None = None
+    stalled: bool | None = None
     question: str | None = None
     command: str | None = None
     tasks: list[str] | None = None

@@ -74,8 +74,9 @@ def standing(threads: Mapping[str, Mapping[str, Any]], last_calls: Mapping[str, 
             since = fanned[tid]
             found.append(StepInHand(step_id=f"{tid} (not started)", task_id=task, waiting_for="agent", since=since,
                                     for_s=_seconds(now, since), idle_s=_seconds(now, since)))
-    stalled = any(s.waiting_for == "agent" and (s.idle_s or 0) > limit for s in found)
-    return found, stalled
+    found = [s.model_copy(update={"stalled": True}) if s.waiting_for == "agent" and (s.idle_s or 0) > limit else s
+             for s in found]
+    return found, any(s.stalled for s in found)
 
 
 def _in_hand(pending: Mapping[str, Any], task: str | None, last_call: str | None, updated_at: str,

@@ -240,7 +240,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"{found.workflow_id}  {found.workflow}  {found.status}" + ("  (stalled)" if found.stalled else ""))
     print(f"  current steps: {', '.join(found.current_steps) or '-'}")
     for held in found.steps_in_hand or []:
-        print(f"  {held.task_id + ': ' if held.task_id else ''}{waiting_line(held, bool(found.stalled))}")
+        print(f"  {held.task_id + ': ' if held.task_id else ''}{waiting_line(held)}")
     tasks = found.progress
     if tasks.tasks_total:
         print(f"  tasks: {tasks.tasks_completed}/{tasks.tasks_total} completed, "
@@ -309,7 +309,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def waiting_line(held: Any, stalled: bool) -> str:
+def waiting_line(held: Any) -> str:
     """Who one step in hand waits for, as a person reads it: "waiting for the agent since
     14:02 (12 min) — stalled", "waiting for the user: Deploy to production?", "command
     running 2 m 10 s: npm test"."""
@@ -319,10 +319,8 @@ def waiting_line(held: Any, stalled: bool) -> str:
         return f"command running {_duration(held.for_s)}: {held.command}"
     if held.waiting_for == "task":
         return f"waiting for tasks {', '.join(held.tasks or [])} since {_clock(held.since)} ({_duration(held.for_s)})"
-    from aromcp_workflows.app import stale_after
-
     idle = held.idle_s if held.idle_s is not None else held.for_s
-    late = " — stalled" if stalled and idle is not None and idle > stale_after() else ""
+    late = " — stalled" if held.stalled else ""
     return f"waiting for the agent ({held.step_id}) since {_clock(held.since)} ({_duration(idle)} idle){late}"
 
 

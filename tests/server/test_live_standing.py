@@ -92,6 +92,7 @@ async def test_a_run_says_who_it_waits_for_and_when_its_agent_is_gone(live: Live
         time.sleep(1.6)  # past AROMCP_STALE_AFTER=1 with the agent silent
         seen = live.status(wid)
         assert seen["stalled"] is True and seen["steps_in_hand"][0]["waiting_for"] == "agent"
+        assert seen["steps_in_hand"][0]["stalled"] is True
         text = live.cli("status", wid).stdout
         assert "waiting for the agent (think) since" in text and "— stalled" in text and "(stalled)" in text
         listing = live.cli("status").stdout
@@ -176,6 +177,8 @@ def test_standing_names_each_kind_of_wait() -> None:
     assert stalled  # t2: no sub-agent pulled it in 900 s
     t1 = next(h for h in held if h.task_id == "t1")
     assert t1.idle_s == 30 and t1.for_s == 900
+    # the flag is the step's own: the busy sub-agent's step is not the stalled one
+    assert {h.step_id for h in held if h.stalled} == {"t2 (not started)"} and t1.stalled is None
     del threads["t2"]
     assert standing(threads, {"t1": (now - timedelta(seconds=30)).isoformat()}, at, "running", now)[1] is False
     assert standing(threads, {}, at, "completed", now) == ([], False)

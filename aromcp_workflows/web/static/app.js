@@ -232,19 +232,19 @@ async function renderInstance(view) {
   followOutput(view);
 }
 // -- who the run waits for, its questions, its commands' output --------------------------
-function waitingLine(held, stalled) {
+function waitingLine(held) {
   const task = held.task_id ? [h("code", {}, held.task_id), ": "] : "";
   if (held.waiting_for === "user") return [task, "waiting for the user: ", h("b", {}, held.question || "")];
   if (held.waiting_for === "command") return [task, `command running ${duration(held.for_s)}: `, h("code", {}, held.command || "")];
   if (held.waiting_for === "task") return [task, `waiting for tasks ${(held.tasks || []).join(", ")} since ${when(held.since)}`];
   const idle = held.idle_s ?? held.for_s;
   return [task, "waiting for the agent (", h("code", {}, held.step_id), `) since ${when(held.since)} — ${duration(idle)} idle`,
-          stalled && idle > 0 && held.idle_s !== null ? [" ", pill("stalled")] : ""];
+          held.stalled ? [" ", pill("stalled")] : ""];
 }
 function waitingPanel(view) {
   return h("div", { class: "panel waiting", id: "waiting" }, h("h2", {}, "Waiting for"),
     h("ul", { class: "waits" }, view.steps_in_hand.map((held) => h("li", { "data-waiting": held.waiting_for },
-      pill(held.waiting_for), " ", waitingLine(held, view.stalled)))),
+      pill(held.waiting_for), " ", waitingLine(held)))),
     view.stalled ? h("p", { class: "note error" }, "Stalled: an agent holding a step has not called for longer than the server allows "
                                                   + "(AROMCP_STALE_AFTER). Its session may have ended; resume it, or cancel.") : null);
 }
