@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar
 
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
-from aromcp_workflows.server.elicit import can_elicit, uses_input_required
+from aromcp_workflows.server.elicit import can_elicit, form_now, uses_input_required
 
-log = logging.getLogger("aromcp_workflows")
 T = TypeVar("T")
 REQUEST_KEY = "aromcp_consent"
 FIELD = "allow"
@@ -71,15 +68,8 @@ class Consent:
                                        request_state=json.dumps({"consent": self.request}))
         if not self.ctx.session.can_send_request:
             return None
-        import anyio.from_thread
-
-        try:
-            answer = anyio.from_thread.run(partial(self.ctx.session.elicit_form, question, SCHEMA,
-                                                   related_request_id=self.ctx.request_id))
-        except Exception:
-            log.warning("could not ask the user to allow a fork", exc_info=True)
-            return None
-        return allowed(answer)
+        answer = form_now(self.ctx, question, SCHEMA, "could not ask the user to allow a fork")
+        return None if answer is None else allowed(answer)
 
 
 def with_consent(ctx: Any, arguments: dict[str, Any], call: Callable[[bool], T]) -> T | InputRequiredResult:

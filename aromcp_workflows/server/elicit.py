@@ -106,6 +106,20 @@ def uses_input_required(ctx: Any) -> bool:
     return version is not None and is_version_at_least(version, INPUT_REQUIRED_VERSION)
 
 
+def form_now(ctx: Any, message: str, schema: dict[str, Any], failing: str) -> ElicitResult | None:
+    """The 2025-era question: an `elicitation/create` request sent from this worker thread
+    mid-call, and the user's answer; None (and `failing` logged) when it could not be sent."""
+    import anyio.from_thread
+
+    try:
+        answer = anyio.from_thread.run(partial(ctx.session.elicit_form, message, schema,
+                                               related_request_id=ctx.request_id))
+    except Exception:
+        log.warning(failing, exc_info=True)
+        return None
+    return answer if isinstance(answer, ElicitResult) else None
+
+
 def question(step: dict[str, Any], messages: list[str], problem: str | None) -> tuple[str, dict[str, Any]]:
     """The form's message and JSON Schema, built from the atomic `user_input` step."""
     definition = step.get("definition") or {}
@@ -194,16 +208,7 @@ class UserInputGate:
         return reply
 
     def _ask_now(self, message: str, schema: dict[str, Any]) -> Any:
-        """The 2025-era question: an `elicitation/create` request sent from this worker thread."""
-        import anyio.from_thread
-
-        session = self.ctx.session
-        try:
-            return anyio.from_thread.run(partial(session.elicit_form, message, schema,
-                                                 related_request_id=self.ctx.request_id))
-        except Exception:
-            log.warning("elicitation failed; handing the user_input step to the agent", exc_info=True)
-            return None
+        return form_now(self.ctx, message, schema, "elicitation failed; handing the user_input step to the agent")
 
     def apply(self, step_id: str, action: str, content: Any) -> NextStep:
         """Hand the user's answer (or refusal) to the service, as an agent's answer would be."""
