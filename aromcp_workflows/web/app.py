@@ -198,11 +198,7 @@ class WebView:
             return JSONResponse({"error": "send {\"value\": \"the answer\", \"step_id\": optional}"},
                                 status_code=400)
         step_id = body.get("step_id") if isinstance(body.get("step_id"), str) else None
-        try:
-            result = await _call(lambda: self.service.answer(workflow_id, body["value"], step_id))
-        except Exception as exc:
-            return await self._refusal(workflow_id, exc)
-        return _json(result, await _call(lambda: self.service.masker(workflow_id, latest=False)))
+        return await self._changed(workflow_id, lambda: self.service.answer(workflow_id, body["value"], step_id))
 
     async def action(self, request: Request) -> Response:
         workflow_id, name = request.path_params["workflow_id"], request.path_params["action"]
@@ -212,12 +208,15 @@ class WebView:
         perform = ACTIONS.get(name)
         if perform is None:
             return JSONResponse({"error": f"unknown action {name!r}: use cancel, retry or fork"}, status_code=404)
+        return await self._changed(workflow_id, lambda: perform(self.service, workflow_id))
+
+    async def _changed(self, workflow_id: str, change: Callable[[], Any]) -> Response:
+        """What a change answered, masked as the instance's replies are; a refusal, in words."""
         try:
-            result = await _call(lambda: perform(self.service, workflow_id))
+            result = await _call(change)
         except Exception as exc:
             return await self._refusal(workflow_id, exc)
-        masker = await _call(lambda: self.service.masker(workflow_id, latest=False))
-        return _json(result, masker)
+        return _json(result, await _call(lambda: self.service.masker(workflow_id, latest=False)))
 
     # -- the app ---------------------------------------------------------------------------
     def app(self) -> Starlette:
