@@ -16,6 +16,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aromcp_workflows.shell.rundir import STREAMS, RunDir
@@ -99,12 +100,20 @@ def stop(run_dir: RunDir, grace_s: float = STOP_GRACE_S) -> bool:
     group = group_of(run_dir)
     if group is None:
         return False
-    _signal(group, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and group_alive(group):
-        time.sleep(0.02)
-    _signal(group, signal.SIGKILL)
+    stop_groups([group], grace_s)
     return True
+
+
+def stop_groups(groups: Sequence[int], grace_s: float) -> None:
+    """SIGTERM to each whole process group, then SIGKILL after `grace_s` (sooner when all
+    are gone) for what is left of them."""
+    for group in groups:
+        _signal(group, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(group_alive(group) for group in groups):
+        time.sleep(0.02)
+    for group in groups:
+        _signal(group, signal.SIGKILL)
 
 
 def _signal(group: int, signum: int) -> None:

@@ -26,10 +26,8 @@ dash, which starts in about 0.6 of bash's time, with argv[0] still "bash";
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -41,7 +39,7 @@ from typing import Any
 from aromcp_workflows.interpreter import ShellResult
 from aromcp_workflows.safety import command_environment
 from aromcp_workflows.shell.dialect import dash_text, sh_path
-from aromcp_workflows.shell.live import group_alive
+from aromcp_workflows.shell.live import stop_groups
 from aromcp_workflows.shell.rundir import OUTPUT_CAP as OUTPUT_CAP  # the cap, where callers look for it
 from aromcp_workflows.shell.rundir import Output, RunDir, needs_subshell
 from aromcp_workflows.shell.waiting import CommandWait, kill_group
@@ -80,13 +78,7 @@ def stop_all_commands(grace_s: float = 1.0) -> int:
     _stopping.set()
     with _running_lock:
         groups = list(_running)
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        for group in groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(group, signum)
-        deadline = time.monotonic() + grace_s
-        while signum == signal.SIGTERM and time.monotonic() < deadline and any(group_alive(g) for g in groups):
-            time.sleep(0.02)
+    stop_groups(groups, grace_s)
     return len(groups)
 
 
