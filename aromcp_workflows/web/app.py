@@ -90,17 +90,17 @@ class WebView:
 
     async def instance(self, request: Request) -> Response:
         workflow_id = request.path_params["workflow_id"]
-        return await self._read(workflow_id, lambda: self.service.instance_view(workflow_id))
+        return await self._reply(workflow_id, lambda: self.service.instance_view(workflow_id))
 
     async def state(self, request: Request) -> Response:
         workflow_id = request.path_params["workflow_id"]
         seq = request.query_params.get("seq")
         at = None if seq in (None, "") else _int(seq, 0)
-        return await self._read(workflow_id, lambda: self.service.state_at(workflow_id, at))
+        return await self._reply(workflow_id, lambda: self.service.state_at(workflow_id, at))
 
     async def traces(self, request: Request) -> Response:
         workflow_id = request.path_params["workflow_id"]
-        return await self._read(workflow_id, lambda: self.service.trace_transformations(workflow_id, None, True))
+        return await self._reply(workflow_id, lambda: self.service.trace_transformations(workflow_id, None, True))
 
     async def output(self, request: Request) -> Response:
         """A command's output as it comes: from byte `stdout_since`/`stderr_since` on (poll
@@ -109,13 +109,15 @@ class WebView:
         workflow_id, query = request.path_params["workflow_id"], request.query_params
         since = [None if query.get(k) in (None, "") else max(0, _int(query.get(k), 0))
                  for k in ("stdout_since", "stderr_since")]
-        return await self._read(workflow_id, lambda: self.service.command_output(
+        return await self._reply(workflow_id, lambda: self.service.command_output(
             workflow_id, query.get("step_id") or None, query.get("task_id") or None, since[0], since[1],
             _int(query.get("limit"), 16 * 1024)))
 
-    async def _read(self, workflow_id: str, read: Callable[[], Any]) -> Response:
+    async def _reply(self, workflow_id: str, call: Callable[[], Any]) -> Response:
+        """What a service call (a read, an answer, an action) gave, masked as the instance's
+        replies are; a refusal, in words (`_refusal`)."""
         try:
-            result = await _call(read)
+            result = await _call(call)
         except Exception as exc:
             return await self._refusal(workflow_id, exc)
         return _json(result, await _call(lambda: self.service.masker(workflow_id, latest=False)))
@@ -198,7 +200,7 @@ class WebView:
             return JSONResponse({"error": "send {\"value\": \"the answer\", \"step_id\": optional}"},
                                 status_code=400)
         step_id = body.get("step_id") if isinstance(body.get("step_id"), str) else None
-        return await self._changed(workflow_id, lambda: self.service.answer(workflow_id, body["value"], step_id))
+        return await self._reply(workflow_id, lambda: self.service.answer(workflow_id, body["value"], step_id))
 
     async def action(self, request: Request) -> Response:
         workflow_id, name = request.path_params["workflow_id"], request.path_params["action"]
@@ -208,15 +210,7 @@ class WebView:
         perform = ACTIONS.get(name)
         if perform is None:
             return JSONResponse({"error": f"unknown action {name!r}: use cancel, retry or fork"}, status_code=404)
-        return await self._changed(workflow_id, lambda: perform(self.service, workflow_id))
-
-    async def _changed(self, workflow_id: str, change: Callable[[], Any]) -> Response:
-        """What a change answered, masked as the instance's replies are; a refusal, in words."""
-        try:
-            result = await _call(change)
-        except Exception as exc:
-            return await self._refusal(workflow_id, exc)
-        return _json(result, await _call(lambda: self.service.masker(workflow_id, latest=False)))
+        return await self._reply(workflow_id, lambda: perform(self.service, workflow_id))
 
     # -- the app ---------------------------------------------------------------------------
     def app(self) -> Starlette:
