@@ -7,11 +7,12 @@ calls here, so the service module keeps only the calls a step takes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from aromcp_workflows.app import calls, repair
+from aromcp_workflows.app.page_results import PendingQuestion
 from aromcp_workflows.app.results import Answered, CheckpointInfo, Completed, Resumed, StatusChanged
+from aromcp_workflows.app.views import questions
 from aromcp_workflows.definition import UserInputStep
 from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
 from aromcp_workflows.interpreter import Busy, Completion, Rejected, WorkflowRun, Writer, accept_result
@@ -84,21 +85,12 @@ def interrupt(instances: InstanceRegistry, workflow_id: str, reason: str) -> Sta
 
 
 # -- the person answers a question ------------------------------------------------------------
-@dataclass(frozen=True)
-class Question:
-    """A `user_input` step an instance waits on: which, in which thread, and its text."""
-
-    step_id: str
-    task_id: str | None
-    prompt: str
-
-
-def question_for(instances: InstanceRegistry, workflow_id: str, step_id: str | None, value: str) -> Question:
+def question_for(instances: InstanceRegistry, workflow_id: str, step_id: str | None, value: str) -> PendingQuestion:
     """The question `value` answers (the one pending, or `step_id`), checked as a form's answer
     is checked (`choices`, `validation`): a wrong value, no question pending, or one already
     answered is refused whole — nothing is recorded, no attempt is counted."""
-    def look(run: WorkflowRun, _record: Any) -> tuple[list[Question], str | None]:
-        asked = _questions(run)
+    def look(run: WorkflowRun, _record: Any) -> tuple[list[PendingQuestion], str | None]:
+        asked = questions(run)
         chosen = [q for q in asked if step_id in (None, q.step_id)]
         if len(chosen) != 1:
             return asked, None
@@ -138,15 +130,5 @@ def answer(instances: InstanceRegistry, workflow_id: str, value: str, step_id: s
                     question=question.prompt, answer=value)
 
 
-def _questions(run: WorkflowRun) -> list[Question]:
-    found = []
-    for tid, thread in run.threads.items():
-        pending = thread.pending
-        if pending is not None and pending.kind == "agent" and (pending.step or {}).get("type") == "user_input":
-            prompt = str(((pending.step or {}).get("definition") or {}).get("prompt") or "")
-            found.append(Question(pending.step_id, None if tid == "main" else tid, prompt))
-    return found
-
-
-def _waiting(asked: list[Question]) -> str:
+def _waiting(asked: list[PendingQuestion]) -> str:
     return f" (waiting: {', '.join(q.step_id for q in asked)})" if asked else ""
