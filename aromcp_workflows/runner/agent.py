@@ -196,10 +196,14 @@ class HeadlessAgent:
 
     async def next_step_again(self, task_id: str | None, reply: dict[str, Any]) -> dict[str, Any]:
         """Seed style: ignore step_complete's answer and ask workflow_get_next_step, which
-        must hand out the same next step and messages (docs/language.md, the atomic step); a difference is an error."""
+        must hand out the same next step and messages (docs/language.md, the atomic step); a
+        difference is an error.  Not after a command's wait step: the command may have ended
+        in between, and this call then brings the step after it."""
         args = {"workflow_id": self.workflow_id} | ({"task_id": task_id} if task_id else {})
         again = await self.call("workflow_get_next_step", args, task_id or "main")
         step, expected = again.get("step"), reply.get("next_step")
+        if is_command_wait(expected or {}):
+            return {**again, "success": True, "next_step": step}
         if (step or {}).get("id") != (expected or {}).get("id") or again.get("messages") != reply.get("messages"):
             raise Abort(f"workflow_get_next_step after step_complete answered step {(step or {}).get('id')} with "
                         f"messages {again.get('messages')}, but step_complete answered "

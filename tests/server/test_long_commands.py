@@ -21,6 +21,7 @@ how often a command ran and when it ended:
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import subprocess
 import time
@@ -265,6 +266,35 @@ def test_run_goes_on_past_the_call_budget(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "status: completed" in done.stdout and "out was done" in done.stdout, done.stdout
     assert "sh.wait" in done.stdout and "still running" in done.stdout
+
+
+async def test_a_seed_style_run_goes_on_past_the_call_budget(tmp_path: Path) -> None:
+    """Seed style (`workflow_get_next_step` after every completion, the two answers compared):
+    after a wait step the command may end between the two calls, which is no disagreement."""
+    from aromcp_workflows.runner.run import run_workflow
+
+    project = Project(tmp_path, "true")
+    (project.root / ".aromcp" / "workflows" / "ticks.yaml").write_text(TICKS)
+    shown = io.StringIO()
+    outcome = await run_workflow("ticks", {}, None, project.root, project.store, shown,
+                                 env={**project.env, "AROMCP_CALL_BUDGET_S": "0.25"}, seed_style=True)
+    assert outcome.status == "completed", (outcome.error, shown.getvalue())
+    assert outcome.messages == ["ticked 1", "ticked 2", "ticked 3", "ticked 4"]
+
+
+TICKS = """\
+name: ticks
+steps:
+  - id: loop
+    type: foreach
+    items: "{{ [1, 2, 3, 4] }}"
+    steps:
+      - id: sh
+        type: shell_command
+        command: "sleep 0.6"
+      - type: user_message
+        message: "ticked {{ item }}"
+"""
 
 
 # -- stopped when asked --------------------------------------------------------------------------------
