@@ -194,7 +194,7 @@ class Driver:
         committed) and commit its result with what the thread does next."""
         key = (workflow_id, request.thread_id, request.step_id)
         try:
-            if request.delay_ms and launch is None:
+            if request.delay_ms:  # (a command with a delay is never launched before its claim: `app.launch`)
                 time.sleep(request.delay_ms / 1000)
             renewal = self.lease_renewal(workflow_id, request, run_dir)
             reports = None if progress is None else calls.reporting(progress, request.step_id, run_dir)

@@ -7,7 +7,7 @@ command: a third of a short one.  On a store that only this machine's servers us
 while it runs:
 
 - its run directory is named after the run (`RunDir.for_command`: store, instance,
-  thread, step, command), and making it is the claim on this machine: the directory
+  thread, step, command, directory, environment), and making it is the claim on this machine: the directory
   exists before the command does;
 - a server that reaches a run whose directory exists while the store has no claim for it
   takes the command from there (`Launch.adopted`) and does not start it again: the server

@@ -188,9 +188,9 @@ def _mount_ui(server: MCPServer, app: Any, options: HttpOptions, bearer: BearerA
 def _ui_notices(options: HttpOptions, login: list[Path]) -> list[str]:
     if not options.ui:
         return []
-    from aromcp_workflows.web import url_of
+    from aromcp_workflows.web import ACTIONS_ON, url_of
 
-    mode = "cancel, retry, fork and answers on" if options.ui_actions else "read-only"
+    mode = ACTIONS_ON if options.ui_actions else "read-only"
     return [f"web view ({mode}) at {url_of(options.host, options.port, '/ui/')}: log in with the one-time login URL "
             f"in {login[0]} (readable by you only; a new one is written there after each use), or with the bearer "
             "token"]

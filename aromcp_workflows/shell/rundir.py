@@ -97,9 +97,9 @@ class RunDir:
     @classmethod
     def for_command(cls, identity: str) -> RunDir:
         """The run directory of one run of one command, named after it (`identity`: the
-        store, instance, thread, step, claim and command): a server that reaches the same
-        run again, before its claim was committed, finds the command by its name instead of
-        starting it a second time (`app.driver`: claimed while it runs)."""
+        store, instance, thread, step, command, directory and environment: `app.launch`): a
+        server that reaches the same run again, before its claim was committed, finds the
+        command by its name instead of starting it a second time."""
         return cls(commands_root() / ("c" + hashlib.sha256(identity.encode()).hexdigest()[:31]))
 
     def mark_claimed(self) -> None:

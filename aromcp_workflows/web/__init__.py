@@ -11,10 +11,10 @@ from aromcp_workflows import lazy_face
 
 if TYPE_CHECKING:
     from aromcp_workflows.web.login import to_file
-    from aromcp_workflows.web.run import UI_PATH, UiOptions, login_file, mount_ui, run_ui, url_of
+    from aromcp_workflows.web.run import ACTIONS_ON, UI_PATH, UiOptions, login_file, mount_ui, run_ui, url_of
     from aromcp_workflows.web.streams import StreamQuota
 
-__all__ = ["UI_PATH", "StreamQuota", "UiOptions", "login_file", "mount_ui", "run_ui", "to_file", "url_of"]
+__all__ = ["ACTIONS_ON", "UI_PATH", "StreamQuota", "UiOptions", "login_file", "mount_ui", "run_ui", "to_file", "url_of"]
 __getattr__ = lazy_face(
     __name__,
     {
@@ -26,5 +26,6 @@ __getattr__ = lazy_face(
         "mount_ui": "run",
         "run_ui": "run",
         "url_of": "run",
+        "ACTIONS_ON": "run",
     },
 )

@@ -170,7 +170,7 @@ class WebView:
         """Why this POST may not change anything, or None when it may."""
         if not self.actions:
             return ("actions are off: this web view is read-only (start it with --actions, or serve --http with "
-                    "--ui-actions, to cancel, retry or fork)")
+                    "--ui-actions, to cancel, retry, fork or answer questions)")
         admitted = credential(request)
         if admitted.via == "bearer":
             return None  # a token no browser sends by itself: no request forged by a page carries it

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from aromcp_workflows.app import WorkflowService
 
 UI_PATH = "/ui"
+ACTIONS_ON = "cancel, retry, fork and answers on"  # what the banners say of a page with actions
 
 
 class PortError(Exception):
@@ -99,7 +100,7 @@ def run_ui(service: Callable[[], WorkflowService], options: UiOptions) -> int:
     on_terminal = sys.stdout.isatty()
     auth = WebAuth(url_of(options.host, port, ""), "", to_terminal() if on_terminal else to_file(kept), bearer, port)
     view = WebView(service, auth, actions=options.actions, streams=streams)
-    mode = "cancel, retry, fork and answers on" if options.actions else "read-only"
+    mode = ACTIONS_ON if options.actions else "read-only"
     print(f"aromcp-workflows web view ({mode}) at {url_of(options.host, port, '/')}", flush=True)
     if options.store is not None:  # not the default store, which Claude Code's plugin shares
         print(f"store: {options.store}", flush=True)
