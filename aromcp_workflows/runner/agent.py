@@ -318,18 +318,22 @@ class HeadlessAgent:
         if not cwd.is_dir():
             return ScriptedAnswer("shell", "failed", None, f"working_dir {cwd} is not a directory (any more); "
                                                            "nothing was run")
-        proc = await asyncio.create_subprocess_exec(
+        spawning = asyncio.ensure_future(asyncio.create_subprocess_exec(
             "bash", "-c", str(definition.get("command") or ""), cwd=str(cwd), env=command_environment(),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True)
+            start_new_session=True))
+        try:
+            proc = await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            await _stop_when_started(spawning)
+            raise
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout_ms / 1000)
         except TimeoutError:
-            _kill_group(proc.pid)
-            await proc.wait()
+            await _stop_group(proc)
             return ScriptedAnswer("shell", "failed", None, f"timed out after {timeout_ms} ms")
         except asyncio.CancelledError:
-            _kill_group(proc.pid)
+            await _stop_group(proc)
             raise
         return shell_answer(int(proc.returncode or 0), out.decode(errors="replace"), err.decode(errors="replace"))
 
@@ -375,11 +379,28 @@ class HeadlessAgent:
             self.outcome.final_state = data.get("state")
 
 
-def _kill_group(pid: int) -> None:
+async def _stop_when_started(spawning: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """Stopped (Ctrl-C) while the command was still being started: let the start finish,
+    then kill the command's whole group.  The start's own clean-up would kill only the
+    shell and then wait for its pipes to close, which a background child holds open: the
+    run hung for as long as that child lived, and the child outlived the run."""
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        proc = await spawning
+    except Exception:  # it never started (no bash, a bad directory): nothing to stop
+        return
+    await _stop_group(proc)
+
+
+GROUP_GONE_S = 5.0  # how long a killed group's pipes may stay open (a child that left the group holds them)
+
+
+async def _stop_group(proc: asyncio.subprocess.Process) -> None:
+    """Kill the command's whole group and reap it.  Waiting is bounded: asyncio's wait
+    also waits for the pipes, and a child that left the group (`setsid`) keeps them open."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), GROUP_GONE_S)
 
 
 async def _read_line() -> str:

@@ -1,0 +1,58 @@
+"""The runner's own `agent_shell_command`, stopped: Ctrl-C cancels the step wherever it
+is, even while the command is still being started, and the command's whole group stops
+with it (tests/e2e/test_stop_resume.py does it through `aromcp-workflows run`).
+
+A cancel that landed while `asyncio.create_subprocess_exec` was still connecting the
+pipes used to kill only the shell and then wait for the pipes to close, which a
+background grandchild holds open: the run hung until it ended (a CI run waited 60 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from aromcp_workflows.runner.agent import HeadlessAgent
+from aromcp_workflows.runner.answers import AnswerBook
+from aromcp_workflows.runner.report import Printer
+
+GRANDCHILD = "sleep 97.5"  # a duration no other test uses: found by its command line in /proc
+
+
+def running(command: str) -> list[int]:
+    """Live processes (zombies excluded) whose command line is `command`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if cmdline == command and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+@pytest.mark.parametrize("loop_steps", [1, 2, 3, 4, 8, 40])
+async def test_a_cancel_at_any_point_of_the_spawn_stops_the_group_at_once(tmp_path: Path, loop_steps: int):
+    agent = HeadlessAgent(None, AnswerBook(), tmp_path, Printer(None, quiet=True))
+    step = {"id": "long", "type": "agent_shell_command",
+            "definition": {"command": f"{GRANDCHILD} & touch started; wait"}}
+    task = asyncio.create_task(agent.run_shell(step))
+    for _ in range(loop_steps):  # 1-3: inside create_subprocess_exec; later: in communicate
+        await asyncio.sleep(0)
+    task.cancel()
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), 20)  # the grandchild would hold it for 97 s
+    finally:
+        survivors = running(GRANDCHILD)
+        for pid in survivors:
+            os.kill(pid, 9)
+    assert task.cancelled()
+    assert not survivors, f"still running after the cancel: {survivors}"
