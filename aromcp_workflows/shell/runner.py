@@ -26,12 +26,13 @@ dash, which starts in about 0.6 of bash's time, with argv[0] still "bash";
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,10 @@ FAST_SHELL_ENV = "AROMCP_SHELL_FAST"  # "auto" (default): dash where it gives ba
 
 _running: set[int] = set()  # process groups of the commands running now
 _running_lock = threading.Lock()
+_running_changed = threading.Condition(_running_lock)  # a spawn under way was registered (or failed)
+_spawning = 0  # spawns under way, not in `_running` yet: a shutdown waits for them (`SPAWNS_SETTLE_S`)
 _stopping = threading.Event()
+SPAWNS_SETTLE_S = 2.0  # how long a shutdown waits for the spawns under way (one takes about 0.2 ms)
 _BASH_PATHS: dict[str, str] = {}  # PATH value -> bash's absolute path on it ("bash": let the child search)
 _DEVNULL_FD: int | None = None
 
@@ -75,14 +79,30 @@ def stop_all_commands(grace_s: float = 1.0) -> int:
     SIGTERM first, SIGKILL for what is left after `grace_s`.  The threads waiting on
     those commands raise `ShellInterrupted`, so no half-run command's result is stored:
     the step stays started, and runs again when the instance is resumed."""
-    _stopping.set()
-    with _running_lock:
+    with _running_changed:
+        _stopping.set()
+        _running_changed.wait_for(lambda: _spawning == 0, SPAWNS_SETTLE_S)  # else one started now escapes
         groups = list(_running)
     stop_groups(groups, grace_s)
     return len(groups)
 
 
-
+@contextlib.contextmanager
+def _spawn_slot() -> Iterator[None]:
+    """A spawn under way, counted until its process group is in `_running` (or it failed):
+    a shutdown that came meanwhile waits for it, so the command it started is stopped too.
+    Refused once the shutdown began."""
+    global _spawning
+    with _running_changed:
+        if _stopping.is_set():
+            raise ShellInterrupted("the server is shutting down; the command was not started")
+        _spawning += 1
+    try:
+        yield
+    finally:
+        with _running_changed:
+            _spawning -= 1
+            _running_changed.notify_all()
 
 @dataclass
 class RunningCommand:
@@ -122,20 +142,19 @@ def start_command(command: str, cwd: Path, *, env: dict[str, str] | None, timeou
     directory removed."""
     if not cwd.is_dir():
         return ShellResult("", f"working directory does not exist: {cwd}", 127, 0.0)
-    if _stopping.is_set():
-        raise ShellInterrupted("the server is shutting down; the command was not started")
-    started = time.monotonic()
-    try:
-        process = _spawn(command, cwd, env, run_dir, meta)
-    except FileExistsError:  # a run directory named after its command (`RunDir.for_command`) is
-        raise  # someone else's: not ours to remove
-    except (OSError, ValueError) as exc:  # E2BIG, ENOENT, "embedded null byte", ...
-        run_dir.remove()
-        reason = _spawn_reason(exc, command, env)
-        return ShellResult("", reason, 127, (time.monotonic() - started) * 1000, spawn_error=reason)
-    run_dir.note_started(process.pid)
-    with _running_lock:
-        _running.add(process.pid)
+    with _spawn_slot():
+        started = time.monotonic()
+        try:
+            process = _spawn(command, cwd, env, run_dir, meta)
+        except FileExistsError:  # a run directory named after its command (`RunDir.for_command`) is
+            raise  # someone else's: not ours to remove
+        except (OSError, ValueError) as exc:  # E2BIG, ENOENT, "embedded null byte", ...
+            run_dir.remove()
+            reason = _spawn_reason(exc, command, env)
+            return ShellResult("", reason, 127, (time.monotonic() - started) * 1000, spawn_error=reason)
+        run_dir.note_started(process.pid)
+        with _running_lock:
+            _running.add(process.pid)
     return RunningCommand(run_dir, process, started, timeout_ms)
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -154,3 +156,63 @@ def test_a_duty_that_raises_leaves_no_command_behind(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="went away"):
         run_shell("echo $$ > pid; sleep 30", tmp_path, timeout_ms=60_000, periodic=[Periodic(0.2, broken)])
     assert wait_gone(int((tmp_path / "pid").read_text()))
+
+
+# A shutdown (SIGTERM to the server: `stop_all_commands` in its handler, then exit) while
+# another thread is between spawning a command and registering its process group.  The
+# window is about 0.2 ms; the probe widens it to 0.5 s by wrapping `_spawn`, in a process of
+# its own (a shutdown is for good: no later command would start in this one).
+SHUTDOWN_PROBE = """
+import sys, threading, time
+from pathlib import Path
+from aromcp_workflows.shell import runner
+from aromcp_workflows.shell.rundir import RunDir
+
+real, spawned = runner._spawn, threading.Event()
+
+def slow(*args, **kwargs):
+    process = real(*args, **kwargs)
+    print(process.pid, flush=True)
+    spawned.set()
+    time.sleep(0.5)
+    return process
+
+runner._spawn = slow
+start = threading.Thread(target=lambda: runner.start_command(
+    "sleep 30", Path(sys.argv[1]), env=None, timeout_ms=None, run_dir=RunDir.new(), meta={}))
+start.start()
+spawned.wait(10)
+print("stopped", runner.stop_all_commands(grace_s=0.5), flush=True)
+start.join()
+"""
+
+
+def group_members(group: int) -> list[int]:
+    """Running processes (zombies excluded) of a process group."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and fields[2] == str(group) and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def test_a_shutdown_stops_a_command_that_was_being_started(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(SHUTDOWN_PROBE)
+    env = {**os.environ, "AROMCP_COMMANDS_DIR": str(tmp_path / "commands")}
+    done = subprocess.run([sys.executable, str(probe), str(tmp_path)], capture_output=True, text=True, timeout=60,
+                          env=env, cwd=Path(__file__).resolve().parents[2])
+    group = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while group_members(group) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = group_members(group)
+    for pid in left:  # never leave it behind, even when the test fails
+        os.kill(pid, 9)
+    assert done.returncode == 0, done.stderr
+    assert "stopped 1" in done.stdout, done.stdout
+    assert not left, f"the command started during the shutdown still runs: {left}"
