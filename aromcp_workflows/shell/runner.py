@@ -54,9 +54,9 @@ FAST_SHELL_ENV = "AROMCP_SHELL_FAST"  # "auto" (default): dash where it gives ba
 _running: set[int] = set()  # process groups of the commands running now
 _running_lock = threading.Lock()
 _running_changed = threading.Condition(_running_lock)  # a spawn under way was registered (or failed)
-_spawning = 0  # spawns under way, not in `_running` yet: a shutdown waits for them (`SPAWNS_SETTLE_S`)
+_spawning = 0  # spawns under way, not in `_running` yet: a shutdown waits for them (`SPAWNS_WAIT_S`)
 _stopping = threading.Event()
-SPAWNS_SETTLE_S = 2.0  # how long a shutdown waits for the spawns under way (one takes about 0.2 ms)
+SPAWNS_WAIT_S = 2.0  # how long a shutdown waits for the spawns under way (one takes about 0.2 ms)
 _BASH_PATHS: dict[str, str] = {}  # PATH value -> bash's absolute path on it ("bash": let the child search)
 _DEVNULL_FD: int | None = None
 
@@ -81,7 +81,7 @@ def stop_all_commands(grace_s: float = 1.0) -> int:
     the step stays started, and runs again when the instance is resumed."""
     with _running_changed:
         _stopping.set()
-        _running_changed.wait_for(lambda: _spawning == 0, SPAWNS_SETTLE_S)  # else one started now escapes
+        _running_changed.wait_for(lambda: _spawning == 0, SPAWNS_WAIT_S)  # else one started now escapes
         groups = list(_running)
     stop_groups(groups, grace_s)
     return len(groups)
