@@ -52,7 +52,7 @@ PROGRESS_INTERVAL_ENV = "AROMCP_PROGRESS_INTERVAL"  # seconds between progress r
 FAST_SHELL_ENV = "AROMCP_SHELL_FAST"  # "auto" (default): dash where it gives bash's result; "off": bash always
 
 _running: set[int] = set()  # process groups of the commands running now
-_running_lock = threading.Lock()
+_running_lock = threading.RLock()  # re-entrant: the shutdown takes it in a signal handler
 _running_changed = threading.Condition(_running_lock)  # a spawn under way was registered (or failed)
 _spawning = 0  # spawns under way, not in `_running` yet: a shutdown waits for them (`SPAWNS_WAIT_S`)
 _stopping = threading.Event()
@@ -103,6 +103,7 @@ def _spawn_slot() -> Iterator[None]:
         with _running_changed:
             _spawning -= 1
             _running_changed.notify_all()
+
 
 @dataclass
 class RunningCommand:
