@@ -18,24 +18,9 @@ import pytest
 from aromcp_workflows.runner.agent import HeadlessAgent
 from aromcp_workflows.runner.answers import AnswerBook
 from aromcp_workflows.runner.report import Printer
+from tests.processes import running
 
 GRANDCHILD = "sleep 97.5"  # a duration no other test uses: found by its command line in /proc
-
-
-def running(command: str) -> list[int]:
-    """Live processes (zombies excluded) whose command line is `command`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if cmdline == command and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")

@@ -22,6 +22,7 @@ import pytest
 
 from aromcp_workflows.shell import runner as shell
 from aromcp_workflows.shell.runner import OUTPUT_CAP, Periodic, run_shell
+from tests.processes import group_members
 
 
 def gone(pid: int) -> bool:
@@ -185,19 +186,6 @@ spawned.wait(10)
 print("stopped", runner.stop_all_commands(grace_s=0.5), flush=True)
 start.join()
 """
-
-
-def group_members(group: int) -> list[int]:
-    """Running processes (zombies excluded) of a process group."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if entry.name.isdigit() and fields[2] == str(group) and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
 
 
 def test_a_shutdown_stops_a_command_that_was_being_started(tmp_path: Path) -> None:
