@@ -31,14 +31,14 @@ from aromcp_workflows.interpreter.machine import Ctx, Machine
 from aromcp_workflows.interpreter.migration import MoveBlocker, apply_move, plan_move
 from aromcp_workflows.interpreter.output import ShellResult
 from aromcp_workflows.interpreter.ownership import (
-        UserAnswer,
-        UserOwned,
-        Writer,
-        answers_in,
-        owner_of,
-        refusal,
-        shown_question,
-    )
+    UserAnswer,
+    UserOwned,
+    Writer,
+    answers_in,
+    owner_of,
+    refusal,
+    shown_question,
+)
 from aromcp_workflows.interpreter.program import Exit, JumpUnless, LoopEnter, Run
 from aromcp_workflows.interpreter.run import WorkflowRun
 from aromcp_workflows.interpreter.shell_steps import command_wait
