@@ -64,3 +64,19 @@ def test_the_handler_table_lists_every_instruction() -> None:
     text = DOC.read_text(encoding="utf-8")
     for cls in instructions:
         assert f"`{cls.__name__}`" in text
+
+
+def test_the_measured_road_is_the_one_quoted(tmp_path: Path) -> None:
+    """The walk of one `workflow_get_next_step` quotes what `benchmarks/call_road.py` measures
+    (files and packages its code runs in): a change that adds a file to the road updates the
+    figure, as the 38th file once did silently."""
+    import os
+    import subprocess
+    import sys
+
+    repo = DOC.parents[1]
+    printed = subprocess.run([sys.executable, str(repo / "benchmarks" / "call_road.py")], capture_output=True,
+                             text=True, timeout=120, cwd=repo, check=True,
+                             env={**os.environ, "TMPDIR": str(tmp_path), "HOME": str(tmp_path)}).stdout
+    files, packages = re.match(r"(\d+) files in (\d+) packages", printed).groups()  # type: ignore[union-attr]
+    assert f"its code runs in {files} files of {packages} packages" in DOC.read_text(encoding="utf-8"), printed
