@@ -46,6 +46,7 @@ import shutil
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -107,7 +108,7 @@ class RunDir:
         directory, and a directory of this name found with no claim in the store is left over
         from a run whose result was committed (`claimed`)."""
         with contextlib.suppress(OSError):
-            _write(self.path / "claimed", b"")
+            _write(self._at("claimed"), b"")
 
     def claimed(self) -> bool:
         return self.file("claimed").exists()
@@ -123,9 +124,18 @@ class RunDir:
     def file(self, name: str) -> Path:
         return self.path / name
 
+    @cached_property
+    def _prefix(self) -> str:
+        return os.path.join(self.path, "")
+
+    def _at(self, name: str) -> str:
+        """A file's path as a string: what the calls between a command's exit and the next
+        spawn use, a `Path` join costing several times a string's."""
+        return self._prefix + name
+
     def wrapper(self, subshell: bool = False) -> str:
         """The shell text that runs the command given as $1 and records its status here."""
-        status = shlex.quote(str(self.file("status")))
+        status = shlex.quote(self._at("status"))
         if subshell:
             return SUBSHELL_WRAPPER.format(status=status)
         return TRAP_WRAPPER.format(trap=shlex.quote(f'echo "$?" >{status}'))
@@ -138,11 +148,11 @@ class RunDir:
         except FileNotFoundError:  # the commands root was removed since it was made
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             os.mkdir(self.path, 0o700)
-        _write(self.path / "meta", json.dumps(meta).encode())
+        _write(self._at("meta"), json.dumps(meta).encode())
         fds = []
         try:
             for name in STREAMS:
-                fd = os.open(self.file(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
+                fd = os.open(self._at(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
                              0o600)
                 fds.append(fd)
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -155,7 +165,7 @@ class RunDir:
     def note_started(self, pid: int) -> None:
         """Record that the command was started (read by `state`), and its wrapper's pid."""
         with contextlib.suppress(OSError):
-            _write(self.path / "pid", b"%d" % pid)
+            _write(self._at("pid"), b"%d" % pid)
 
     def meta(self) -> dict[str, Any] | None:
         try:
@@ -210,15 +220,17 @@ class RunDir:
         _close_all(fds.values())
         return False
 
-    def released_output(self, dropped: dict[str, int]) -> Output | None:
+    def released_output(self, dropped: dict[str, int], every_cut: bool = False) -> Output | None:
         """Both streams' text and whether each was cut (see `output`) once no process holds
         them any more, else None: the look and the read share one open of each file, on
-        the path from a command's exit to the next command's spawn."""
+        the path from a command's exit to the next command's spawn.  `every_cut`: `dropped`
+        counts every cut made since the command started (its waiter started it), so a
+        stream it does not name was never cut and has no head to look for."""
         fds = self._locked_streams()
         if fds is None:
             return None
         try:
-            out, err = (self._read(name, fds.get(name), dropped) for name in STREAMS)
+            out, err = (self._read(name, fds.get(name), dropped, every_cut) for name in STREAMS)
             return out, err
         finally:
             _close_all(fds.values())
@@ -230,7 +242,7 @@ class RunDir:
         try:
             for name in STREAMS:
                 try:
-                    fds[name] = fd = os.open(self.file(name), os.O_RDONLY | os.O_CLOEXEC)
+                    fds[name] = fd = os.open(self._at(name), os.O_RDONLY | os.O_CLOEXEC)
                 except FileNotFoundError:
                     continue
                 try:
@@ -282,7 +294,7 @@ class RunDir:
         """A stream's text (at most `OUTPUT_CAP` bytes kept, with a note of the rest) and
         whether it was cut."""
         try:
-            fd = os.open(self.path / name, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._at(name), os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return "", False
         try:
@@ -290,15 +302,16 @@ class RunDir:
         finally:
             os.close(fd)
 
-    def _read(self, name: str, fd: int | None, dropped: dict[str, int] | None) -> tuple[str, bool]:
+    def _read(self, name: str, fd: int | None, dropped: dict[str, int] | None,
+              every_cut: bool = False) -> tuple[str, bool]:
         """`output` from a descriptor of the stream's file (None: there is no such file)."""
         if fd is None:
             return "", False
         more = (dropped or {}).get(name, 0)
         size = os.fstat(fd).st_size
-        head = self.path / f"{name}.head"
-        if more or os.path.exists(head):  # cut while it ran: the head is kept apart
-            kept, more = head.read_bytes(), more + size
+        head = self._at(f"{name}.head")
+        if more or (not every_cut and os.path.exists(head)):  # cut while it ran: the head is kept apart
+            kept, more = Path(head).read_bytes(), more + size
         else:
             kept = os.read(fd, OUTPUT_CAP) if size else b""
             more = max(0, size - len(kept))
@@ -312,7 +325,7 @@ class RunDir:
         try:
             for name in os.listdir(self.path):
                 if name in FILES:
-                    os.unlink(self.path / name)
+                    os.unlink(self._at(name))
             os.rmdir(self.path)
         except FileNotFoundError:
             pass
@@ -325,7 +338,7 @@ def _close_all(fds: Iterable[int]) -> None:
         os.close(fd)
 
 
-def _write(path: Path, data: bytes) -> None:
+def _write(path: str | Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, data)

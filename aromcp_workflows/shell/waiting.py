@@ -69,8 +69,10 @@ class CommandWait:
         return False
 
     def _released(self) -> bool:
-        """Whether no process holds the output any more; it is read on the same look."""
-        self.output = self.run_dir.released_output(self.dropped)
+        """Whether no process holds the output any more; it is read on the same look.  A
+        waiter of this process's own child has waited since the command started, so every cut
+        of its output was made here and counted in `dropped`."""
+        self.output = self.run_dir.released_output(self.dropped, every_cut=self.process is not None)
         return self.output is not None
 
     def _until_exit(self, pidfd: int) -> bool:
