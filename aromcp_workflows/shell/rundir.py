@@ -28,7 +28,8 @@ status).  The directory lives on a tmpfs where there is one (`$XDG_RUNTIME_DIR`,
 command of the machine — empties it.  Output beyond `OUTPUT_CAP` is cut out of the files
 while a server waits (`trim`: every 0.25 s, every 20 ms while the command writes fast; how
 many bytes a file lost from its start is kept in `<stream>.cut`, so readers of the live
-output count absolute offsets), so a chatty command cannot fill that memory.
+output count absolute offsets, and a server that adopts the command says how much of its
+output was not kept), so a chatty command cannot fill that memory.
 """
 
 from __future__ import annotations
@@ -311,7 +312,8 @@ class RunDir:
         size = os.fstat(fd).st_size
         head = self._at(f"{name}.head")
         if more or (not every_cut and os.path.exists(head)):  # cut while it ran: the head is kept apart
-            kept, more = Path(head).read_bytes(), more + size
+            kept = Path(head).read_bytes()  # what was cut: as counted here, or by every server that waited
+            more = max(more, self.cut_before(name) - len(kept)) + size
         else:
             kept = os.read(fd, OUTPUT_CAP) if size else b""
             more = max(0, size - len(kept))

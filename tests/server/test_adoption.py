@@ -170,6 +170,37 @@ async def test_a_command_running_when_its_server_died_is_adopted(tmp_path: Path)
         await machine.close()
 
 
+async def test_an_adopted_command_says_its_output_was_cut_by_the_server_that_died(tmp_path: Path) -> None:
+    """A command writes far past the output cap while its server waits; that server cuts the
+    file back (keeping the head apart) and is killed.  The next server's result starts with
+    what the command wrote first and says how much was not kept, as the first server's would."""
+    from aromcp_workflows.shell.runner import OUTPUT_CAP
+
+    machine = Machine(tmp_path, sleep=None)
+    chatty = (f"head -c {OUTPUT_CAP} /dev/zero | tr '\\\\0' a; head -c {3 * OUTPUT_CAP} /dev/zero | tr '\\\\0' b; "
+              f"echo start $$ >> runs.log; until [ -e {GATE} ]; do sleep 0.02; done")
+    (machine.project / ".aromcp" / "workflows" / "adopt.yaml").write_text(WORKFLOW.replace(
+        "echo start $$ >> runs.log; WAIT; echo end $$ >> runs.log; echo result-$$; exit 3", chatty))
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        deadline = time.monotonic() + 20
+        while not list(machine.commands.glob("*/out.head")):
+            assert time.monotonic() < deadline, "the first server never cut the output back"
+            await asyncio.sleep(0.05)
+        await first.kill()
+        second = await machine.server()
+        call = asyncio.create_task(second.call_tool("workflow_get_next_step", {"workflow_id": wid}))
+        machine.release()
+        assert (await call)["step"]["id"] == "b"
+        assert len(machine.runs()) == 1  # ran once
+        out = (await second.call_tool("workflow_state_read", {"workflow_id": wid}))["state"]["out"]
+        assert out.startswith("a" * OUTPUT_CAP), out[:80]
+        assert f"{3 * OUTPUT_CAP} more bytes not kept" in out, out[-200:]
+    finally:
+        await machine.close()
+
+
 async def test_a_server_killed_before_it_committed_the_claim_leaves_the_command_to_the_next(tmp_path: Path) -> None:
     """On a store file the command starts first and its claim is committed while it runs
     (`app.launch`).  A server killed between the two leaves a command the store does not know

@@ -204,3 +204,26 @@ def test_a_shutdown_stops_a_command_that_was_being_started(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert "stopped 1" in done.stdout, done.stdout
     assert not left, f"the command started during the shutdown still runs: {left}"
+
+
+def test_an_adopted_command_keeps_the_head_its_dead_server_cut_away(tmp_path: Path) -> None:
+    """The waiter of its own child skips the look for a `<stream>.head` file (it made every
+    cut itself); a server adopting a command must still look, since the server that died
+    may have cut the output already: the result starts with what the command wrote first."""
+    run_dir = shell.RunDir.new()
+    big = 3 * OUTPUT_CAP
+    started = shell.start_command(f"head -c {OUTPUT_CAP} /dev/zero | tr '\\0' a; head -c {big} /dev/zero | tr '\\0' b; "
+                                  "sleep 0.5", tmp_path, env=None, timeout_ms=60_000, run_dir=run_dir, meta={})
+    assert isinstance(started, shell.RunningCommand)
+    try:
+        deadline = time.monotonic() + 20
+        while run_dir.file("out").stat().st_size < OUTPUT_CAP + big and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert run_dir.trim({}), "the dead server's waiter cut the output while the command ran"
+        result = shell.adopt(run_dir, time.time() + 30, 60_000)
+    finally:
+        started.process.wait()
+        run_dir.remove()
+    assert result is not None and result.exit_code == 0 and result.truncated
+    assert result.stdout.startswith("a" * OUTPUT_CAP), result.stdout[:80]
+    assert f"{big} more bytes not kept" in result.stdout
