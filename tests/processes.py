@@ -31,3 +31,11 @@ def running(command: str) -> list[int]:
 def group_members(group: int) -> list[int]:
     """Live processes of a process group."""
     return [pid for pid, _, fields in live_processes() if len(fields) > 2 and fields[2] == str(group)]
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie runs no more)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -30,6 +30,8 @@ import pytest
 from rawstdio import RawServer
 from srv_helpers import PYTHON, TOKEN, free_port, serve_args, server_env, stop, wait_for_port
 
+from tests.processes import alive
+
 pytestmark = pytest.mark.slow
 
 WORKFLOW = """\
@@ -197,6 +199,41 @@ async def test_an_adopted_command_says_its_output_was_cut_by_the_server_that_die
         out = (await second.call_tool("workflow_state_read", {"workflow_id": wid}))["state"]["out"]
         assert out.startswith("a" * OUTPUT_CAP), out[:80]
         assert f"{3 * OUTPUT_CAP} more bytes not kept" in out, out[-200:]
+    finally:
+        await machine.close()
+
+
+async def test_a_cancel_stops_an_adopted_command_with_its_children(tmp_path: Path) -> None:
+    """The command's server died and the next one took it over; `aromcp-workflows cancel`
+    then stops the whole group (a background child included) within 2 s, although neither
+    the canceller nor the adopting server is its parent."""
+    machine = Machine(tmp_path, sleep=None)
+    (machine.project / ".aromcp" / "workflows" / "adopt.yaml").write_text(WORKFLOW.replace(
+        "echo start $$ >> runs.log; WAIT;",
+        f"sleep 60 & echo $! >> pids; echo $$ >> pids; echo start $$ >> runs.log; "
+        f"until [ -e {GATE} ]; do sleep 0.02; done;"))
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        pids = [int(pid) for pid in (machine.project / "pids").read_text().split()]
+        await first.kill()
+        second = await machine.server()
+        deadline = time.monotonic() + 20
+        while not events(machine, wid, "shell_adopted"):
+            assert time.monotonic() < deadline, "the next server never took the command over"
+            await asyncio.sleep(0.05)
+        cancelled_at = time.monotonic()
+        done = await asyncio.to_thread(subprocess.run, [
+            PYTHON, "-m", "aromcp_workflows", "--project-dir", str(machine.project), "cancel", wid,
+            "--store", str(machine.store)], env=server_env(machine.home, machine.store, **machine.env),
+            cwd=machine.project, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        while any(alive(pid) for pid in pids):
+            assert time.monotonic() - cancelled_at < 2.0, f"still running 2 s after the cancel: {pids}"
+            await asyncio.sleep(0.02)
+        status = await second.call_tool("workflow_status", {"workflow_id": wid})
+        assert status["status"] == "cancelled"
+        assert [line.split()[0] for line in machine.runs()] == ["start"]  # never run again
     finally:
         await machine.close()
 
