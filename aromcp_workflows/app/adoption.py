@@ -123,8 +123,8 @@ class Adopter:
             request = ShellRequest(busy.thread_id, busy.step_id, busy.command, Path("."), {}, None, 0)
             assert mine.run_dir is not None  # `_adopt_claim` adopts only a claim that names one
             folder = RunDir(Path(mine.run_dir))
-            result = wait_and_collect(folder, mine.deadline if mine.deadline is not None else time.time(), None,
-                                      [driver.lease_renewal(workflow_id, request, folder)])
+            result = wait_and_collect(folder, mine.deadline if mine.deadline is not None else time.time(),
+                                      mine.timeout_ms, [driver.lease_renewal(workflow_id, request, folder)])
             claimed: Claimed | None = None
             if result is None:  # nothing to take: it runs (again) once released
                 why = NOT_TAKEN.get(folder.state(), NOT_TAKEN["killed"])

@@ -53,6 +53,14 @@ class ShellClaim:
                    run_dir=run_dir if isinstance(run_dir, str) else None,
                    deadline=_seconds(data.get("deadline")), started_at=_seconds(data.get("started_at")))
 
+    @property
+    def timeout_ms(self) -> int | None:
+        """The step's timeout the claim was made with (its deadline less its start), for the
+        message of a server that kills the command at that deadline; None when it does not say."""
+        if self.deadline is None or self.started_at is None:
+            return None
+        return max(1, round((self.deadline - self.started_at) * 1000))
+
     def renewed(self, owner: Mapping[str, Any], owner_pid: int, lease_until: float) -> ShellClaim:
         """The same command (run directory, deadline) claimed by `owner` until `lease_until`."""
         return replace(self, owner=dict(owner), owner_pid=owner_pid, lease_until=lease_until)

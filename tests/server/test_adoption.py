@@ -238,6 +238,38 @@ async def test_a_cancel_stops_an_adopted_command_with_its_children(tmp_path: Pat
         await machine.close()
 
 
+async def test_an_adopted_command_is_killed_at_the_timeout_counted_from_its_start(tmp_path: Path) -> None:
+    """The step's `timeout` runs from the command's start, whichever server waits for it: the
+    server that took it over kills the whole group then (not a full timeout after it took
+    over), and the step fails naming the timeout (`on_error: continue` stores it)."""
+    machine = Machine(tmp_path, sleep=None)
+    (machine.project / ".aromcp" / "workflows" / "adopt.yaml").write_text(WORKFLOW.replace(
+        "echo start $$ >> runs.log; WAIT;",
+        f"sleep 60 & echo $! >> pids; echo $$ >> pids; echo start $$ >> runs.log; "
+        f"until [ -e {GATE} ]; do sleep 0.02; done;").replace("    on_error: continue\n",
+                                                              "    on_error: continue\n    timeout: 6000\n"))
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        seen_started = time.monotonic()  # a little after it started
+        pids = [int(pid) for pid in (machine.project / "pids").read_text().split()]
+        await first.kill()
+        await asyncio.sleep(1.0)
+        second = await machine.server()
+        while any(alive(pid) for pid in pids):
+            assert time.monotonic() - seen_started < 7.5, "not killed at its timeout"
+            await asyncio.sleep(0.02)
+        assert time.monotonic() - seen_started > 5.5, "killed before its timeout"
+        await result_committed(machine, wid, "the timed-out result was never committed")
+        done = [e for e in events(machine, wid, "step_completed") if e.get("type") == "shell_command"]
+        assert [e["exit_code"] for e in done] == [124] and "timeout of 6000 ms" in done[0]["stderr_tail"]
+        answer = await second.call_tool("workflow_get_next_step", {"workflow_id": wid})
+        assert answer["step"]["id"] == "b"
+        assert [line.split()[0] for line in machine.runs()] == ["start"]
+    finally:
+        await machine.close()
+
+
 async def test_a_server_killed_before_it_committed_the_claim_leaves_the_command_to_the_next(tmp_path: Path) -> None:
     """On a store file the command starts first and its claim is committed while it runs
     (`app.launch`).  A server killed between the two leaves a command the store does not know
