@@ -270,6 +270,39 @@ async def test_an_adopted_command_is_killed_at_the_timeout_counted_from_its_star
         await machine.close()
 
 
+async def test_an_adopted_commands_output_is_readable_while_it_runs(tmp_path: Path) -> None:
+    """What the page and `debug` show of a running command (`command_output`) still comes
+    from its files once another server has taken it over, and from the history once its
+    result is committed."""
+    from aromcp_workflows.app.service import WorkflowService
+
+    machine = Machine(tmp_path, sleep=None)
+    (machine.project / ".aromcp" / "workflows" / "adopt.yaml").write_text(WORKFLOW.replace(
+        "echo start $$ >> runs.log; WAIT;",
+        f"echo line-1; echo start $$ >> runs.log; until [ -e {GATE} ]; do sleep 0.02; done; echo line-2;"))
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        await first.kill()
+        second = await machine.server()
+        deadline = time.monotonic() + 20
+        while not events(machine, wid, "shell_adopted"):
+            assert time.monotonic() < deadline, "the next server never took the command over"
+            await asyncio.sleep(0.05)
+        service = WorkflowService(project_dir=machine.project, store_path=machine.store, home=machine.home)
+        live = await asyncio.to_thread(service.command_output, wid)
+        assert live.running and live.source == "live" and live.step_id == "sh"
+        assert live.stdout.text == "line-1\n", live.stdout.text
+        machine.release()
+        await result_committed(machine, wid, "the adopted command's result was never committed")
+        after = await asyncio.to_thread(service.command_output, wid)
+        assert not after.running and after.source == "history" and after.exit_code == 3
+        assert "line-1\nline-2\n" in after.stdout.text
+        assert (await second.call_tool("workflow_get_next_step", {"workflow_id": wid}))["step"]["id"] == "b"
+    finally:
+        await machine.close()
+
+
 async def test_a_server_killed_before_it_committed_the_claim_leaves_the_command_to_the_next(tmp_path: Path) -> None:
     """On a store file the command starts first and its claim is committed while it runs
     (`app.launch`).  A server killed between the two leaves a command the store does not know
