@@ -140,6 +140,18 @@ async def orphaned(machine: Machine) -> str:
     return wid
 
 
+async def taken_over(machine: Machine, first: RawServer, wid: str) -> RawServer:
+    """SIGKILL `first` while its command runs, and start the next server: it takes the command
+    over by itself (returned once the takeover is in the history)."""
+    await first.kill()
+    second = await machine.server()
+    deadline = time.monotonic() + 20
+    while not events(machine, wid, "shell_adopted"):
+        assert time.monotonic() < deadline, "the next server never took the command over"
+        await asyncio.sleep(0.05)
+    return second
+
+
 async def result_committed(machine: Machine, wid: str, why: str) -> None:
     """Wait until the instance's command result is in its history (`why`: what failed if not)."""
     deadline = time.monotonic() + 30
@@ -216,12 +228,7 @@ async def test_a_cancel_stops_an_adopted_command_with_its_children(tmp_path: Pat
         first = await machine.server()
         wid, _ = await shell_started(machine, first)
         pids = [int(pid) for pid in (machine.project / "pids").read_text().split()]
-        await first.kill()
-        second = await machine.server()
-        deadline = time.monotonic() + 20
-        while not events(machine, wid, "shell_adopted"):
-            assert time.monotonic() < deadline, "the next server never took the command over"
-            await asyncio.sleep(0.05)
+        second = await taken_over(machine, first, wid)
         cancelled_at = time.monotonic()
         done = await asyncio.to_thread(subprocess.run, [
             PYTHON, "-m", "aromcp_workflows", "--project-dir", str(machine.project), "cancel", wid,
@@ -283,12 +290,7 @@ async def test_an_adopted_commands_output_is_readable_while_it_runs(tmp_path: Pa
     try:
         first = await machine.server()
         wid, _ = await shell_started(machine, first)
-        await first.kill()
-        second = await machine.server()
-        deadline = time.monotonic() + 20
-        while not events(machine, wid, "shell_adopted"):
-            assert time.monotonic() < deadline, "the next server never took the command over"
-            await asyncio.sleep(0.05)
+        second = await taken_over(machine, first, wid)
         service = WorkflowService(project_dir=machine.project, store_path=machine.store, home=machine.home)
         live = await asyncio.to_thread(service.command_output, wid)
         assert live.running and live.source == "live" and live.step_id == "sh"
