@@ -15,7 +15,10 @@ while it runs:
   it is committing the claim right now, and the transaction is tried again
   (`StartingElsewhere`, a conflict), until the claim shows;
 - a transaction tried again in this process (a conflict) finds its own command
-  (`Launcher.launch` remembers it) and does not start another;
+  (`Launcher.launch` remembers it) and does not start another, and so does another call's
+  transaction for the same run (a client that gave up and sent the call again).  A command
+  is stopped when the last transaction holding it ends without any having committed a claim
+  of it, not when the one that started it did: the other may be committing its claim;
 - once the claim is committed, the directory says so (`RunDir.mark_claimed`): a marked
   directory whose run has no claim in the store is a leftover of a run whose result was
   committed (its server died before removing it), and it is removed, not adopted.
@@ -33,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aromcp_workflows.interpreter import ShellRequest, ShellResult
@@ -62,6 +65,8 @@ class Launch:
     key: tuple[str, str, str]  # the instance, thread and step it runs for
     started: RunningCommand | None = None
     result: ShellResult | None = None
+    held: int = field(default=0, compare=False)  # transactions holding it now: its starter's, those that found it
+    claimed: bool = field(default=False, compare=False)  # a committed change claims it: it is never stopped here
 
     @property
     def adopted(self) -> bool:
@@ -91,8 +96,9 @@ class Launcher:
         run_dir = RunDir.for_command(self.identity(workflow_id, request))
         with self._guard:
             found = self._launched.get(str(run_dir.path))
-        if found is not None:  # this transaction, tried again after a conflict
-            return found
+            if found is not None:  # this transaction tried again after a conflict, or another call's
+                self._hold(found)
+                return found
         key = (workflow_id, request.thread_id, request.step_id)
         if os.path.isdir(run_dir.path):
             left = self._left_behind(workflow_id, run_dir, key)
@@ -107,30 +113,56 @@ class Launcher:
                   else Launch(run_dir, key, result=started))
         with self._guard:
             self._launched[str(run_dir.path)] = launch
-        launched = getattr(self._attempts, "launched", None)
-        if launched is not None:
-            launched.append(launch)
+            self._hold(launch)
         return launch
+
+    def _hold(self, launch: Launch) -> None:
+        """The transaction running on this thread holds `launch` (once however often it
+        meets it), until `attempts` ends.  Called under the guard."""
+        launched = getattr(self._attempts, "launched", None)
+        if launched is not None and not any(held is launch for held in launched):
+            launched.append(launch)
+            launch.held += 1
 
     @contextmanager
     def attempts(self) -> Iterator[Callable[[Launch | None], None]]:
-        """Around a transaction that may claim a command: a command one attempt started that
-        the committed attempt does not claim (a conflict, and meanwhile the instance was
-        cancelled or went elsewhere) is stopped.  The block calls the function it is given
-        with the launch the committed change claims.  When the transaction fails, what it
-        started runs on: the thread's next call finds it (`launch` remembers it)."""
+        """Around a transaction that may claim a command: a command its attempts started or
+        found that no committed change claims (a conflict, and meanwhile the instance was
+        cancelled or went elsewhere) is stopped once no other transaction holds it.  The
+        block calls the function it is given with the launch the committed change claims.
+        When the transaction fails, what it held runs on: the thread's next call finds it
+        (`launch` remembers it)."""
         launched: list[Launch] = []
         kept: list[Launch | None] = []
         self._attempts.launched = launched
+        committed = False
         try:
             yield kept.append
+            committed = True
         finally:
             self._attempts.launched = None
-        for launch in launched:
-            if launch not in kept and launch.started is not None:
-                stop_command(launch.started)
-                self.done(launch)
-                self.stopped(launch)
+            unclaimed = self._release(launched, kept, committed)
+        for launch in unclaimed:
+            assert launch.started is not None
+            stop_command(launch.started)
+            self.stopped(launch)
+
+    def _release(self, launched: list[Launch], kept: list[Launch | None], committed: bool) -> list[Launch]:
+        """A transaction ends: what it held is held one fewer time, what it committed a claim
+        of is claimed.  The launches nobody holds or claims any more, forgotten (`done`) here
+        under the guard so that no transaction finds them again, are returned to be stopped
+        (none after a failed transaction: the next call finds them)."""
+        with self._guard:
+            for launch in launched:
+                launch.held -= 1
+                launch.claimed = launch.claimed or (committed and any(k is launch for k in kept))
+            if not committed:
+                return []
+            unclaimed = [launch for launch in launched
+                         if launch.held == 0 and not launch.claimed and launch.started is not None]
+            for launch in unclaimed:
+                self._launched.pop(str(launch.run_dir.path), None)
+            return unclaimed
 
     def done(self, launch: Launch) -> None:
         """The command's result is committed (or it was handed to adoption): forget it."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -88,6 +89,67 @@ def test_a_command_the_committed_change_claims_runs_on(tmp_path: Path, commands:
         keep(started)
     assert started is not None and started.started is not None
     assert wait_command(started.started).exit_code == 0 and runs(tmp_path) == ["ran"]
+
+
+def test_a_command_another_call_claimed_is_not_stopped_by_the_call_that_started_it(tmp_path: Path,
+                                                                                    commands: Path) -> None:
+    """Found by the fault campaign (an impatient client's resent call, a conflict): call 1
+    starts the command; call 2, on another thread, finds it by its run directory and commits
+    its claim; call 1's attempt, tried again after the conflict, finds the step busy and
+    claims nothing.  The command is call 2's now: call 1 must not stop it (it did, and the
+    step recorded exit 137)."""
+    launch = launcher()
+    started = threading.Event()
+    claimed = threading.Event()
+
+    def second_call() -> None:
+        started.wait(10)
+        with launch.attempts() as keep:
+            found = launch.launch("wf_1", request(tmp_path, "sleep 0.5; echo ran >> runs.log"), meta)
+            keep(found)  # committed: the store names this command now
+        claimed.set()
+
+    other = threading.Thread(target=second_call)
+    other.start()
+    with launch.attempts() as keep:
+        first = launch.launch("wf_1", request(tmp_path, "sleep 0.5; echo ran >> runs.log"), meta)
+        started.set()
+        assert claimed.wait(10)
+        keep(None)  # tried again after the conflict: the step is busy, nothing claimed here
+    other.join(10)
+    assert first is not None and first.started is not None
+    result = wait_command(first.started)
+    assert result.exit_code == 0 and runs(tmp_path) == ["ran"]
+
+
+def test_a_command_a_call_found_and_left_is_stopped_when_the_last_one_leaves_it(tmp_path: Path,
+                                                                                commands: Path) -> None:
+    """Two calls held the command (one started it, one found it) and neither committed a
+    claim of it: the one that leaves last stops it, not the first."""
+    launch = launcher()
+    found_it = threading.Event()
+    leave = threading.Event()
+    seen: list[object] = []
+
+    def second_call() -> None:
+        with launch.attempts() as keep:
+            seen.append(launch.launch("wf_1", request(tmp_path, "sleep 30"), meta))
+            found_it.set()
+            leave.wait(10)
+            keep(None)
+
+    with launch.attempts() as keep:
+        first = launch.launch("wf_1", request(tmp_path, "sleep 30"), meta)
+        other = threading.Thread(target=second_call)
+        other.start()
+        assert found_it.wait(10)
+        keep(None)
+    assert first is not None and first.started is not None and seen == [first]
+    assert not gone(first.started.process.pid, within_s=0.3)  # the second call still holds it
+    leave.set()
+    other.join(10)
+    assert gone(first.started.process.pid)
+    assert not first.run_dir.path.exists()
 
 
 def test_a_failed_transaction_leaves_its_command_to_the_next_call(tmp_path: Path, commands: Path) -> None:
