@@ -12,6 +12,7 @@ from typing import Any
 from aromcp_workflows.interpreter.effects import Outcome
 from aromcp_workflows.interpreter.failures import Fail
 from aromcp_workflows.interpreter.machine import Ctx, StepFailed
+from aromcp_workflows.interpreter.ownership import carry_up
 from aromcp_workflows.interpreter.program import Break, Continue, Exit, Jump, JumpUnless, LoopEnter, LoopNext
 from aromcp_workflows.interpreter.thread import Frame, LoopFrame
 
@@ -173,5 +174,6 @@ def frame_finished(ctx: Ctx) -> Effect:
         parent = Ctx(ctx.m, thread, thread.frames[-1])
         parent.write([(frame.result_path or "raw.included", "set", value)],
                      f"include_workflow {frame.id_prefix.rstrip('.')}")
+        carry_up(ctx.m.owners, frame.state_key, parent.frame.state_key, frame.result_path or "raw.included")
         ctx.record("include_finished", frame.id_prefix.rstrip("."))
     return None
