@@ -218,6 +218,13 @@ class WorkflowService:
         return StepCompleted(success=done.success, status=answer.status, messages=answer.messages,
                              next_step=answer.step, error=answer.error, waiting_for=answer.waiting_for)
 
+    def asking_user(self, workflow_id: str, step_id: str, task_id: str | None = None, asking: bool = True) -> None:
+        """The question `step_id` goes to the user in a form now: no agent answers it any
+        more, from this session or another (`WorkflowRun.asking_user`); `asking=False`: the
+        form could not be shown after all."""
+        with refusals():
+            self.instances.transact(workflow_id, lambda run: run.asking_user(task_id, step_id, asking))
+
     def state_read(self, workflow_id: str, paths: list[str] | None = None, task_id: str | None = None) -> StateView:
         def look(run: WorkflowRun, _record: InstanceRecord) -> StateView:
             tiers = run.state_for(task_id)

@@ -66,7 +66,8 @@ def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | 
                          "as a bug")
     if status != "success":  # what the agent said goes to the history (`test --record` replays it)
         ctx.record("step_reported", pending.step_id, {"status": status, "error": error, "result": result})
-        return step_failed(ctx, step, pending, error or f"the agent reported status {status!r}")
+        return _question_kept(ctx, step, pending, by,
+                              step_failed(ctx, step, pending, error or f"the agent reported status {status!r}"))
     verdict = accept_result(step, result)
     if not isinstance(verdict, Accepted):
         pending.attempts += 1
@@ -74,8 +75,8 @@ def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | 
         ctx.record("step_rejected", pending.step_id, {"problem": verdict.problem, "attempt": pending.attempts,
                                                       "result": result})
         if pending.attempts >= limit:
-            return step_failed(ctx, step, pending, f"no valid answer after {limit} attempts: {verdict.problem}",
-                               rejected=True)
+            return _question_kept(ctx, step, pending, by, step_failed(
+                ctx, step, pending, f"no valid answer after {limit} attempts: {verdict.problem}", rejected=True))
         pending.step = reissued(pending.step or {}, verdict.problem, pending.attempts, limit)
         return Completion(False, verdict.problem, public(pending.step), advance=False)
     try:
@@ -91,6 +92,16 @@ def complete(ctx: Ctx, pending: Pending, status: str, result: Any, error: str | 
     return Completion(True)
 
 
+def _question_kept(ctx: Ctx, step: AgentStep, pending: Pending, by: Writer, outcome: Completion) -> Completion:
+    """A question that ended without an answer (declined, or no valid one) and went on
+    (`on_error: continue`): what its path holds now (the fallback, or what was there) is
+    the user's decision as much as an answer would be, so it is theirs too."""
+    if (isinstance(step, UserInputStep) and step.state_update is not None and pending.state_path is not None
+            and step.on_error == "continue"):
+        _keep_answer(ctx, pending, by)
+    return outcome
+
+
 def _keep_answer(ctx: Ctx, pending: Pending, by: Writer) -> None:
     """The path the answer wrote is the user's from now on (ownership.py)."""
     question = shown_question(((pending.step or {}).get("definition") or {}).get("prompt"))
@@ -102,6 +113,23 @@ def _keep_answer(ctx: Ctx, pending: Pending, by: Writer) -> None:
 def asks_user(pending: Pending) -> bool:
     """The pending step is a question for the user (`user_input`)."""
     return pending.kind == "agent" and (pending.step or {}).get("type") == "user_input"
+
+
+def note_in_form(pending: Pending, asking: bool = True) -> bool:
+    """Mark a question as put to the user in a form, or (`asking=False`) as not, the form
+    having failed (False: it is not a question)."""
+    if not asks_user(pending):
+        return False
+    if asking:
+        pending.data["in_form"] = True
+    else:
+        pending.data.pop("in_form", None)
+    return True
+
+
+def in_form(pending: Pending) -> bool:
+    """Whether the question was put to the user in a form (`note_in_form`)."""
+    return bool(pending.data.get("in_form"))
 
 
 def user_is_asked(pending: Pending) -> Completion:

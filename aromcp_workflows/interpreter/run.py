@@ -257,9 +257,15 @@ class WorkflowRun:
         if pending.kind == "shell":
             return Completion(False, f"step {step_id} is a server-side command that is still running; "
                               "call workflow_get_next_step again in a moment", advance=False)
-        if not may_answer_user and delivery.asks_user(pending):
+        if delivery.asks_user(pending) and (not may_answer_user or (by == "agent" and delivery.in_form(pending))):
             return delivery.user_is_asked(pending)
         return delivery.complete(ctx, pending, status, result, error, by)
+
+    def asking_user(self, thread_id: str | None, step_id: str, asking: bool = True) -> bool:
+        """The question `step_id` is put to the user in a form now: from here on only their
+        answer (or a person's) completes it, whichever session an agent calls from."""
+        pending = self.machine.thread(thread_id).pending
+        return pending is not None and pending.step_id == step_id and delivery.note_in_form(pending, asking)
 
     def unknown_step(self, thread: Thread, step_id: str) -> Completion:
         where = "the main thread" if thread.thread_id == "main" else f"task {thread.thread_id}"

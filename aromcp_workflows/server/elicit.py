@@ -197,13 +197,15 @@ class UserInputGate:
         while reply.step is not None and reply.step.get("type") == "user_input":
             step = reply.step
             message, schema = question(step, reply.messages, self.state.problem)
+            self.service.asking_user(self.state.workflow_id, str(step["id"]), self.state.task_id)
             if self.input_required:
                 self.state.step_id = str(step["id"])
                 request = ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=schema))
                 return InputRequiredResult(input_requests={REQUEST_KEY: request}, request_state=self.state.encode())
             outcome = self._ask_now(message, schema)
-            if outcome is None:
-                return reply  # the client could not be asked after all: the agent gets the step
+            if outcome is None:  # the client could not be asked after all: the agent gets the step
+                self.service.asking_user(self.state.workflow_id, str(step["id"]), self.state.task_id, asking=False)
+                return reply
             reply = self.apply(str(step["id"]), outcome.action, outcome.content)
         return reply
 
