@@ -45,3 +45,9 @@ def make_server(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
     return build
 
+
+@pytest.fixture(params=["legacy", "auto"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """The MCP client's protocol era: `legacy` (a form is a request sent mid-call) or `auto`
+    (2026-07-28: the form comes back in an `InputRequiredResult`)."""
+    return str(request.param)

@@ -62,11 +62,6 @@ class User:
         return ElicitResult(action=action, content={"answer": rest[0]} if action == "accept" else None)
 
 
-@pytest.fixture(params=["legacy", "auto"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 def setup(make_server: Any) -> tuple[Any, Path]:
     return make_server({"deploy": DEPLOY})

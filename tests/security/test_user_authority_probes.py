@@ -29,54 +29,12 @@ from mcp_types import ElicitResult
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from srv_helpers import fails, ok, tool_text
+from test_user_authority import DEPLOY as BASE_DEPLOY
+from test_user_authority import User, deploys, instances
 
-DEPLOY = """
-name: deploy
-description: "Ask, build, then deploy only when the user said yes"
-version: "1.0.0"
-default_state: {raw: {confirmed: "no", other: 0}}
-steps:
-  - id: gate
-    type: user_input
-    prompt: "Deploy to production?"
-    choices: ["yes", "no"]
-    state_update: {path: raw.confirmed}
-  - id: build
-    type: agent_prompt
-    prompt: "build it"
-  - id: deploy
-    type: shell_command
-    when: "{{ confirmed === 'yes' }}"
-    command: "echo deployed >> deploys.log"
-  - id: done
-    type: agent_prompt
-    prompt: "say done"
-"""
-
-
-class User:
-    """Scripted user: ("accept", text) | ("decline",) | ("allow", bool).  Keeps every form."""
-
-    def __init__(self, *script: tuple[Any, ...]):
-        self.script = list(script)
-        self.forms: list[str] = []
-
-    async def __call__(self, _context: Any, params: Any) -> ElicitResult:
-        self.forms.append(params.message)
-        action, *rest = self.script.pop(0)
-        if action == "allow":
-            return ElicitResult(action="accept", content={"allow": rest[0]})
-        return ElicitResult(action=action, content={"answer": rest[0]} if action == "accept" else None)
-
-
-@pytest.fixture(params=["legacy", "auto"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-def deploys(project: Path) -> int:
-    log = project / "deploys.log"
-    return len(log.read_text().splitlines()) if log.exists() else 0
+# the issue-31 deploy workflow, with one more field the agent may write
+DEPLOY = BASE_DEPLOY.replace('default_state: {raw: {confirmed: "no"}}',
+                            'default_state: {raw: {confirmed: "no", other: 0}}')
 
 
 async def start_to(client: Any, workflow: str, first: str) -> str:
@@ -88,14 +46,6 @@ async def start_to(client: Any, workflow: str, first: str) -> str:
 
 async def state_of(client: Any, wid: str) -> dict[str, Any]:
     return (await ok(client, "workflow_state_read", {"workflow_id": wid}))["state"]
-
-
-async def raw_of(client: Any, wid: str, path: str) -> Any:
-    return (await ok(client, "workflow_state_read", {"workflow_id": wid, "paths": [path]}))
-
-
-async def instances(client: Any) -> int:
-    return len((await ok(client, "workflow_status", {}))["instances"])
 
 
 # -- 1. other spellings / operations / parent / child of the owned path ----------------------------
