@@ -118,7 +118,7 @@ def fork(registry: InstanceRegistry, workflow_id: str, point: ForkPoint, edits: 
                            "earlier step or version (`aromcp-workflows debug` lists its steps)", "conflict")
     if by == "agent":
         _refuse_owned_edits(run, edits)
-        _consent(run, workflow_id, point, body.version, consented)
+        _consent(run, workflow_id, point, body.version, consented, edits)
     origin = ForkOrigin(workflow_id=workflow_id, version=body.version, step_id=point.step_id,
                         checkpoint_id=point.checkpoint_id, edits=list(edits))
     run.rename(f"wf_{uuid.uuid4().hex[:12]}")
@@ -160,16 +160,20 @@ def _refuse_owned_edits(run: WorkflowRun, edits: Mapping[str, Any]) -> None:
             raise ServiceError(refusal(path, answer), "refused")
 
 
-def _consent(run: WorkflowRun, workflow_id: str, point: ForkPoint, version: int, consented: bool) -> None:
-    """A copy that starts after user answers reuses them: only with the user's consent."""
+def _consent(run: WorkflowRun, workflow_id: str, point: ForkPoint, version: int, consented: bool,
+             edits: Mapping[str, Any]) -> None:
+    """A copy that starts after user answers reuses them: only with the user's consent, asked
+    with everything the agent changes in the copy (its edits), not only what it keeps."""
     carried = answers_in(run.machine.owners)
     if not carried or consented:
         return
     where = (f"step {point.step_id}" if point.step_id else f"checkpoint {point.checkpoint_id}"
              if point.checkpoint_id else f"version {version}")
     reused = "; ".join(f"{a.question!r} → {_shown(_answer_value(run, a))}" for a in carried)
+    sets = ", ".join(f"{path} = {_shown(value)}" for path, value in edits.items())
+    changed = f" It also sets {sets}." if sets else ""
     raise ConsentNeeded(f"The agent asks to start a copy of {workflow_id} at {where}, reusing your "
-                        f"answer{'s' if len(carried) > 1 else ''}: {reused}. Allow?", carried)
+                        f"answer{'s' if len(carried) > 1 else ''}: {reused}.{changed} Allow?", carried)
 
 
 def consent_to_roll_back(registry: InstanceRegistry, workflow_id: str, checkpoint_id: str) -> None:

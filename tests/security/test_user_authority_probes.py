@@ -165,6 +165,20 @@ async def test_raw_cannot_shadow_a_user_owned_state_path(make_server: Any, mode:
         f"raw.confirmed shadows the user's answer: {tool_text(reply)} -> {state}; deploys={deploys(project)}"
 
 
+async def test_the_consent_form_shows_the_edits_the_fork_makes(make_server: Any, mode: str) -> None:
+    """A fork that reuses the user's answers asks them first; the form says what the agent
+    changes in the copy too, not only which answers it keeps."""
+    server, _project = make_server({"deploy": DEPLOY})
+    user = User(("accept", "no"), ("allow", False))
+    async with Client(server, mode=mode, elicitation_callback=user) as client:
+        wid = await start_to(client, "deploy", "build")
+        before = await instances(client)
+        reply = await client.call_tool("workflow_fork", {"workflow_id": wid, "at": "build", "edits": {"raw.other": 7}})
+        assert reply.is_error and await instances(client) == before  # declined: nothing created
+    assert "'Deploy to production?' → \"no\"" in user.forms[-1] and "It also sets raw.other = 7." in user.forms[-1], \
+        user.forms[-1]
+
+
 async def test_a_fork_edit_of_raw_shadows_the_users_state_answer(make_server: Any, mode: str) -> None:
     """The consent form says 'reusing your answer ... → "no"'; the edit makes it read "yes"."""
     server, project = make_server({"deploy": SHADOW})
