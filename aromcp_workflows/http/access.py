@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aromcp_workflows.safety import MASK, is_sensitive
 
 log = logging.getLogger("aromcp_workflows.access")
-CREDENTIAL_PARAMETERS = frozenset({"code", "token", "access_token", "key"})
+CREDENTIAL_PARAMETERS = frozenset({"code", "token", "access_token", "key", "auth", "authorization", "bearer"})
 
 
 def masked_query(query: str) -> str:

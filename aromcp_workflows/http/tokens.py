@@ -7,11 +7,14 @@ the same way; a problem is one `TokenFileError` line saying what to change.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import stat
 import sys
 from pathlib import Path
+
+from starlette.types import Scope
 
 MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
@@ -57,3 +60,22 @@ def checked_token(token: str, where: str) -> str:
 def same_secret(given: str, expected: str) -> bool:
     """Compared in constant time (any text, even one that is not valid UTF-8 on the wire)."""
     return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape"))
+
+
+def bearer_of(authorization: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, the scheme in any case (as
+    HTTP has it, and as the checks accept it), or None."""
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def client_key(scope: Scope, authorization: str) -> str:
+    """Who a request comes from, for the per-client caps: its credential (the token, however
+    the header spells the scheme: `bearer T` and `Bearer T` are one client) hashed, and its
+    address."""
+    token = bearer_of(authorization)
+    credential = token if token is not None else authorization
+    digest = hashlib.sha256(credential.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    peer = scope.get("client") or ("?", 0)
+    return f"{digest}@{peer[0]}"

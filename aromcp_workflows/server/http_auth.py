@@ -24,7 +24,6 @@ behind it asks the same verifier about the same token and gets the answer alread
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import importlib
 import json
@@ -47,12 +46,14 @@ from aromcp_workflows.http import (
     Admitted,
     NotAdmitted,
     TokenFileError,
+    client_key,
     credentials_dir,
     is_loopback,
     write_private,
 )
 from aromcp_workflows.http import checked_token as token_checked
 from aromcp_workflows.http import read_token_file as token_in_file
+from aromcp_workflows.safety import KNOWN_SECRETS
 
 TOKEN_ENV = "AROMCP_HTTP_TOKEN"
 STATIC_CLIENT_ID = "aromcp-http-token"  # the one principal a shared token stands for
@@ -120,13 +121,6 @@ class CheckedOnce:
         return found
 
 
-def client_key(scope: Scope, authorization: str) -> str:
-    """Who a request comes from: its credential (hashed) and its address."""
-    credential = hashlib.sha256(authorization.encode("latin-1", "replace")).hexdigest()[:16]
-    peer = scope.get("client") or ("?", 0)
-    return f"{credential}@{peer[0]}"
-
-
 class BearerAdmission:
     """The MCP server's credential, checked from the headers (`http.gate`): a valid bearer
     token (and its scopes) or 401/403 at once, as the SDK words them.  Its protected-resource
@@ -178,10 +172,12 @@ class BearerAdmission:
 
 
 class StaticTokenVerifier:
-    """A `TokenVerifier` for one shared secret, compared in constant time."""
+    """A `TokenVerifier` for one shared secret, compared in constant time.  The token is a
+    known secret from then on: the log masking masks it wherever a client put it (a URL)."""
 
     def __init__(self, token: str):
         self._token = token.encode("utf-8")
+        KNOWN_SECRETS.add([token])
 
     async def verify_token(self, token: str) -> AccessToken | None:
         if hmac.compare_digest(token.encode("utf-8", "surrogateescape"), self._token):

@@ -34,13 +34,14 @@ from aromcp_workflows.http import (
     HostEntryError,
     HostRule,
     LimitError,
+    client_key,
     guarded,
     listening_socket,
     read_limits,
     respond,
     uvicorn_config,
 )
-from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError, client_key
+from aromcp_workflows.server.http_auth import HttpOptions, HttpSetupError
 
 # The SDK's own Host/Origin check stays off: `HostGuard` in front of the whole app (/mcp and
 # /ui alike) applies the one rule, with one wording, before any app reads the request.
