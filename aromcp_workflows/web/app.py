@@ -19,7 +19,6 @@ server: otherwise 403, and nothing changes.  Event streams are capped (`web/stre
 from __future__ import annotations
 
 import asyncio
-import hmac
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +31,7 @@ from starlette.staticfiles import StaticFiles
 
 from aromcp_workflows.errors import ErrorKind, KindedError
 from aromcp_workflows.safety import Masker, redact
-from aromcp_workflows.web.auth import WebAuth, credential
+from aromcp_workflows.web.auth import WebAuth, credential, not_the_pages
 from aromcp_workflows.web.login import login_routes
 from aromcp_workflows.web.streams import CountedStream, StreamQuota
 
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
     from aromcp_workflows.app import WorkflowService
 
 STATIC = Path(__file__).with_name("static")
-TOKEN_HEADER = "x-aromcp-token"
 POLL_S = 0.4  # how often an open instance page's stream asks the store for the version
 STREAM_S = 300.0  # a stream ends after this long; the browser reconnects by itself
 HTTP_STATUS: dict[ErrorKind, int] = {  # a refusal's kind, as the status a browser understands
@@ -148,12 +146,16 @@ class WebView:
         if refused is not None:
             return JSONResponse({"error": refused[1]}, status_code=refused[0])
 
+        session = credential(request).session  # a stream with a cookie ends with its session
+
         async def stream() -> Any:
             seen, loop = first, asyncio.get_running_loop()
             ends = loop.time() + STREAM_S
             yield f"retry: 1000\nevent: version\ndata: {seen}\n\n"
             while loop.time() < ends and not await request.is_disconnected():
                 await asyncio.sleep(POLL_S)
+                if session is not None and not self.auth.holds(session):
+                    return
                 try:
                     now = await _call(lambda: self.service.instance_version(workflow_id))
                 except Exception:
@@ -176,14 +178,7 @@ class WebView:
             return None  # a token no browser sends by itself: no request forged by a page carries it
         if admitted.session is None:
             return "log in first"
-        token = request.headers.get(TOKEN_HEADER, "")
-        if not token or not hmac.compare_digest(token.encode(), admitted.session.csrf.encode()):
-            return ("the page's anti-forgery token is missing or wrong: reload the page (it gets a new one from "
-                    "/api/config)")
-        origin, host = request.headers.get("origin"), request.headers.get("host", "")
-        if origin is None or origin.rstrip("/") != f"{request.url.scheme}://{host}":
-            return "the request does not come from this web view's own page (Origin does not match)"
-        return None
+        return not_the_pages(request, admitted.session)
 
     async def answer(self, request: Request) -> Response:
         """The person answers the question the instance waits on: `{value, step_id?}`, checked

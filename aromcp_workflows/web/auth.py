@@ -25,6 +25,7 @@ itself, needs neither.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import time
 from collections import OrderedDict
@@ -35,7 +36,8 @@ from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection
 from starlette.types import Scope
 
-from aromcp_workflows.http import CREDENTIAL, Admitted, NotAdmitted, same_secret
+from aromcp_workflows.http import CREDENTIAL, Admitted, NotAdmitted, bearer_of, client_key, same_secret
+from aromcp_workflows.safety import KNOWN_SECRETS
 
 SESSION_IDLE_S = 12 * 3600.0
 MAX_SESSIONS = 64
@@ -58,13 +60,16 @@ class Session:
 
 
 def static_bearer(token: str) -> BearerCheck:
-    """`ui --auth-token-file`: one shared token, compared in constant time."""
+    """`ui --auth-token-file`: one shared token, compared in constant time (and masked in
+    every log line from then on, wherever a client put it)."""
+    KNOWN_SECRETS.add([token])
+
     async def check(scope: Scope) -> Admitted | None:
         given = HTTPConnection(scope).headers.get("authorization", "")
-        if not given.lower().startswith("bearer ") or not same_secret(given[7:], token):
+        presented = bearer_of(given)
+        if presented is None or not same_secret(presented, token):
             return None
-        peer = (scope.get("client") or ("?", 0))[0]
-        return Admitted(f"{hashlib.sha256(given.encode()).hexdigest()[:16]}@{peer}", "bearer")
+        return Admitted(client_key(scope, given), "bearer")
 
     return check
 
@@ -88,6 +93,7 @@ class WebAuth:
     def start(self) -> str:
         """Make the first login URL and hand it over; the URL (for `--open`)."""
         self._code = secrets.token_urlsafe(24)
+        KNOWN_SECRETS.add([self._code])  # masked in the log, should a client put it in another URL
         url = self.login_url()
         self.announce(url)
         return url
@@ -106,6 +112,7 @@ class WebAuth:
     # -- sessions ------------------------------------------------------------------------------
     def open_session(self) -> str:
         value = secrets.token_urlsafe(32)
+        KNOWN_SECRETS.add([value])
         digest = _digest(value)
         self.sessions[digest] = Session(digest[:16])
         while len(self.sessions) > MAX_SESSIONS:
@@ -114,6 +121,12 @@ class WebAuth:
 
     def close_session(self, value: str) -> None:
         self.sessions.pop(_digest(value), None)
+
+    def holds(self, session: Session) -> bool:
+        """Whether `session` is still open: not logged out, not pushed out by newer ones, not
+        idle too long (an open event stream asks, so that it ends with its session)."""
+        return (time.monotonic() - session.last_seen <= SESSION_IDLE_S
+                and any(open_ is session for open_ in self.sessions.values()))
 
     def session(self, headers: Headers) -> Session | None:
         value = _cookie(headers.get("cookie", ""), self.cookie)
@@ -152,6 +165,25 @@ class WebAuth:
         text = (f"{why}: " if why else "") + LOG_IN.format(bearer=bearer)
         body = {"error": text, "token_login": self.bearer is not None}  # whether the page offers a token form
         return NotAdmitted(401, json.dumps(body).encode(), b"application/json")
+
+
+TOKEN_HEADER = "x-aromcp-token"  # the session's anti-forgery token, sent back by the page
+
+
+def not_the_pages(request: HTTPConnection, session: Session) -> str | None:
+    """Why a POST that carries a session's cookie may not come from this view's own page, or
+    None when it does: a page of another site, or of another port of this host (the same
+    *site*, so the browser sends a `SameSite=Strict` cookie to it), can make a browser send
+    the cookie, but not the anti-forgery token the page got from `/api/config`, nor this
+    view's own Origin."""
+    token = request.headers.get(TOKEN_HEADER, "")
+    if not token or not hmac.compare_digest(token.encode(), session.csrf.encode()):
+        return ("the page's anti-forgery token is missing or wrong: reload the page (it gets a new one from "
+                "/api/config)")
+    origin, host = request.headers.get("origin"), request.headers.get("host", "")
+    if origin is None or origin.rstrip("/") != f"{request.url.scheme}://{host}":
+        return "the request does not come from this web view's own page (Origin does not match)"
+    return None
 
 
 def credential(request: HTTPConnection) -> Admitted:

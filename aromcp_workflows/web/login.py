@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from aromcp_workflows.http import write_private
-from aromcp_workflows.web.auth import WebAuth, credential
+from aromcp_workflows.web.auth import WebAuth, credential, not_the_pages
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
@@ -47,6 +47,10 @@ def login_routes(auth: WebAuth) -> list[Route]:
         return JSONResponse({"ok": True}, headers={**NO_STORE, "Set-Cookie": auth.set_cookie(auth.open_session())})
 
     async def api_logout(request: Request) -> Response:
+        session = credential(request).session
+        why = None if session is None else not_the_pages(request, session)
+        if why is not None:  # a page elsewhere may not end the person's session either
+            return JSONResponse({"error": why}, status_code=403, headers=NO_STORE)
         value = request.cookies.get(auth.cookie)
         if value:
             auth.close_session(value)
