@@ -15,6 +15,7 @@ outlived its session, and the server's own token and login codes unknown to the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import socket
@@ -409,64 +410,44 @@ def test_logout_ends_the_session_and_its_open_event_stream(srv: Serve) -> None:
     assert closed_in_time, f"the event stream of a logged-out session is still open 8 s after logout: {got[:3]}"
 
 
+@contextlib.contextmanager
+def held_streams(url: str, clients: list[Any]) -> Iterator[list[int]]:
+    """One event stream per entry of `clients` (a client may come more than once), all held
+    open at once: their status codes; every stream and client closed after."""
+    with contextlib.ExitStack() as stack:
+        for client in dict.fromkeys(clients):
+            stack.enter_context(client)
+        yield [stack.enter_context(client.stream("GET", url)).status_code for client in clients]
+
+
+def bearer_clients(*schemes: str) -> list[Any]:
+    return [httpx2.Client(timeout=30, headers={"Authorization": f"{scheme} {TOKEN}"}) for scheme in schemes]
+
+
 def test_session_stream_cap_per_client(srv: Serve) -> None:
     """per client 2, in all 6 (the fixture's settings)."""
-    cookies = srv.session()
-    events = f"{srv.base}/ui/api/instances/{srv.wid}/events"
-    with httpx2.Client(timeout=30, cookies=cookies) as client:
-        opened, codes = [], []
-        try:
-            for _ in range(4):
-                cm = client.stream("GET", events)
-                response = cm.__enter__()
-                opened.append(cm)
-                codes.append(response.status_code)
-        finally:
-            for cm in opened:
-                cm.__exit__(None, None, None)
-    assert codes == [200, 200, 429, 429], codes
+    client = httpx2.Client(timeout=30, cookies=srv.session())
+    with held_streams(f"{srv.base}/ui/api/instances/{srv.wid}/events", [client] * 4) as codes:
+        assert codes == [200, 200, 429, 429], codes
 
 
 def test_bearer_stream_cap_not_bypassed_by_scheme_case(srv: Serve) -> None:
     """One client = its token and address: writing `bearer`/`BEARER` is the same token."""
-    events = f"{srv.base}/ui/api/instances/{srv.wid}/events"
-    variants = ["Bearer", "bearer", "BEARER", "BeArEr"]
-    opened, codes = [], []
-    clients = [httpx2.Client(timeout=30, headers={"Authorization": f"{scheme} {TOKEN}"}) for scheme in variants]
-    try:
-        for client in clients:
-            cm = client.stream("GET", events)
-            response = cm.__enter__()
-            opened.append(cm)
-            codes.append(response.status_code)
-    finally:
-        for cm in opened:
-            cm.__exit__(None, None, None)
-        for client in clients:
-            client.close()
-    assert codes.count(200) <= 2, f"per-client cap 2, one token and address, streams answered {codes}"
+    clients = bearer_clients("Bearer", "bearer", "BEARER", "BeArEr")
+    with held_streams(f"{srv.base}/ui/api/instances/{srv.wid}/events", clients) as codes:
+        assert codes.count(200) <= 2, f"per-client cap 2, one token and address, streams answered {codes}"
 
 
 def test_stream_cap_not_bypassed_by_minting_sessions_with_the_bearer(srv: Serve) -> None:
     """Informational: a token holder may mint sessions; the total cap must hold regardless."""
-    events = f"{srv.base}/ui/api/instances/{srv.wid}/events"
-    opened, codes, clients = [], [], []
-    try:
-        for _ in range(8):
-            minted = httpx2.post(f"{srv.base}/ui/api/login", headers=BEARER, timeout=30)
-            assert minted.status_code == 200
-            name, value = cookie_pair(minted)
-            client = httpx2.Client(timeout=30, cookies={name: value})
-            clients.append(client)
-            cm = client.stream("GET", events)
-            opened.append(cm)
-            codes.append(cm.__enter__().status_code)
-    finally:
-        for cm in opened:
-            cm.__exit__(None, None, None)
-        for client in clients:
-            client.close()
-    assert codes.count(200) <= 6 and 503 in codes, codes
+    clients = []
+    for _ in range(8):
+        minted = httpx2.post(f"{srv.base}/ui/api/login", headers=BEARER, timeout=30)
+        assert minted.status_code == 200
+        name, value = cookie_pair(minted)
+        clients.append(httpx2.Client(timeout=30, cookies={name: value}))
+    with held_streams(f"{srv.base}/ui/api/instances/{srv.wid}/events", clients) as codes:
+        assert codes.count(200) <= 6 and 503 in codes, codes
 
 
 # -- slow / early refusals -------------------------------------------------------------------------
@@ -635,21 +616,9 @@ def test_ui_static_bearer_stream_cap_not_bypassed_by_scheme_case(tmp_path: Path)
     wid = start_instance(tmp_path, project)
     with running_ui(tmp_path, "--auth-token-file", str(token_file),
                     env={"AROMCP_UI_STREAMS_PER_CLIENT": "2", "AROMCP_UI_MAX_STREAMS": "10"}) as ui:
-        events = f"{ui.base}/api/instances/{wid}/events"
-        opened, codes, clients = [], [], []
-        try:
-            for scheme in ("Bearer", "Bearer", "bearer", "BEARER", "bEARER"):
-                client = httpx2.Client(timeout=30, headers={"Authorization": f"{scheme} {TOKEN}"})
-                clients.append(client)
-                cm = client.stream("GET", events)
-                opened.append(cm)
-                codes.append(cm.__enter__().status_code)
-        finally:
-            for cm in opened:
-                cm.__exit__(None, None, None)
-            for client in clients:
-                client.close()
-        assert codes.count(200) <= 2, f"per-client cap 2 for one token and address; streams answered {codes}"
+        clients = bearer_clients("Bearer", "Bearer", "bearer", "BEARER", "bEARER")
+        with held_streams(f"{ui.base}/api/instances/{wid}/events", clients) as codes:
+            assert codes.count(200) <= 2, f"per-client cap 2 for one token and address; streams answered {codes}"
 
 
 def test_ui_without_token_file_refuses_any_bearer_and_login_api(tmp_path: Path) -> None:
