@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
+
+from aromcp_workflows.expressions import lone_surrogate_in
 
 
 def register_repair_commands(commands: Any) -> None:
@@ -64,11 +67,36 @@ def parse_edits(pairs: list[str]) -> dict[str, Any]:
             raise SystemExit(_usage(f"--set {pair!r} is not PATH=JSON (for example --set raw.count=3 or "
                                     "--set 'raw.note=\"text\"')"))
         try:
-            edits[path.strip()] = json.loads(text)
+            edits[path.strip()] = _stored_json(text)
         except json.JSONDecodeError as exc:
             raise SystemExit(_usage(f"--set {path.strip()}: {text!r} is not JSON ({exc.msg}); a text value needs "
                                     f"its quotes: --set '{path.strip()}=\"{text}\"'")) from None
+        except ValueError as exc:
+            raise SystemExit(_usage(f"--set {path.strip()}: {exc}")) from None
     return edits
+
+
+def _stored_json(text: str) -> Any:
+    """A JSON value the store can keep; ValueError (`JSONDecodeError` for bad syntax) saying
+    why not: NaN and infinities are not JSON, nesting has a depth no reader follows, and
+    half of a surrogate pair is not text."""
+    def finite(number: str) -> float:
+        value = float(number)
+        if math.isinf(value):
+            raise ValueError(f"{number} is beyond the largest number JSON can hold")
+        return value
+
+    def refused(constant: str) -> Any:
+        raise ValueError(f"{constant} is not a JSON value (give a number, or a text in quotes)")
+
+    try:
+        value = json.loads(text, parse_float=finite, parse_constant=refused)
+    except RecursionError:
+        raise ValueError("the value is nested too deeply to store") from None
+    half = lone_surrogate_in(value)
+    if half is not None:
+        raise ValueError(f"{half} holds half of a UTF-16 surrogate pair (a lone \\udXXX escape), which is not text")
+    return value
 
 
 def _usage(message: str) -> int:

@@ -38,6 +38,7 @@ from aromcp_workflows.expressions.runtime import (
     Interrupted,
     RuntimeFailure,
 )
+from aromcp_workflows.expressions.text import loads_well_formed
 
 log = logging.getLogger("aromcp_workflows")
 
@@ -134,7 +135,7 @@ class ProcessV8Runtime:
             raise Interrupted(kind, answer.get("reached"), lost=bool(answer.get("lost")))
         if "failure" in answer:
             raise RuntimeFailure(answer["failure"])
-        return json.loads(result)
+        return loads_well_formed(result.decode() if isinstance(result, bytes) else result)
 
     def _attempt(self, request: dict[str, Any], body: bytes,
                  retried: bool) -> tuple[dict[str, Any] | None, bytes]:

@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any, Literal, Protocol
 
 from aromcp_workflows.errors import ErrorKind, KindedError
+from aromcp_workflows.expressions.text import loads_well_formed
 
 _PRELUDE: str | None = None
 DRAIN_GRACE_S = 0.2  # promise jobs get the rest of the time limit, and at least this
@@ -197,7 +198,7 @@ class V8Runtime:
         replacing the context), RuntimeFailure for plumbing errors.
         """
         text = self.call_text(entry, defs, meta, json.dumps(vals, separators=(",", ":")))
-        result: Any = json.loads(text)
+        result: Any = loads_well_formed(text)
         return result
 
     def call_text(self, entry: Literal["run", "chain", "check"], defs: list[FunctionDef],

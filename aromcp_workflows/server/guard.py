@@ -32,6 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
+from aromcp_workflows.expressions import lone_surrogate_in
 from aromcp_workflows.instances import (
     CommitFailed,
     CommitLost,
@@ -67,6 +68,10 @@ class GuardedServer(MCPServer):
         this time waiting for each save (its conflicts retried inside, with back-off)."""
         if self.observer is not None:
             self.observer.tool_call(name, arguments)
+        half = lone_surrogate_in(arguments)
+        if half is not None:  # text no store can encode: refused here, before anything is changed
+            raise ToolError(f"{name}: {half} holds half of a UTF-16 surrogate pair (a lone \\udXXX escape), which "
+                            "is not text and cannot be stored; send well-formed text. Nothing was changed.")
         for defer in (True, False):
             with collecting(defer) as pending:
                 try:

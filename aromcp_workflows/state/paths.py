@@ -20,6 +20,7 @@ TIERS = ("raw", "state", "computed", "inputs")
 WRITABLE_TIERS = ("raw", "state")
 FORBIDDEN_KEYS = frozenset({"__proto__", "constructor", "prototype"})
 DELETE: Any = object()  # returned by a leaf function to delete the leaf
+MAX_DEPTH = 64  # names and indexes in one path (deeper ones overran Python's recursion limit)
 
 _TOKEN = re.compile(r"""\.([^.\[\]\s]+)|\[(\d+)\]|\["([^"\\]*)"\]|\['([^'\\]*)'\]""")
 _HEAD = re.compile(r"[^.\[\]\s]+")
@@ -55,6 +56,9 @@ def _segments(path: str) -> tuple[Segment, ...]:
         else:
             segments.append(next(g for g in (m.group(1), m.group(3), m.group(4)) if g is not None))
         pos = m.end()
+        if len(segments) > MAX_DEPTH:
+            raise StateError(f"refused state path {text[:80]!r}…: deeper than {MAX_DEPTH} names and indexes, "
+                             "more than any state holds; nest the value instead", path=text[:200])
     for seg in segments:
         if isinstance(seg, str) and seg in FORBIDDEN_KEYS:
             raise StateError(f"refused state path {path!r}: the key {seg!r} is not allowed "
