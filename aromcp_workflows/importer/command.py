@@ -71,6 +71,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(files, file=sys.stderr)
         return 2
     out_dir = Path(args.out) if args.out else None
+    if out_dir is not None and not args.check and out_dir.exists() and not out_dir.is_dir():
+        print(f"import: --out {out_dir} is a file, not a folder; name a folder (it is made if it does not exist)",
+              file=sys.stderr)
+        return 2
     if out_dir is not None and not args.check:
         inputs = {f.resolve() for f in files}
         clash = [f for f in files if (out_dir / f.name).resolve() in inputs]
@@ -80,7 +84,13 @@ def cmd_import(args: argparse.Namespace) -> int:
             return 2
     failed = 0
     for path in files:
-        result = translate_file(path, assume_aromcp=args.assume_aromcp)
+        try:
+            result = translate_file(path, assume_aromcp=args.assume_aromcp)
+        except (UnicodeDecodeError, OSError) as exc:  # nothing to translate: said, and the others go on
+            failed += 1
+            why = "the file is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or exc)
+            print(f"{path}: not translated: {why}", file=sys.stderr)
+            continue
         for line in result.lines():
             print(line)
         if not result.ok:

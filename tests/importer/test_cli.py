@@ -128,3 +128,22 @@ def test_never_overwrites_an_input(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["import", str(tmp_path), "--out", str(tmp_path)]) == 2
     assert "would overwrite the input" in capsys.readouterr().err
     assert source.read_bytes() == (ORIGINALS / "test:simple.yaml").read_bytes()
+
+
+def test_a_file_that_is_not_text_is_said_and_the_others_go_on(tmp_path: Path):
+    """Found by a bad-input probe: a binary or non-UTF-8 file ended the command with a traceback."""
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\x00\xba\xff name: x\n")
+    done = run(str(binary), str(ORIGINALS / "test:simple.yaml"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"{binary}: not translated: the file is not UTF-8 text" in done.stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["test:simple.yaml"]
+
+
+def test_out_naming_a_file_is_a_usage_error(tmp_path: Path):
+    taken = tmp_path / "taken.yaml"
+    taken.write_text("keep me\n")
+    done = run(str(ORIGINALS / "test:simple.yaml"), "--out", str(taken))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"--out {taken} is a file, not a folder" in done.stderr
+    assert taken.read_text() == "keep me\n"
