@@ -13,8 +13,6 @@ import math
 import sys
 from typing import Any
 
-from aromcp_workflows.expressions import lone_surrogate_in
-
 
 def register_repair_commands(commands: Any) -> None:
     retry = commands.add_parser(
@@ -93,6 +91,8 @@ def _stored_json(text: str) -> Any:
         value = json.loads(text, parse_float=finite, parse_constant=refused)
     except RecursionError:
         raise ValueError("the value is nested too deeply to store") from None
+    from aromcp_workflows.expressions import lone_surrogate_in  # here: the package brings the engine
+
     half = lone_surrogate_in(value)
     if half is not None:
         raise ValueError(f"{half} holds half of a UTF-16 surrogate pair (a lone \\udXXX escape), which is not text")

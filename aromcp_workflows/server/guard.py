@@ -32,7 +32,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from aromcp_workflows.expressions import lone_surrogate_in
 from aromcp_workflows.instances import (
     CommitFailed,
     CommitLost,
@@ -68,6 +67,8 @@ class GuardedServer(MCPServer):
         this time waiting for each save (its conflicts retried inside, with back-off)."""
         if self.observer is not None:
             self.observer.tool_call(name, arguments)
+        from aromcp_workflows.expressions import lone_surrogate_in  # not at start: it brings the engine
+
         half = lone_surrogate_in(arguments)
         if half is not None:  # text no store can encode: refused here, before anything is changed
             raise ToolError(f"{name}: {half} holds half of a UTF-16 surrogate pair (a lone \\udXXX escape), which "
