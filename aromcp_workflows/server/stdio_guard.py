@@ -6,6 +6,12 @@ line, or JSON that is no JSON-RPC message got no reply, and the client waited fo
 `AnsweringReader` sits between the transport and the server: such an item is answered on
 the spot with a JSON-RPC error (-32700 parse error, -32600 invalid request), carrying the
 request's id whenever Python's own JSON reader can still find it, and reading continues.
+
+The end of the input is the client gone (`aromcp-workflows run` stopped by Ctrl-C, an
+editor closed): the shell commands this server runs for it are stopped then, as on
+SIGTERM (no half-run result is stored; resuming runs them again), instead of going on,
+recording results and starting the next command while the client's transport waits a
+grace period before it sends that SIGTERM.
 """
 
 from __future__ import annotations
@@ -45,12 +51,17 @@ class AnsweringReader:
 
     async def __anext__(self) -> Any:
         while True:
-            item = await self.inner.__anext__()
+            try:
+                item = await self.inner.__anext__()
+            except StopAsyncIteration:
+                await client_gone()
+                raise
             if not isinstance(item, Exception):
                 return item
             await self.answer(item)
 
     async def receive(self) -> Any:
+        """The next message (an answered bad line is skipped)."""
         return await self.__anext__()
 
     async def aclose(self) -> None:
@@ -95,3 +106,18 @@ def _id_of(data: Any) -> str | int | None:
     if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
         return None
     return request_id if not isinstance(request_id, str) else request_id[:200]
+
+
+async def client_gone() -> None:
+    """Stdin ended: stop the commands running for the client that left (see the module's
+    docstring), off the event loop (a command gets a second to end after SIGTERM)."""
+    import sys
+
+    import anyio.to_thread
+
+    runner = sys.modules.get("aromcp_workflows.shell.runner")
+    if runner is None:  # no command was ever started here (and its import would cost the exit)
+        return
+    stopped = await anyio.to_thread.run_sync(runner.stop_all_commands)
+    if stopped:
+        log.warning("the client closed the connection: stopped %d running command(s)", stopped)

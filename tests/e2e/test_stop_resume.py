@@ -120,3 +120,57 @@ def test_cancel_ends_an_instance(tmp_path: Path):
     assert again.returncode == 0 and "already cancelled" in again.stdout
     resumed = run_cli(tmp_path, repo, "run", "--resume", workflow_id)
     assert resumed.returncode == 1 and "status: cancelled" in resumed.stdout
+
+
+LOOP = """\
+name: "e2e:loop"
+default_state: {raw: {i: 0}}
+steps:
+  - id: loop
+    type: while
+    condition: "{{ i < 4 }}"
+    max_iterations: 10
+    body:
+      - id: tick
+        type: shell_command
+        command: "echo start {{ i }} >> ticks; sleep 1.5; echo end {{ i }} >> ticks"
+      - type: state_update
+        path: raw.i
+        operation: increment
+        value: 1
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_sigint_during_a_server_side_loop_stops_it_there(tmp_path: Path):
+    """Found by a bad-input probe: after Ctrl-C the server went on while the client's
+    transport waited to SIGTERM it. The command running then was recorded as done, and the
+    next one started. Now the end of the server's input stops its commands at once: the
+    running one is not recorded (it runs again on resume), and no other starts."""
+    repo = git_repo(tmp_path / "repo")
+    workflow = tmp_path / "loop.yaml"
+    workflow.write_text(LOOP)
+    env = {**os.environ, "AROMCP_WORKFLOWS_STORE": str(tmp_path / "store.sqlite"), "HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(repo), "run",
+                             str(workflow)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            stdin=subprocess.DEVNULL)
+    ticks = repo / "ticks"
+    try:
+        deadline = time.monotonic() + 60
+        while "start 1" not in (ticks.read_text() if ticks.exists() else ""):
+            assert time.monotonic() < deadline, "the loop never reached its second command"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    time.sleep(2.0)  # longer than one command: one that went on would have ended by now
+    assert ticks.read_text().splitlines() == ["start 0", "end 0", "start 1"], ticks.read_text()
+    workflow_id = re.search(r"--resume (wf_\w+)", out).group(1)  # type: ignore[union-attr]
+    resumed = run_cli(tmp_path, repo, "run", "--resume", workflow_id)
+    assert resumed.returncode == 0 and "status: completed" in resumed.stdout, resumed.stdout + resumed.stderr
+    lines = ticks.read_text().splitlines()
+    assert [line for line in lines if line.startswith("end")] == ["end 0", "end 1", "end 2", "end 3"], lines
+    assert lines.count("start 1") == 2  # the stopped one ran again (at least once), every other once
