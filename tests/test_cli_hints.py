@@ -134,3 +134,19 @@ def test_run_refuses_before_it_starts_a_server(project: Path, monkeypatch: pytes
     assert run.run_from_cli(args) == 2
     outcome = json.loads(capsys.readouterr().out)
     assert outcome["status"] == "not_started" and "aromcp-workflows " in outcome["error"]
+
+
+@pytest.mark.parametrize("command", [("list",), ("status",), ("run", "needs", "-i", "count=1")])
+def test_a_project_dir_that_is_not_a_folder_is_a_usage_error(tmp_path: Path, command: tuple[str, ...]):
+    """Found by a bad-input probe: `run` exited 1 with "lost the connection to the server", and
+    `list` and `status` 0 without a word (and `status` made a store there)."""
+    for folder, why in ((tmp_path / "missing", "does not exist"), (tmp_path / "file", "is a file, not a folder")):
+        if why.startswith("is a file"):
+            folder.write_text("x\n")
+        done = subprocess.run([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(folder), *command],
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "HOME": str(tmp_path / "home"),
+                                   "AROMCP_WORKFLOWS_STORE": str(tmp_path / "store.sqlite3")})
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"--project-dir {folder} {why}" in done.stderr
+        assert not (tmp_path / "missing").exists() and not (tmp_path / "store.sqlite3").exists()

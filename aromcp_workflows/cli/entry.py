@@ -50,6 +50,10 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
+    if args.project_dir is not None and not Path(args.project_dir).expanduser().is_dir():
+        why = "is a file, not a folder" if Path(args.project_dir).expanduser().exists() else "does not exist"
+        print(f"error: --project-dir {args.project_dir} {why}: name the project's folder", file=sys.stderr)
+        return 2  # before anything is read or made: `run` would start a server there, `status` a store
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
