@@ -17,11 +17,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from tests.e2e.e2e_helpers import git_repo, run_cli
+
+T = TypeVar("T")
 
 LONG = ("if [ -f .ran ]; then echo second run; else touch .ran; echo $$ > child.pid; echo $PPID > parent.pid; "
         "sleep 120 & echo $! > grandchild.pid; wait; fi")
@@ -61,24 +65,36 @@ def wait_for(path: Path, timeout: float = 60) -> int:
     raise AssertionError(f"{path.name} was never written")
 
 
+def interrupted_run(tmp_path: Path, repo: Path, workflow: Path,
+                    ready: Callable[[], T]) -> tuple[T, subprocess.Popen[str], str, str]:
+    """`aromcp-workflows run WORKFLOW` in `repo`, Ctrl-C once `ready()` returns: what it
+    returned, the process and its output (killed if it did not end)."""
+    env = {**os.environ, "AROMCP_WORKFLOWS_STORE": str(tmp_path / "store.sqlite"), "HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(repo), "run",
+                             str(workflow)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            stdin=subprocess.DEVNULL)
+    try:
+        seen = ready()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return seen, proc, out, err
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
 @pytest.mark.parametrize("kind", ["shell_command", "agent_shell_command"])
 def test_sigint_stops_commands_marks_interrupted_and_resume_finishes(tmp_path: Path, kind: str):
     repo = git_repo(tmp_path / "repo")
     workflow = tmp_path / "stoppable.yaml"
     workflow.write_text(WORKFLOW.format(kind=kind, command=json.dumps(LONG)))
-    env = {**os.environ, "AROMCP_WORKFLOWS_STORE": str(tmp_path / "store.sqlite"), "HOME": str(tmp_path / "home")}
-    proc = subprocess.Popen([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(repo), "run",
-                             str(workflow)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            stdin=subprocess.DEVNULL)
-    try:
+    def started() -> dict[str, int]:
         pids = {name: wait_for(repo / f"{name}.pid") for name in ("child", "parent", "grandchild")}
         assert all(alive(pid) for pid in pids.values())
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        return pids
+
+    pids, proc, out, err = interrupted_run(tmp_path, repo, workflow, started)
     assert proc.returncode == 130, out + err
     survivors = {name: pid for name, pid in pids.items() if alive(pid)}
     if kind == "agent_shell_command":
@@ -150,21 +166,15 @@ def test_sigint_during_a_server_side_loop_stops_it_there(tmp_path: Path):
     repo = git_repo(tmp_path / "repo")
     workflow = tmp_path / "loop.yaml"
     workflow.write_text(LOOP)
-    env = {**os.environ, "AROMCP_WORKFLOWS_STORE": str(tmp_path / "store.sqlite"), "HOME": str(tmp_path / "home")}
-    proc = subprocess.Popen([sys.executable, "-m", "aromcp_workflows", "--project-dir", str(repo), "run",
-                             str(workflow)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            stdin=subprocess.DEVNULL)
     ticks = repo / "ticks"
-    try:
+
+    def at_the_second_command() -> None:
         deadline = time.monotonic() + 60
         while "start 1" not in (ticks.read_text() if ticks.exists() else ""):
             assert time.monotonic() < deadline, "the loop never reached its second command"
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+
+    _, proc, out, err = interrupted_run(tmp_path, repo, workflow, at_the_second_command)
     assert proc.returncode == 130, out + err
     time.sleep(2.0)  # longer than one command: one that went on would have ended by now
     assert ticks.read_text().splitlines() == ["start 0", "end 0", "start 1"], ticks.read_text()
