@@ -23,7 +23,7 @@ REPLACEMENT = "\ufffd"
 def well_formed(value: T) -> T:
     """`value` with every lone surrogate in its strings (keys included) replaced by U+FFFD."""
     if isinstance(value, str):
-        return cast(T, _HALF.sub(REPLACEMENT, value))
+        return value if value.isascii() else cast(T, _HALF.sub(REPLACEMENT, value))
     if isinstance(value, list):
         return cast(T, [well_formed(item) for item in value])
     if isinstance(value, dict):
@@ -38,22 +38,26 @@ def loads_well_formed(text: str) -> Any:
     return well_formed(value) if "\\ud" in text else value
 
 
-def lone_surrogate_in(value: object, where: str = "") -> str | None:
+def lone_surrogate_in(value: object) -> str | None:
     """Where in `value` a string holds half of a surrogate pair (a path such as
-    `updates[0].value`), or None when all its text is well formed."""
-    if isinstance(value, str):
-        return where or "the value" if _HALF.search(value) else None
+    `updates[0].value`), or None when all its text is well formed.  The path is built only
+    for a value that has one: this runs on every tool call's arguments."""
+    found = _half_at(value)
+    return None if found is None else ("".join(reversed(found)).lstrip(".") or "the value")
+
+
+def _half_at(value: object) -> list[str] | None:
+    """The path to the first half found, innermost piece first; None when there is none."""
+    if isinstance(value, str):  # `isascii` reads a flag of the string: most text is never scanned
+        return [] if not value.isascii() and _HALF.search(value) else None
     if isinstance(value, list):
         for index, item in enumerate(value):
-            found = lone_surrogate_in(item, f"{where}[{index}]")
-            if found:
-                return found
+            found = _half_at(item)
+            if found is not None:
+                return [*found, f"[{index}]"]
     elif isinstance(value, dict):
         for key, item in value.items():
-            inner = f"{where}.{key}" if where else str(key)
-            if isinstance(key, str) and _HALF.search(key):
-                return inner
-            found = lone_surrogate_in(item, inner)
-            if found:
-                return found
+            found = [] if isinstance(key, str) and not key.isascii() and _HALF.search(key) else _half_at(item)
+            if found is not None:
+                return [*found, f".{key}"]
     return None
