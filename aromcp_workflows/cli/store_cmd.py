@@ -65,14 +65,13 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
 def check_shared_store(store: str | None) -> int | None:
     """Before `serve` starts: connect to a PostgreSQL store once (and migrate it), so a wrong
     URL, a missing database or a refused connection stops the server with one line instead
-    of failing every tool call later.  A SQLite store stays lazy (start-up stays fast)."""
+    of failing every tool call later; a URL of another scheme is refused here too.  A
+    SQLite store stays lazy (start-up stays fast)."""
     chosen = store or os.environ.get("AROMCP_WORKFLOWS_STORE", "")  # store.ENV_VAR
     if "://" not in chosen:  # a file: not even the store package is imported (20 ms of start-up)
         return None
-    from aromcp_workflows.store import StoreError, is_postgres_url, open_store
+    from aromcp_workflows.store import StoreError, open_store
 
-    if not is_postgres_url(chosen):
-        return None
     try:
         opened = open_store(store)
         try:

@@ -180,7 +180,8 @@ def _is_file(stream: TextIO) -> bool:
 
 
 def _is_url(store: str | Path) -> bool:
-    return str(store).startswith(("postgresql://", "postgres://"))
+    """A URL of any scheme goes to the server as it is (one it cannot use, it refuses)."""
+    return "://" in str(store) and str(store).split("://", 1)[0].isidentifier()
 
 
 def _server_params(workflow: str, project: Path, store: str | Path | None, env: dict[str, str] | None,
@@ -281,7 +282,7 @@ async def _interrupted(agent: HeadlessAgent, signum: int, project: Path, store: 
 def _shown(store: str | Path) -> str:
     """A store as it may be printed: a URL without its password."""
     text = str(store)
-    if text.startswith(("postgresql://", "postgres://")):
+    if _is_url(text):
         from aromcp_workflows.store import redact_url
 
         return redact_url(text)
@@ -304,22 +305,29 @@ def _workflow_arg(workflow: str) -> str:
 
 
 def _refused(args: argparse.Namespace, inputs: dict[str, Any], resume: str | None) -> str | None:
-    """What the run's server would refuse at once — an unknown workflow or instance, missing
-    or mistyped inputs, an unknown checkpoint — found here from the files and the store
-    (about 0.4 s of imports) instead of after starting a server (seconds); said as the
-    command line says it.  Anything else is left to the server, which says it the same way."""
+    """What the run's server would refuse at once — a store it cannot open or reach, an
+    unknown workflow or instance, missing or mistyped inputs, an unknown checkpoint — found
+    here from the files and the store (about 0.4 s of imports) instead of after starting a
+    server (seconds); said as the command line says it.  Anything else is left to the
+    server, which says it the same way."""
     from aromcp_workflows.app import ServiceError, WorkflowService
+    from aromcp_workflows.store import StoreError
 
     project = getattr(args, "project_dir", None) or os.environ.get("AROMCP_PROJECT_DIR") or os.getcwd()
     service = WorkflowService(project_dir=Path(project).expanduser().resolve(), all_projects=True,
                               store_path=getattr(args, "store", None))
     try:
+        service.instances.store.open()  # one that cannot be opened or reached: the server would refuse to start
         if resume:
             service.check_resume(resume, getattr(args, "checkpoint", None))
         else:
             service.check_start(_workflow_arg(args.workflow or ""), inputs)
     except ServiceError as exc:
         return exc.said("cli")
+    except StoreError as exc:
+        return str(exc)
+    finally:
+        service.close()
     return None
 
 
@@ -334,9 +342,10 @@ def run_from_cli(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     resume = getattr(args, "resume", None)
-    if (args.workflow is None) == (resume is None):
-        print("error: name a workflow to run, or --resume WORKFLOW_ID to go on with an instance "
-              "(`aromcp-workflows status` lists them)", file=sys.stderr)
+    if (args.workflow is None) == (resume is None) or resume == "":
+        print(("error: --resume needs an instance id" if resume == "" else "error: name a workflow to run, or "
+               "--resume WORKFLOW_ID to go on with an instance") + " (`aromcp-workflows status` lists them)",
+              file=sys.stderr)
         return 2
     stream = sys.stderr if args.json else sys.stdout
     refused = _refused(args, inputs, resume)

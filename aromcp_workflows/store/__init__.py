@@ -12,6 +12,7 @@ here, at once, with the path and what to do.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from aromcp_workflows.store.base import (
@@ -57,6 +58,7 @@ ENV_VAR = "AROMCP_WORKFLOWS_STORE"
 SYNC_ENV_VAR = "AROMCP_WORKFLOWS_STORE_SYNC"
 APP_NAME = "aromcp-workflows"
 FILE_NAME = "workflows.sqlite3"
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 __all__ = [
     "APP_NAME",
@@ -117,12 +119,26 @@ def default_store_path() -> Path:
 def resolve_store_path(path: str | os.PathLike[str] | None = None) -> Path:
     """Explicit path > ``AROMCP_WORKFLOWS_STORE`` > `default_store_path()`; ``~`` expanded."""
     if path is not None and str(path) != "":
-        chosen = Path(path)
+        chosen = str(path)
     elif os.environ.get(ENV_VAR):
-        chosen = Path(os.environ[ENV_VAR])
+        chosen = os.environ[ENV_VAR]
     else:
         return default_store_path()
-    return chosen.expanduser().absolute()
+    _refuse_other_urls(chosen, "--store" if path else ENV_VAR)
+    return Path(chosen).expanduser().absolute()
+
+
+def _refuse_other_urls(chosen: str, source: str) -> None:
+    """A URL of another scheme (`mysql://…`, `sqlite:///f`) is a mistake, not a file name:
+    taken as a path it would make a store in a folder named `mysql:` of the project."""
+    scheme = _URL_SCHEME.match(chosen)
+    if scheme is not None and not is_postgres_url(chosen):
+        raise StoreURLError(
+            f"The workflow store {redact_url(chosen)} ({source}) is a {scheme.group(1)}:// URL; a store is "
+            "a SQLite file path or a postgresql://USER@HOST:PORT/DB URL."
+            + (f" For a SQLite file, give its path: {chosen[len('sqlite://'):] or 'FILE'}."
+               if scheme.group(1).lower() == "sqlite" else "")
+        )
 
 
 def named_store(path: str | os.PathLike[str] | None = None) -> str | None:

@@ -27,7 +27,8 @@ def is_postgres_url(value: object) -> bool:
     return isinstance(value, str) and value.startswith(URL_PREFIXES)
 
 
-_USERINFO_PASSWORD = re.compile(r"^(postgres(?:ql)?://[^:/@?]*):([^@/?]*)@")
+# Any scheme: a mistaken one (mysql://user:pw@...) is echoed in the error that refuses it.
+_USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@?]*):([^@/?]*)@")
 _PARAMETER = re.compile(r"([?&])([^=&#]*)=([^&#]*)")
 
 
