@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+import urllib.parse
 from pathlib import Path
 
 from aromcp_workflows.store.base import StoreError, StoreOpenError
-from aromcp_workflows.store.schema import migrate
+from aromcp_workflows.store.queries import CURRENT_SCHEMA_VERSION, pending_migrations
+from aromcp_workflows.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -60,6 +62,8 @@ def open_file(path_text: str, synchronous: str) -> tuple[sqlite3.Connection, int
     except sqlite3.Error as exc:
         if conn is not None:
             conn.close()
+        if path.is_file() and not (os.access(path.parent, os.W_OK) and os.access(path, os.W_OK)):
+            return open_read_only(path_text)
         raise StoreOpenError(
             f"Cannot open the workflow store {path_text}: {exc}. If the file is not an "
             "aromcp-workflows store, move it away or choose another location with "
@@ -67,6 +71,54 @@ def open_file(path_text: str, synchronous: str) -> tuple[sqlite3.Connection, int
             "writable one."
         ) from exc
     return conn, found
+
+
+def open_read_only(path_text: str) -> tuple[sqlite3.Connection, int]:
+    """A connection that reads a store that cannot be written (a read-only file system, a
+    copy kept from CI): `status`, `trace`, `debug` and `ui` work on it, and a write fails
+    with the store's own error.  SQLite reads a WAL file read-only when its `-shm` file
+    exists or can be made; else only as an unchanging (`immutable`) file, which would not
+    see commits still in a `-wal` file, so one is refused then.  A file of an older schema
+    cannot be migrated, so it is refused too, saying so."""
+    conn = _connect_read_only(path_text)
+    try:
+        found = int(conn.execute(CURRENT_SCHEMA_VERSION).fetchone()[0])
+        if pending_migrations(MIGRATIONS, found, path_text, "another store file"):
+            raise StoreOpenError(
+                f"The workflow store {path_text} has schema version {found}, older than this release's "
+                f"{SCHEMA_VERSION}, and cannot be written, so it cannot be brought up to date: copy it "
+                "somewhere writable and give that path with --store."
+            )
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreOpenError(f"Cannot read the workflow store {path_text} (it cannot be written): {exc}. If the "
+                             "file is not an aromcp-workflows store, choose another with --store.") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn, found
+
+
+def _connect_read_only(path_text: str) -> sqlite3.Connection:
+    """`mode=ro`, else `immutable=1` when no `-wal` file holds commits it would miss."""
+    uri = f"file:{urllib.parse.quote(path_text)}"
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        conn.execute(CURRENT_SCHEMA_VERSION)
+        return conn
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        wal = Path(f"{path_text}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreOpenError(
+                f"Cannot read the workflow store {path_text}: it cannot be written, and its last commits are "
+                f"still in {wal.name}, which SQLite can read only beside a {Path(path_text).name}-shm file it "
+                f"may make ({exc}): copy the store and its -wal file somewhere writable and give that path "
+                "with --store."
+            ) from exc
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
 
 
 def _switch_to_wal(conn: sqlite3.Connection) -> str:
