@@ -11,10 +11,13 @@ import argparse
 import functools
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aromcp_workflows.cli.common import print_json, refused, service_for
 from aromcp_workflows.errors import KindedError
+
+if TYPE_CHECKING:
+    from aromcp_workflows.app import WorkflowService
 
 
 def register_commands(commands: Any) -> None:
@@ -84,7 +87,12 @@ def _register_running(commands: Any) -> None:
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=cmd_status)
 
-    cancel = commands.add_parser("cancel", help="end an instance (status cancelled); it cannot be resumed")
+    cancel = commands.add_parser(
+        "cancel", help="end an instance (status cancelled); it cannot be resumed",
+        description="End an instance: its status becomes cancelled and a command it runs is stopped (its "
+                    "whole process group). It cannot be resumed; `fork` copies it.",
+        epilog="exit status: 0 cancelled, now or before; 1 it had already ended another way (completed or "
+               "failed) and is left as it is, or it cannot be found or changed; 2 usage error.")
     cancel.add_argument("workflow_id")
     cancel.add_argument("--store", metavar="PATH", help="SQLite store file or postgresql:// URL")
     cancel.set_defaults(handler=cmd_cancel)
@@ -257,11 +265,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if (args.workflow_id is None) == (args.workflow is None):
         print("error: name one instance (migrate ID) or a workflow (migrate --workflow NAME)", file=sys.stderr)
         return 2
+    if "" in (args.workflow_id, args.workflow):
+        said = "instance id is empty: `aromcp-workflows status` lists the instances" if args.workflow_id == "" \
+            else "workflow name is empty: `aromcp-workflows list` lists the workflows"
+        print(f"error: the {said}", file=sys.stderr)
+        return 2
     service = service_for(args)
     try:
-        ids = [args.workflow_id] if args.workflow_id else [
-            row.workflow_id for row in service.list_instances().instances
-            if row.workflow == args.workflow and row.status in ("running", "waiting")]
+        ids = [args.workflow_id] if args.workflow_id else _to_migrate(service, args.workflow)
         if not ids:
             print(f"no waiting or running instance of {args.workflow} in {service.project_dir}")
             return 0
@@ -271,6 +282,16 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     for result in results:
         _print_migration(result)
     return 1 if any(r.outcome == "refused" for r in results) else 0
+
+
+def _to_migrate(service: WorkflowService, workflow: str) -> list[str]:
+    """The waiting and running instances of `workflow` in the project.  A name with no file
+    and no instance at all is a mistake (`WorkflowNotFound`, with the closest names), not
+    "nothing to move"."""
+    rows = [row for row in service.list_instances().instances if row.workflow == workflow]
+    if not rows:
+        service.resolver.find(workflow)
+    return [row.workflow_id for row in rows if row.status in ("running", "waiting")]
 
 
 def _print_migration(result: Any) -> None:
@@ -303,8 +324,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     except KindedError as exc:
         return refused(exc)
     if before == after:
-        print(f"{args.workflow_id} was already {after}; nothing changed")
-        return 0 if after == "cancelled" else 1
+        if after == "cancelled":
+            print(f"{args.workflow_id} was already cancelled; nothing changed")
+            return 0
+        print(f"error: {args.workflow_id} has already {after}; an instance that ended cannot be cancelled "
+              "(nothing changed)", file=sys.stderr)
+        return 1
     print(f"{args.workflow_id}: {before} -> {after}")
     return 0
 

@@ -9,6 +9,7 @@ Coverage is summed over every case of the session, per workflow file.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -51,7 +52,11 @@ def _files_for(target: str, resolver: WorkflowResolver, explicit: bool) -> list[
         if not path.is_file():
             raise TestCommandError(f"test file {target} not found")
         return [path.resolve()]
-    workflow = path if target.endswith((".yaml", ".yml")) and path.is_file() else _named(target, resolver)
+    looks_like_a_path = target.endswith((".yaml", ".yml")) or "/" in target or os.sep in target
+    if looks_like_a_path and not path.is_file():
+        raise TestCommandError(f"{target}: no such file (give a test file, a workflow file, a folder, or a "
+                               "workflow's name such as standards:fix)")
+    workflow = path if looks_like_a_path else _named(target, resolver)
     beside = workflow.with_name(workflow.name.rsplit(".", 1)[0] + SUFFIX)
     if not beside.is_file():
         raise TestCommandError(f"workflow {target} has no test file: write {beside} (docs/testing.md)")

@@ -290,7 +290,10 @@ def test_workflow_moves_every_waiting_instance_each_with_its_verdict(project: Pr
     assert done.code == 1
     assert f"{early} (demo:poll): moved onto .aromcp/workflows/demo:poll.yaml" in done.out
     assert f"{late} (demo:poll): refused: nothing was changed" in done.out
+    project.write("demo:other.yaml", LOOP.replace("demo:poll", "demo:other"))
     assert project.cli("migrate", "--workflow", "demo:other").out.startswith("no waiting or running instance")
+    unknown = project.cli("migrate", "--workflow", "demo:typo")  # no file and no instance: a mistake, said
+    assert unknown.code == 1 and "workflow 'demo:typo' not found" in unknown.err
 
 
 def test_another_server_and_a_restart_see_the_moved_instance(project: Project) -> None:
