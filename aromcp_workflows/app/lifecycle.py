@@ -14,6 +14,7 @@ from aromcp_workflows.app.page_results import PendingQuestion
 from aromcp_workflows.app.results import Answered, CheckpointInfo, Completed, Resumed, StatusChanged
 from aromcp_workflows.app.views import questions
 from aromcp_workflows.definition import UserInputStep
+from aromcp_workflows.expressions import lone_surrogate_in
 from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
 from aromcp_workflows.interpreter import Busy, Completion, Rejected, WorkflowRun, Writer, accept_result
 
@@ -52,15 +53,21 @@ def _resumed(run: WorkflowRun) -> None:
         run.set_status("running")
 
 
-def end(instances: InstanceRegistry, workflow_id: str, status: str) -> Completed:
+def end(instances: InstanceRegistry, workflow_id: str, status: str, refuse_ended: bool = False) -> Completed:
     """End an instance early.  Its commands in flight are stopped once the end is
     committed — their whole process group, on this machine at once (the CLI's `cancel`,
     `workflow_complete` and the page all come here), on another host when its server
-    next renews the command's lease — and their results are not kept."""
+    next renews the command's lease — and their results are not kept.  `refuse_ended`
+    (a person's cancel, at the page or the command line): an instance that already ended
+    another way is refused (`conflict`) rather than reported done, judged in the same
+    transaction as the end."""
     if status not in END_STATUSES:
         raise ServiceError(f"status must be one of success, failed, cancelled (got {status!r})")
 
     def finish(run: WorkflowRun) -> tuple[Completed, list[Busy]]:
+        if refuse_ended and run.finished and run.status != END_STATUSES[status]:
+            raise ServiceError(f"workflow {workflow_id} has already {run.status}; an instance that ended cannot be "
+                               f"{END_STATUSES[status]} (nothing changed)", "conflict")
         shells = [] if run.finished else run.shells_in_flight()
         if not run.finished:
             run.cancel(END_STATUSES[status])
@@ -85,22 +92,32 @@ def interrupt(instances: InstanceRegistry, workflow_id: str, reason: str) -> Sta
 
 
 # -- the person answers a question ------------------------------------------------------------
-def question_for(instances: InstanceRegistry, workflow_id: str, step_id: str | None, value: str) -> PendingQuestion:
+def question_for(instances: InstanceRegistry, workflow_id: str, step_id: str | None,
+                 value: str) -> tuple[PendingQuestion, str]:
     """The question `value` answers (the one pending, or `step_id`), checked as a form's answer
-    is checked (`choices`, `validation`): a wrong value, no question pending, or one already
-    answered is refused whole — nothing is recorded, no attempt is counted."""
-    def look(run: WorkflowRun, _record: Any) -> tuple[list[PendingQuestion], str | None]:
+    is checked (`choices`, `validation`), with the answer as it will be recorded (trimmed):
+    a wrong value, no question pending, or one already answered is refused whole — nothing
+    is recorded, no attempt is counted."""
+    half = lone_surrogate_in(value)  # from a page's JSON, or argv's undecodable bytes: no store takes it
+    if half is not None:
+        raise ServiceError("the answer holds half of a UTF-16 surrogate pair (a lone \\udXXX escape, or bytes "
+                           "that are not UTF-8), which is not text and cannot be stored; nothing was recorded",
+                           "invalid")
+
+    def look(run: WorkflowRun, _record: Any) -> tuple[list[PendingQuestion], str | None, str]:
         asked = questions(run)
         chosen = [q for q in asked if step_id in (None, q.step_id)]
         if len(chosen) != 1:
-            return asked, None
+            return asked, None, value
         thread = run.machine.thread(chosen[0].task_id)
         step = run.machine.step_at(thread.frames[-1])
         verdict = accept_result(step, value) if isinstance(step, UserInputStep) else None
-        return chosen, verdict.problem if isinstance(verdict, Rejected) else None
+        if isinstance(verdict, Rejected):
+            return chosen, verdict.problem, value
+        return chosen, None, verdict.value if verdict is not None else value
 
     with refusals():
-        asked, problem = instances.read(workflow_id, look)
+        asked, problem, kept = instances.read(workflow_id, look)
     if step_id is not None and not any(q.step_id == step_id for q in asked):
         raise ServiceError(f"workflow {workflow_id} has no question {step_id!r} waiting for an answer (answered "
                            f"already, or not asked yet){_waiting(asked)}", "conflict")
@@ -111,13 +128,13 @@ def question_for(instances: InstanceRegistry, workflow_id: str, step_id: str | N
                            f"{_waiting(asked)}", "invalid")
     if problem is not None:
         raise ServiceError(f"not an answer to {asked[0].prompt!r}: {problem}; nothing was recorded", "invalid")
-    return asked[0]
+    return asked[0], kept
 
 
 def answer(instances: InstanceRegistry, workflow_id: str, value: str, step_id: str | None) -> Answered:
     """Record the person's answer (checked first, so a wrong one records nothing); the run
     does not advance here — no command of the workflow runs in the answering process."""
-    question = question_for(instances, workflow_id, step_id, value)
+    question, value = question_for(instances, workflow_id, step_id, value)
 
     def record(run: WorkflowRun) -> Completion:
         return run.complete(question.task_id, question.step_id, "success", value, None, True, "person")

@@ -244,8 +244,10 @@ class WorkflowRun:
         thread = self.machine.thread(thread_id)
         pending = thread.pending
         if pending is None or (pending.step_id != step_id and not parallel.is_wait_of(pending, step_id)):
+            if by in ("user", "person") and step_id in thread.completed_ids:  # a question answered already
+                return Completion(False, f"step {step_id} was answered already; this answer was not recorded")
             if step_id in thread.completed_ids or shell_steps.waited_on(thread, step_id):
-                return Completion(True)  # completing twice, or a command's wait step, is harmless
+                return Completion(True)  # the agent completing twice, or a command's wait step, is harmless
             if thread.done:
                 who = "the workflow" if thread.thread_id == "main" else f"task {thread.thread_id}"
                 return Completion(False, f"{who} is already {thread.status}; step {step_id} was not recorded "
