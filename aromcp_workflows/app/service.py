@@ -265,9 +265,10 @@ class WorkflowService:
                 raise ServiceError(f"no checkpoint {checkpoint_id!r} for workflow {workflow_id}",
                                    "not_found", hint=Hint.RESUME_AS_IT_STANDS, subject=workflow_id)
 
-    def complete(self, workflow_id: str, status: str = "success") -> Completed:
-        """End an instance early; its commands in flight are stopped (`app/lifecycle.py`)."""
-        return lifecycle.end(self.instances, workflow_id, status)
+    def complete(self, workflow_id: str, status: str = "success", refuse_ended: bool = False) -> Completed:
+        """End an instance early; its commands in flight are stopped (`app/lifecycle.py`).
+        `refuse_ended`: one that ended another way already is a `conflict`, not success."""
+        return lifecycle.end(self.instances, workflow_id, status, refuse_ended)
 
     def interrupt(self, workflow_id: str, reason: str = "") -> StatusChanged:
         """Mark a running instance `interrupted` (Ctrl-C during `run`); `resume` goes on."""

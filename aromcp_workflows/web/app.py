@@ -229,7 +229,7 @@ class WebView:
 
 
 def _cancel(service: WorkflowService, workflow_id: str) -> Any:
-    return service.complete(workflow_id, "cancelled")
+    return service.complete(workflow_id, "cancelled", refuse_ended=True)  # "done" only if it is cancelled
 
 
 def _retry(service: WorkflowService, workflow_id: str) -> Any:

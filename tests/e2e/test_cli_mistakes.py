@@ -114,8 +114,8 @@ def test_cancel_exits_0_when_the_instance_ends_cancelled_and_1_when_it_ended_oth
                     if line.startswith("wf_")]
     done = cli(project, "cancel", completed, store=store)
     assert done.returncode == 1 and done.stdout == ""
-    assert one_error(done) == (f"error: {completed} has already completed; an instance that ended cannot be "
-                               "cancelled (nothing changed)")
+    assert one_error(done) == (f"error: workflow {completed} has already completed; an instance that ended "
+                               "cannot be cancelled (nothing changed)")
     help_text = " ".join(cli(project, "cancel", "--help").stdout.split())
     assert "exit status: 0 cancelled, now or before; 1 it had already ended another way" in help_text
 
