@@ -4,8 +4,9 @@ While a command runs on this machine, its stdout and stderr are read from its ru
 (the step's claim names it): any process can, at any offset (`shell.live.read_slice`).  Once
 it ended, the history's `step_completed` event has kept them: the first
 `HISTORY_OUTPUT_CAP` characters of each stream (with `stdout_cut`/`stderr_cut` when there
-was more) and its last 500 characters.  Either way nothing beyond one slice is read into
-memory, and the text is masked like every other value shown.
+was more) and its last 500 characters.  Either way offsets count bytes of what the command
+wrote, slices hold whole characters, nothing beyond one slice is read from a run directory,
+and the text is masked like every other value shown.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def from_run_dir(workflow_id: str, task_id: str | None, busy: Busy, since: tuple
 
 
 def from_history(workflow_id: str, task_id: str | None, step_id: str | None, events: list[HistoryEvent],
-                 limit: int, mask: Mask) -> CommandOutput:
+                 since: tuple[int | None, int | None], limit: int, mask: Mask) -> CommandOutput:
     """The output the history kept of the thread's last command (or of `step_id`'s last run)."""
     thread = task_id if task_id not in (None, "main") else None
     ended = [e for e in events if e.kind == "step_completed" and e.data.get("type") == "shell_command"
@@ -46,17 +47,33 @@ def from_history(workflow_id: str, task_id: str | None, step_id: str | None, eve
     data = ended[-1].data
     started = [e for e in events if e.kind == "step_started" and e.step_id == ended[-1].step_id]
     command = started[-1].data.get("command") if started else None
+    stdout, stderr = (_kept(data, stream, offset, limit, mask) for stream, offset in zip(("stdout", "stderr"), since,
+                                                                                         strict=True))
     return CommandOutput(workflow_id=workflow_id, step_id=ended[-1].step_id, task_id=task_id, running=False,
                          source="history", command=mask(str(command)) if command is not None else None,
-                         exit_code=data.get("exit_code"),
-                         stdout=_kept(data, "stdout", limit, mask), stderr=_kept(data, "stderr", limit, mask))
+                         exit_code=data.get("exit_code"), stdout=stdout, stderr=stderr)
 
 
-def _kept(data: dict[str, object], stream: str, limit: int, mask: Mask) -> OutputSlice:
+def _kept(data: dict[str, object], stream: str, since: int | None, limit: int, mask: Mask) -> OutputSlice:
+    """A slice of what the history kept of a stream, in bytes of the command's output as a
+    live read counts them.  Kept whole (the common case), it is sliced like the live file:
+    from `since`, or its last `limit` bytes.  Kept in part — the history keeps a stream's
+    start (the runner keeps its first `OUTPUT_CAP` bytes, the history the first
+    `HISTORY_OUTPUT_CAP` characters of those) — a reader that followed it live (`since`)
+    keeps what it has (an empty slice there), and a new reader gets the start, `cut`."""
     text = str(data.get(stream) or data.get(f"{stream}_tail") or "")
-    cut = bool(data.get(f"{stream}_cut")) or "[output truncated:" in text
-    shown = text[-limit:]
-    return OutputSlice(text=mask(shown), start=len(text) - len(shown), end=len(text), cut=cut or len(shown) < len(text))
+    whole = not data.get(f"{stream}_cut") and "[output truncated:" not in text
+    kept = text.encode("utf-8")
+    if not whole:
+        if since:
+            return OutputSlice(text="", start=since, end=since, cut=True)
+        head, _ = live.whole_characters(kept[:limit], inside=False)
+        return OutputSlice(text=mask(head.decode("utf-8")), start=0, end=len(head), cut=True)
+    start = max(0, len(kept) - limit) if since is None else min(since, len(kept))
+    part, skipped = live.whole_characters(kept[start:start + limit], inside=since is None and start > 0)
+    start += skipped
+    return OutputSlice(text=mask(part.decode("utf-8")), start=start, end=start + len(part),
+                       cut=start > (since or 0))
 
 
 def _slice(part: live.Slice, mask: Mask) -> OutputSlice:

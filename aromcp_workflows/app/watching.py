@@ -73,7 +73,9 @@ class Watching:
         """A server-side command's stdout and stderr: of the thread's command running now
         (from byte `*_since` on, or the last `limit` bytes; poll again from each slice's
         `end`), else of its last command that ended (or the last run of `step_id`), as the
-        history kept it.  Readable from any process of the machine the command runs on."""
+        history kept it: from the same byte offsets when it kept the whole output, so a page
+        that followed the command live gets just its last bytes.  Readable from any process
+        of the machine the command runs on."""
         from aromcp_workflows.app import command_output as output
 
         masker = self.instances.masker(workflow_id)
@@ -84,7 +86,8 @@ class Watching:
                 return output.from_run_dir(workflow_id, task_id, busy, (stdout_since, stderr_since), limit,
                                            masker.mask_text)
             events = self.instances.history(workflow_id, kinds=["step_started", "step_completed"])
-        return output.from_history(workflow_id, task_id, step_id, events, limit, masker.mask_text)
+        return output.from_history(workflow_id, task_id, step_id, events, (stdout_since, stderr_since), limit,
+                                   masker.mask_text)
 
     def instance_version(self, workflow_id: str) -> int:
         """The instance's committed version: it changes with every commit of any process."""

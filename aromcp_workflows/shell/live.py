@@ -53,7 +53,31 @@ def read_slice(run_dir: RunDir, stream: str, since: int | None = None, limit: in
     finally:
         os.close(fd)
     wanted = 0 if since is None else since
+    data, skipped = whole_characters(data, inside=start != wanted)
+    start += skipped
     return Slice(data.decode("utf-8", errors="replace"), start, start + len(data), start > wanted)
+
+
+def whole_characters(data: bytes, inside: bool) -> tuple[bytes, int]:
+    """`data` without a UTF-8 character cut in two at its end (the next read starts with it
+    whole), nor at its start when the slice may begin inside one (`inside`: not where an
+    earlier read ended); with how many bytes were skipped at the start.  A page appends
+    slices: a character split between two of them would show as two U+FFFD."""
+    lead = 0
+    while inside and lead < min(3, len(data)) and data[lead] & 0xC0 == 0x80:
+        lead += 1
+    last = len(data) - 1
+    while last > lead and len(data) - last < 4 and data[last] & 0xC0 == 0x80:
+        last -= 1
+    if last >= lead and len(data) - last < _length(data[last]):
+        return data[lead:last], lead
+    return data[lead:], lead
+
+
+def _length(first: int) -> int:
+    """How many bytes the UTF-8 character starting with byte `first` has (1 for a byte that
+    starts none: it is shown as it is, U+FFFD)."""
+    return 2 if first >> 5 == 0b110 else 3 if first >> 4 == 0b1110 else 4 if first >> 3 == 0b11110 else 1
 
 
 def latest_line(run_dir: RunDir) -> str | None:
