@@ -64,16 +64,20 @@ def valid_here(path: Path) -> bool:
 
 
 def rename_key(mapping: CommentedMap, old: str, new: str) -> None:
-    """Rename a key in place, keeping its position (and so the file's order)."""
+    """Rename a key in place, keeping its position (and so the file's order), its comment
+    and its line: a refusal inside the renamed value (`then_steps: 5`) names that line."""
     keys = list(mapping.keys())
     position = keys.index(old)
     comment = mapping.ca.items.pop(old, None)
+    where = (mapping.lc.data or {}).get(old)
     value = mapping.pop(old)
     if new in mapping:
         mapping.pop(new)
     mapping.insert(position, new, value)
     if comment is not None:
         mapping.ca.items[new] = comment
+    if where is not None:
+        mapping.lc.data[new] = where
     if _LAST.get(id(mapping)) == old:
         _LAST[id(mapping)] = new
 

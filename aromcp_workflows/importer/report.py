@@ -7,6 +7,7 @@ refusal gets no output file, so nothing half-translated is ever written.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 
@@ -82,3 +83,14 @@ class FileResult:
 def _short(text: str, limit: int = 90) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def shown(value: object) -> str:
+    """A YAML value as the author wrote it, for a refusal: `"x"`, `null`, `2.5`, `[1]`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return _short(json.dumps(value, ensure_ascii=False), 40)
+    return _short(str(value), 40)

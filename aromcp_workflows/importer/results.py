@@ -15,7 +15,9 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from aromcp_workflows.importer.js import Renames, add_raw_filter, map_templates, rewrite_expression, rewrite_templates
 from aromcp_workflows.importer.reading import line_of, new_map, pop_key
-from aromcp_workflows.importer.scope import ImportScope, magic_value
+from aromcp_workflows.importer.report import shown
+from aromcp_workflows.importer.rules_errors import response_error_handling
+from aromcp_workflows.importer.scope import ImportScope, magic_value, whole_template
 
 ResultWrite = tuple[int, str, Any, str]  # line, our path, value (None = the result), operation
 
@@ -150,9 +152,9 @@ def _update(item: Any, scope: ImportScope, line: int) -> CommentedMap | None:
         value = scope.text(value, line, "state_update value")
     operation = str(item.get("operation", "set"))
     if operation == "decrement":
-        value = _negate(value)
-        scope.notes.rewrite(line, "operation: decrement", f"operation: increment, value: {value}")
-        operation = "increment"
+        value = _decrement(item, value, path, scope, line)
+        if value is _NOT_A_NUMBER:
+            return None
     elif operation == "multiply":
         scope.notes.refuse(line, f"operation 'multiply' on {path} has no counterpart here; "
                                  f"write it as a set with value \"{{{{ this.<field> * n }}}}\"")
@@ -161,28 +163,45 @@ def _update(item: Any, scope: ImportScope, line: int) -> CommentedMap | None:
     if "value" in item or operation not in ("increment", "delete"):
         spec["value"] = value
     if operation != "set":
-        spec["operation"] = operation
+        spec["operation"] = "increment" if operation == "decrement" else operation
     return spec
 
 
+def _decrement(item: Any, value: Any, path: str, scope: ImportScope, line: int) -> Any:
+    """The value that makes AroMCP's decrement an increment here (`-1` when none is given:
+    AroMCP decrements by 1), or `_NOT_A_NUMBER` after refusing a value that is no number."""
+    negated = _negate(value)
+    if negated is _NOT_A_NUMBER:
+        scope.notes.refuse(line_of(item, "value", line),
+                           f"operation 'decrement' on {path} by {shown(item.get('value'))}, which is not a number "
+                           "(AroMCP's subtraction fails on it); write a number (value: 1) or one template "
+                           "(value: \"{{ this.amount }}\")")
+    else:
+        scope.notes.rewrite(line_of(item, "operation", line), "operation: decrement",
+                            f"operation: increment, value: {negated}")
+    return negated
+
+
+_NOT_A_NUMBER = object()
+
+
 def _negate(value: Any) -> Any:
+    """The increment that is AroMCP's decrement by `value` (default 1): a number negated,
+    or one template `{{ x }}` as `{{ -(x) }}`.  Anything else (`"abc"`, `"{{ n }} items"`,
+    a list) is `_NOT_A_NUMBER`: increment it and the sign would silently be lost."""
     if value is None:
         return -1
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return -value
-    if isinstance(value, str) and value.strip().startswith("{{"):
+    if isinstance(value, str) and whole_template(value.strip()):
         return map_templates(value, lambda expr: f" -({expr.strip()}) ")
-    return value
+    return _NOT_A_NUMBER
 
 
 def merge_agent_response(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     """AroMCP's `agent_response` (the agent's answer to the prompt before it) → that prompt's result."""
     line = line_of(step)
     writes = collect_writes(step, scope, "agent")
-    attempts = None
-    handling = step.get("error_handling")
-    if isinstance(handling, dict) and handling.get("strategy") == "retry":
-        attempts = int(handling.get("max_retries", 3)) + 1
     prompt = before[-1] if before and before[-1].get("type") == "agent_prompt" \
         and "state_update" not in before[-1] else None
     if prompt is None:
@@ -198,7 +217,6 @@ def merge_agent_response(step: CommentedMap, scope: ImportScope, before: Comment
         extra_first = []
     if isinstance(step.get("response_schema"), dict):
         prompt["response_schema"] = step["response_schema"]
-    if attempts:
-        prompt["max_attempts"] = attempts
+    response_error_handling(step, prompt, scope)
     step["type"] = None
     return extra_first + apply_result_writes(prompt, writes, scope)

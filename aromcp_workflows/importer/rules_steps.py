@@ -22,15 +22,17 @@ from aromcp_workflows.importer.results import (
     raw_command,
     translate_update_step,
 )
+from aromcp_workflows.importer.rules_errors import input_attempts, prompt_retries, step_error_handling
 from aromcp_workflows.importer.scope import ImportScope
 from aromcp_workflows.importer.steps_keys import OUR_STEP_TYPES, allowed_keys
 
 AROMCP_MAX_ITERATIONS = 100  # AroMCP's while_loop default (its loop leaves normally there)
-ERROR_STRATEGY = {"fail": "fail", "continue": "continue", "retry": "retry", "fallback": "continue"}
 
 
 def translate_steps(steps: Any, scope: ImportScope, line: int) -> CommentedSeq:
-    """A step list, translated; rules may merge a step into the one before it."""
+    """A step list, translated; rules may merge a step into the one before it.
+    `line` is where the list's key is written (a renamed key keeps its line), so a value
+    that is no list (`then_steps: 5`) is refused there rather than at the top of the file."""
     out = CommentedSeq()
     if not isinstance(steps, list):
         scope.notes.refuse(line, "a step list must be a YAML list of steps")
@@ -111,23 +113,6 @@ def _seconds_to_ms(step: CommentedMap, scope: ImportScope, key: str = "timeout")
         step["timeout"] = ms
 
 
-def _error_handling(step: CommentedMap, scope: ImportScope, choices: tuple[str, ...]) -> None:
-    """`error_handling: {strategy, max_retries, fallback_value}` → on_error & co."""
-    spec = pop_key(step, "error_handling", None)
-    if not isinstance(spec, dict):
-        return
-    strategy = ERROR_STRATEGY.get(str(spec.get("strategy", "fail")), "fail")
-    if strategy not in choices:
-        strategy = "fail"
-    step["on_error"] = strategy
-    if strategy == "retry":
-        step["retry_count"] = int(spec.get("max_retries", 3))
-    if "fallback_value" in spec:
-        step["fallback_value"] = spec["fallback_value"]
-    scope.notes.rewrite(line_of(step), f"error_handling: {dict(spec)}", f"on_error: {strategy}",
-                        "a fallback is stored as the step's result" if "fallback_value" in spec else "")
-
-
 def _templates(step: CommentedMap, scope: ImportScope, keys: tuple[str, ...]) -> None:
     """Rename inside the templates of these keys' values (recursively into maps/lists)."""
     for key in keys:
@@ -171,7 +156,7 @@ def _while(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list
         _condition(step, inner.inner(extra=Renames(member={("loop", "iteration"): counted})))
     else:
         _condition(step, inner)
-    body = translate_steps(step.get("body", []), inner, line_of(step, "body"))
+    body = translate_steps(step.get("body", []), inner, line_of(step, "body", line_of(step)))
     if after:
         body.insert(0, new_map(id=f"{_safe_id(step)}_count", type="state_update", path=after[0]["path"],
                                operation="increment", value=1))
@@ -224,7 +209,7 @@ def _foreach(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> li
     if isinstance(step.get("items"), str):
         step["items"] = scope.expression(step["items"], line_of(step, "items"), "foreach items")
     _rename(step, scope, "body", "steps")
-    step["steps"] = translate_steps(step.get("steps", []), inner, line_of(step, "steps"))
+    step["steps"] = translate_steps(step.get("steps", []), inner, line_of(step, "steps", line_of(step)))
     return []
 
 
@@ -253,7 +238,7 @@ def _mcp_call(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> l
     _rename(step, scope, "parameters", "params")
     _templates(step, scope, ("params", "method"))
     _seconds_to_ms(step, scope)
-    _error_handling(step, scope, ("fail", "continue"))
+    step_error_handling(step, scope, ("fail", "continue"))
     return apply_result_writes(step, collect_writes(step, scope, "mcp"), scope)
 
 
@@ -288,7 +273,7 @@ def _shell(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list
     if isinstance(step.get("command"), str):
         step["command"] = raw_command(step["command"], scope, line_of(step, "command"))
     choices = ("fail", "continue", "retry") if step["type"] == "shell_command" else ("fail", "continue")
-    _error_handling(step, scope, choices)
+    step_error_handling(step, scope, choices)
     kind = "shell" if step["type"] == "shell_command" else "agent_shell"
     return apply_result_writes(step, collect_writes(step, scope, kind), scope)
 
@@ -319,6 +304,7 @@ def _user_input(step: CommentedMap, scope: ImportScope, before: CommentedSeq) ->
     if "instructions" in step:
         step["prompt"] = f"{step.get('prompt', '')}\n\n{pop_key(step, 'instructions')}"
         scope.notes.rewrite(line_of(step, "prompt"), "instructions", "appended to prompt")
+    input_attempts(step, scope)
     _rename(step, scope, "max_retries", "max_attempts")
     validation = step.get("validation")
     if isinstance(validation, dict):
@@ -332,8 +318,7 @@ def _user_input(step: CommentedMap, scope: ImportScope, before: CommentedSeq) ->
 def _agent_prompt(step: CommentedMap, scope: ImportScope, before: CommentedSeq) -> list[CommentedMap]:
     _templates(step, scope, ("prompt", "context"))
     _rename(step, scope, "expected_response", "response_schema")
-    if "max_retries" in step:
-        step["max_attempts"] = int(pop_key(step, "max_retries")) + 1
+    prompt_retries(step, scope)
     return apply_result_writes(step, collect_writes(step, scope, "agent"), scope)
 
 

@@ -86,7 +86,7 @@ class ImportScope:
         Templates inside it (`state.m[{{ computed.key }}].n < 3`) are filled in first
         there: here the expression reads their values directly."""
         stripped = value.strip()
-        if _whole_template(stripped):
+        if whole_template(stripped):
             return self.text(value, line, what)
         note = f"AroMCP evaluates {what} as JavaScript without braces"
         if has_template(stripped):
@@ -186,7 +186,7 @@ def _evaluates(text: str) -> bool:
     return set(free) <= {"state", "inputs", "computed", "loop"}
 
 
-def _whole_template(text: str) -> bool:
+def whole_template(text: str) -> bool:
     """`{{ expr }}` and nothing else."""
     from aromcp_workflows.expressions import LexError, find_template_end
 

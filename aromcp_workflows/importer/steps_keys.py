@@ -6,6 +6,7 @@ importer's idea of "a key this project knows" can never drift from the validator
 
 from __future__ import annotations
 
+import sys
 from functools import cache
 from typing import Any, get_args
 
@@ -41,3 +42,15 @@ def allowed_keys(step_type: str) -> frozenset[str]:
         elif isinstance(info.validation_alias, str):
             keys.add(info.validation_alias)
     return frozenset(keys)
+
+
+@cache
+def count_bounds(step_type: str, field: str) -> tuple[int, int]:
+    """The whole numbers this project's validator accepts for a step's count field
+    (`max_attempts`, `retry_count`), read from the model so a translated count that the
+    validator would refuse is refused first, at the line of the AroMCP key it came from."""
+    low, high = 0, sys.maxsize
+    for rule in _models()[step_type].model_fields[field].metadata:
+        low = getattr(rule, "ge", low)
+        high = getattr(rule, "le", high)
+    return low, high
