@@ -183,7 +183,8 @@ class StepInHand(Result):
     question), `command` (the server runs it), `task` (the orchestrator's fan-out waits for
     its sub-agents).  `since`: when it was handed out (ISO 8601), `for_s`: how long ago;
     `idle_s`: for an agent's step, how long since the agent last called for it; `stalled`:
-    that is longer than `AROMCP_STALE_AFTER` (the one rule, applied here for every surface)."""
+    that is longer than `AROMCP_STALE_AFTER` (the one rule, applied here for every surface),
+    or, for a command, its server is gone (nobody waits for it until an agent calls again)."""
 
     step_id: str
     task_id: str | None = None

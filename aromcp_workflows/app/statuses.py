@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from aromcp_workflows.app.results import ForkOrigin, InstanceRow, InstanceStatus, StepInHand, TaskCounts
-from aromcp_workflows.interpreter import WorkflowRun, shown_question
+from aromcp_workflows.interpreter import ShellClaim, WorkflowRun, shown_question
 from aromcp_workflows.safety import Masker
 from aromcp_workflows.store import InstanceRecord, InstanceSummary
 
@@ -86,7 +87,8 @@ def _in_hand(pending: Mapping[str, Any], task: str | None, last_call: str | None
     held = StepInHand(step_id=str(pending.get("step_id")), task_id=task, waiting_for="agent", since=since,
                       for_s=_seconds(now, since))
     if pending.get("kind") == "shell":
-        return held.model_copy(update={"waiting_for": "command", "command": _line(data.get("command"))})
+        return held.model_copy(update={"waiting_for": "command", "command": _line(data.get("command")),
+                                       "stalled": True if _runs_nowhere(data) else None})
     if pending.get("kind") == "parallel":
         return held.model_copy(update={"waiting_for": "task", "tasks": [str(t) for t in data.get("task_ids") or []]})
     if step.get("type") == "user_input":
@@ -94,6 +96,21 @@ def _in_hand(pending: Mapping[str, Any], task: str | None, last_call: str | None
         return held.model_copy(update={"waiting_for": "user", "question": question})
     ages = [a for a in (held.for_s, _seconds(now, last_call) if last_call else None) if a is not None]
     return held.model_copy(update={"idle_s": min(ages) if ages else None})  # since it was handed out, or called for
+
+
+def _runs_nowhere(data: Mapping[str, Any]) -> bool:
+    """Whether the server that runs a pending command is gone (it died; on another host, its
+    lease ran out): the command is no longer waited for, and the run stands still until an
+    agent's next call takes it over (`app/adoption.py`), so it is stalled, not working.  A
+    command this process runs is not judged (`owner.abandoned` would call it lost)."""
+    from aromcp_workflows.shell import owner as owners
+
+    claim, me = ShellClaim.from_data(data), owners.current()
+    found = owners.Owner.from_data(claim.owner)
+    if (found is not None and me.shares_pids_with(found) and (found.pid, found.started) == (me.pid, me.started)) \
+            or (found is None and claim.owner_pid == me.pid):
+        return False
+    return owners.abandoned(claim, me, time.time()) is not None
 
 
 def _masked(masker: Masker, held: StepInHand) -> StepInHand:

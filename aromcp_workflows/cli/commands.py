@@ -336,6 +336,9 @@ def waiting_line(held: Any) -> str:
     running 2 m 10 s: npm test"."""
     if held.waiting_for == "user":
         return f"waiting for the user: {held.question}"
+    if held.waiting_for == "command" and held.stalled:
+        return (f"command started {_duration(held.for_s)} ago, its server gone — stalled (an agent's next call "
+                f"takes its result over): {held.command}")
     if held.waiting_for == "command":
         return f"command running {_duration(held.for_s)}: {held.command}"
     if held.waiting_for == "task":

@@ -434,6 +434,35 @@ async def test_a_command_that_ended_while_no_server_ran_gives_its_result(tmp_pat
         await machine.close()
 
 
+def person_cli(machine: Machine, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PYTHON, "-m", "aromcp_workflows", "--project-dir", str(machine.project), *args,
+                           "--store", str(machine.store)], env=server_env(machine.home, machine.store, **machine.env),
+                          capture_output=True, text=True, timeout=60)
+
+
+async def test_a_command_whose_server_died_is_shown_stalled_not_running(tmp_path: Path) -> None:
+    """Nobody waits for it any more: the run stands still until an agent's next call takes
+    it over, so `status` (and the page) must not show it as working ("command running" for
+    ever, as a person-at-the-page probe saw)."""
+    machine = Machine(tmp_path, sleep=None)
+    try:
+        first = await machine.server()
+        wid, _ = await shell_started(machine, first)
+        working = json.loads(person_cli(machine, "status", wid, "--json").stdout)
+        (held,) = working["steps_in_hand"]
+        assert held["waiting_for"] == "command" and not held.get("stalled") and working["stalled"] is False
+        await first.kill()
+        gone = json.loads(person_cli(machine, "status", wid, "--json").stdout)
+        (held,) = gone["steps_in_hand"]
+        assert held["waiting_for"] == "command" and held["stalled"] is True and gone["stalled"] is True
+        text = person_cli(machine, "status", wid).stdout
+        assert "its server gone — stalled (an agent's next call takes its result over)" in text, text
+        assert "stalled" in next(line for line in person_cli(machine, "status").stdout.splitlines()
+                                 if line.startswith(wid))
+    finally:
+        await machine.close()
+
+
 async def test_a_stopped_server_past_its_lease_is_not_run_around(tmp_path: Path) -> None:
     """A server cut off (SIGSTOP) past its lease on the same machine: the other server takes the
     result of the command that runs on, and the stopped one, continued, does not store its own."""
