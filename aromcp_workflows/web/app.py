@@ -71,9 +71,14 @@ class WebView:
                                            "Content-Security-Policy": CSP})
 
     async def config(self, request: Request) -> Response:
-        """What the page may offer, and (to a session) the anti-forgery token its actions send."""
+        """What the page may offer, (to a session) the anti-forgery token its actions send, and
+        `stale_after`: the seconds an agent may stay silent before its run is stalled (the
+        server's `AROMCP_STALE_AFTER`), so an open page marks it when that time passes."""
+        from aromcp_workflows.app import stale_after
+
         session = credential(request).session
-        return JSONResponse({"actions": self.actions, "csrf": session.csrf if session is not None else ""},
+        return JSONResponse({"actions": self.actions, "csrf": session.csrf if session is not None else "",
+                             "stale_after": stale_after()},
                             headers={"Cache-Control": "no-store"})
 
     # -- reads -----------------------------------------------------------------------------

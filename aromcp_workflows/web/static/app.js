@@ -4,9 +4,11 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const STATUSES = ["running", "waiting", "completed", "failed", "cancelled", "interrupted"];
-const state = { config: { actions: false, csrf: "" }, view: null, seq: null, source: null, timer: null,
-                listTimer: null, listTicket: 0, loading: false, again: false,
-                output: {}, outputTimer: null };  // output: step key -> {stdout, stderr, since, running, cut}
+const state = { config: { actions: false, csrf: "", stale_after: null }, view: null, viewAt: null, seq: null,
+                source: null, timer: null, listTimer: null, listTicket: 0, loading: false, again: false,
+                output: {}, outputTimer: null,  // output: step key -> {stdout, stderr, since, running, cut}
+                clock: null,  // the instance page's clocks, moved on once a second (`tick`)
+                asked: new Map(), questions: null };  // each question's element, kept while it is asked
 
 // -- small helpers ------------------------------------------------------------------------
 function h(tag, attrs, ...children) {
@@ -47,6 +49,20 @@ function duration(seconds) {
   return `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} m`;
 }
 function between(a, b) { return a && b ? (new Date(b) - new Date(a)) / 1000 : null; }
+// A running clock: the seconds the server counted when the view was read; `tick` adds the
+// time since then, once a second, so an open page's durations move without a reload.
+function clock(seconds) {
+  return seconds === null || seconds === undefined ? "" : h("span", { class: "clock", "data-secs": seconds }, duration(seconds));
+}
+// A command's output as text to show: its terminal escapes (colours, cursor moves, window
+// titles) taken out, the text kept.  It goes into the page as a text node, never as HTML.
+const ESCAPES = new RegExp([
+  "\\x1b\\][^\\x07\\x1b]*(?:\\x07|\\x1b\\\\|$)",  // OSC: ESC ] ... BEL or ESC \ (or cut at the end)
+  "(?:\\x1b\\[|\\x9b)[0-?]*[ -/]*(?:[@-~]|$)",        // CSI: ESC [ (or its 8-bit form) params, final byte
+  "\\x1b[PX^_][^\\x1b]*(?:\\x1b\\\\|$)",            // DCS, SOS, PM, APC strings
+  "\\x1b[ -/]*[0-~]?",                             // any other escape (charset, keypad...), or a lone ESC
+].join("|"), "g");
+function plain(text) { return text.replace(ESCAPES, ""); }
 function short(value, limit = 80) {
   const text = typeof value === "string" ? value : JSON.stringify(value);
   return text === undefined ? "" : text.length > limit ? text.slice(0, limit - 1) + "…" : text;
@@ -63,6 +79,17 @@ function setLive(on, hidden) {
   live.className = `live ${hidden ? "hidden" : on ? "on" : "off"}`;
   live.textContent = on ? "live" : "reconnecting";
 }
+// Put `nodes` in `parent` in this order, leaving any that is already there in place: a kept
+// node is never taken out, so a field being typed in keeps its text, caret and focus.
+function placeChildren(parent, nodes) {
+  const keep = new Set(nodes);
+  for (const child of [...parent.childNodes]) if (!keep.has(child)) child.remove();
+  let at = parent.firstChild;
+  for (const node of nodes) {
+    if (node === at) at = at.nextSibling;
+    else parent.insertBefore(node, at);
+  }
+}
 function crumbs(...parts) {
   const nav = document.getElementById("crumbs");
   nav.replaceChildren(...parts.flatMap((p, i) => (i ? [" / ", p] : [p])));
@@ -71,6 +98,7 @@ function crumbs(...parts) {
 // -- routing ------------------------------------------------------------------------------
 function route() {
   stopLive();
+  state.route = (state.route || 0) + 1;  // a page still loading for an older route does not start following
   const base = new URL(document.baseURI).pathname;
   const here = location.pathname.startsWith(base) ? location.pathname.slice(base.length) : "";
   const match = here.match(/^instances\/([^/]+)$/);
@@ -146,7 +174,7 @@ function listTable(data) {
     h("td", { class: "num" }, when(row.created_at)),
     h("td", { class: "num" }, when(row.updated_at)),
     h("td", { class: "num" }, duration(row.duration_seconds))));
-  return h("table", { class: "instances" }, h("thead", {}, head), h("tbody", {}, rows));
+  return h("div", { class: "table-wrap" }, h("table", { class: "instances" }, h("thead", {}, head), h("tbody", {}, rows)));
 }
 function listPager(q, data) {
   const first = data.total ? (data.page - 1) * data.per_page + 1 : 0;
@@ -164,8 +192,12 @@ async function showInstance(id) {
   state.seq = null;
   crumbs(link("./", "instances"), h("code", {}, id));
   document.title = `${id} — aromcp-workflows`;
+  const here = state.route;
   await loadInstance(id);
+  if (here !== state.route) return;
   follow(id);
+  state.clock = setInterval(tick, 1000);
+  if (state.view && state.view.workflow_id === id) lastOutput(id);
 }
 function follow(id) {
   // Server-sent events say when the instance's version changes (any process, any host);
@@ -189,8 +221,11 @@ function stopLive() {
   if (state.timer) clearInterval(state.timer);
   if (state.listTimer) clearInterval(state.listTimer);
   if (state.outputTimer) clearInterval(state.outputTimer);
-  state.source = state.timer = state.listTimer = state.outputTimer = null;
+  if (state.clock) clearInterval(state.clock);
+  state.source = state.timer = state.listTimer = state.outputTimer = state.clock = null;
   state.output = {};
+  state.asked = new Map();
+  state.questions = null;
 }
 async function loadInstance(id, quiet) {
   if (state.loading) { state.again = true; return; }
@@ -198,6 +233,7 @@ async function loadInstance(id, quiet) {
   try {
     const view = await api(`api/instances/${encodeURIComponent(id)}`);
     state.view = view;
+    state.viewAt = performance.now();  // the view's clocks were read now
     await renderInstance(view);
   } catch (error) {
     if (!quiet) document.getElementById("main").replaceChildren(h("p", { class: "note error" }, error.message));
@@ -210,7 +246,8 @@ async function renderInstance(view) {
   const main = document.getElementById("main");
   const stateAt = state.seq === null ? null : await api(`api/instances/${encodeURIComponent(view.workflow_id)}/state?seq=${state.seq}`).catch(() => null);
   const scroll = [...main.querySelectorAll("[data-keep-scroll]")].map((el) => [el.dataset.keepScroll, el.scrollTop, el.scrollLeft]);
-  main.replaceChildren(...[
+  const focused = focusOf(main);
+  placeChildren(main, [
     summary(view),
     view.failures.length ? failures(view) : null,
     view.steps_in_hand.length ? waitingPanel(view) : null,
@@ -229,28 +266,100 @@ async function renderInstance(view) {
     const el = main.querySelector(`[data-keep-scroll="${key}"]`);
     if (el) { el.scrollTop = top; el.scrollLeft = left; }
   }
+  refocus(main, focused);
+  tick();
   followOutput(view);
+}
+// The field a person is typing in, to find again after the page is redrawn.  Its element is
+// kept while its question is asked (`question`), so this is only a fallback.
+function focusOf(main) {
+  const el = document.activeElement;
+  if (!el || !main.contains(el) || !el.dataset.keepFocus) return null;
+  const text = typeof el.selectionStart === "number";
+  return { key: el.dataset.keepFocus, value: el.value, start: text ? el.selectionStart : null,
+           end: text ? el.selectionEnd : null, direction: text ? el.selectionDirection : null };
+}
+function refocus(main, focused) {
+  if (!focused) return;
+  const el = [...main.querySelectorAll("[data-keep-focus]")].find((e) => e.dataset.keepFocus === focused.key);
+  if (!el || el === document.activeElement || el.disabled) return;
+  if (el.value !== focused.value) el.value = focused.value;
+  el.focus({ preventScroll: true });
+  if (focused.start !== null && typeof el.setSelectionRange === "function") {
+    try { el.setSelectionRange(focused.start, focused.end, focused.direction || "none"); } catch (error) { /* not a text field */ }
+  }
+}
+// Once a second: each clock of the view moves on by the time since the view was read, and an
+// agent that stays silent past the server's AROMCP_STALE_AFTER is marked stalled (the
+// server's rule: only a step an agent holds; a question or a command never is).
+function tick() {
+  const view = state.view;
+  if (!view || state.viewAt === null) return;
+  const since = (performance.now() - state.viewAt) / 1000;
+  for (const el of document.querySelectorAll("#main [data-secs]")) {
+    const text = duration(Number(el.dataset.secs) + since);
+    if (el.textContent !== text) el.textContent = text;
+  }
+  const limit = Number(state.config.stale_after) || null;
+  let stalled = Boolean(view.stalled);
+  for (const li of document.querySelectorAll("#waiting li[data-waiting=agent]")) {
+    const idle = li.dataset.idle === undefined ? null : Number(li.dataset.idle);
+    const now = li.dataset.stalled === "true" || (limit !== null && idle !== null && idle + since > limit);
+    mark(li, now, () => h("span", { class: "stall-mark" }, " ", pill("stalled")));
+    stalled = stalled || now;
+  }
+  const title = document.querySelector("#main .head h1");
+  if (title) mark(title, stalled, () => h("span", { class: "stall-mark" }, " ", pill("stalled")));
+  const waiting = document.getElementById("waiting");
+  if (waiting) mark(waiting, stalled, stalledNote);
+}
+function mark(holder, on, make) {
+  const there = [...holder.children].find((el) => el.classList.contains("stall-mark"));
+  if (on && !there) holder.append(make());
+  else if (!on && there) there.remove();
 }
 // -- who the run waits for, its questions, its commands' output --------------------------
 function waitingLine(held) {
   const task = held.task_id ? [h("code", {}, held.task_id), ": "] : "";
   if (held.waiting_for === "user") return [task, "waiting for the user: ", h("b", {}, held.question || "")];
-  if (held.waiting_for === "command") return [task, `command running ${duration(held.for_s)}: `, h("code", {}, held.command || "")];
+  if (held.waiting_for === "command" && held.stalled) {
+    return [task, "command started ", clock(held.for_s), " ago, its server gone (an agent's next call takes its result over): ",
+            h("code", {}, held.command || ""), h("span", { class: "stall-mark" }, " ", pill("stalled"))];
+  }
+  if (held.waiting_for === "command") return [task, "command running ", clock(held.for_s), ": ", h("code", {}, held.command || "")];
   if (held.waiting_for === "task") return [task, `waiting for tasks ${(held.tasks || []).join(", ")} since ${when(held.since)}`];
   const idle = held.idle_s ?? held.for_s;
-  return [task, "waiting for the agent (", h("code", {}, held.step_id), `) since ${when(held.since)} — ${duration(idle)} idle`,
-          held.stalled ? [" ", pill("stalled")] : ""];
+  return [task, "waiting for the agent (", h("code", {}, held.step_id), `) since ${when(held.since)} — `, clock(idle), " idle",
+          held.stalled ? h("span", { class: "stall-mark" }, " ", pill("stalled")) : ""];
 }
 function waitingPanel(view) {
   return h("div", { class: "panel waiting", id: "waiting" }, h("h2", {}, "Waiting for"),
-    h("ul", { class: "waits" }, view.steps_in_hand.map((held) => h("li", { "data-waiting": held.waiting_for },
+    h("ul", { class: "waits" }, view.steps_in_hand.map((held) => h("li", {
+      "data-waiting": held.waiting_for, "data-stalled": held.stalled ? "true" : null,
+      "data-idle": held.waiting_for === "agent" && held.idle_s !== null && held.idle_s !== undefined ? held.idle_s : null },
       pill(held.waiting_for), " ", waitingLine(held)))),
-    view.stalled ? h("p", { class: "note error" }, "Stalled: an agent holding a step has not called for longer than the server allows "
-                                                  + "(AROMCP_STALE_AFTER). Its session may have ended; resume it, or cancel.") : null);
+    view.stalled ? stalledNote() : null);
 }
+function stalledNote() {
+  return h("p", { class: "note error stall-mark" }, "Stalled: an agent holding a step has not called for longer than the server "
+                                                   + "allows (AROMCP_STALE_AFTER), or the server running a command is gone. Its "
+                                                   + "session may have ended; resume it, or cancel.");
+}
+// The questions panel and each question's element are kept while the same question is asked
+// (the same step of the same thread, handed out at the same moment), so that what a person
+// has typed, or is sending, is not redrawn away when something else in the run changes.
 function questionsPanel(view) {
-  return h("div", { class: "panel questions", id: "questions" }, h("h2", {}, "Waiting for your answer"),
-    view.questions.map((q) => question(view, q)));
+  const asked = new Map(view.questions.map((q) => [askedKey(view, q), q]));
+  for (const key of [...state.asked.keys()]) if (!asked.has(key)) state.asked.delete(key);
+  for (const [key, q] of asked) if (!state.asked.has(key)) state.asked.set(key, question(view, q));
+  if (!state.questions) state.questions = h("div", { class: "panel questions", id: "questions" });
+  if (!state.questions.firstChild) state.questions.append(h("h2", {}, "Waiting for your answer"));
+  placeChildren(state.questions, [state.questions.firstChild, ...[...asked.keys()].map((key) => state.asked.get(key))]);
+  return state.questions;
+}
+function askedKey(view, q) {
+  const held = view.steps_in_hand.find((s) => s.step_id === q.step_id && (s.task_id || null) === (q.task_id || null));
+  return JSON.stringify([view.workflow_id, q.task_id || null, q.step_id, held ? held.since : null, q.prompt]);
 }
 function question(view, q) {
   const choices = Array.isArray(q.choices) ? q.choices.map((c) => (typeof c === "string" ? c : JSON.stringify(c))) : null;
@@ -262,7 +371,8 @@ function question(view, q) {
       ? h("select", { name: "answer" }, choices.map((c) => h("option", { value: c, selected: c === q.default }, c)))
       : h("input", { name: "answer", type: "text", value: q.default ?? "", pattern: q.pattern ? `(?:${q.pattern})` : null,
                      title: q.pattern_hint || null, autocomplete: "off" });
-    form = h("form", { class: "answer", onsubmit: (e) => { e.preventDefault(); answer(view, q, field.value, note); } },
+    field.dataset.keepFocus = askedKey(view, q);
+    form = h("form", { class: "answer", onsubmit: (e) => { e.preventDefault(); answer(view, q, form, note); } },
       field, h("button", { type: "submit" }, "Answer"));
   }
   return h("div", { class: "question", "data-step": q.step_id },
@@ -271,7 +381,16 @@ function question(view, q) {
     form || h("div", { class: "muted" }, "Answer it where it was asked, with `aromcp-workflows answer`, or on a page started with --actions."),
     note);
 }
-async function answer(view, q, value, note) {
+// One answer at a time: the field and its button are off from the moment it is sent (a
+// double click, a second Enter send nothing more); on again if it is refused.  Once it is
+// recorded they stay off until the question leaves the page.
+async function answer(view, q, form, note) {
+  if (form.dataset.sending) return;
+  const field = form.elements.namedItem("answer");
+  const value = field.value;
+  const controls = [...form.elements];
+  form.dataset.sending = "true";
+  for (const el of controls) el.disabled = true;
   note.className = "note";
   note.textContent = "answering…";
   try {
@@ -281,26 +400,57 @@ async function answer(view, q, value, note) {
     note.textContent = "answered: the agent's next call goes on from here";
     loadInstance(view.workflow_id, true);
   } catch (error) {
+    delete form.dataset.sending;
+    for (const el of controls) el.disabled = false;
     note.className = "note error";
     note.textContent = `not answered: ${error.message}`;
+    if (form.isConnected) field.focus({ preventScroll: true });
   }
 }
 function outputKey(held) { return `${held.task_id || ""}/${held.step_id}`; }
 function commandsPanel(view) {
-  const shown = Object.entries(state.output);  // every command seen running while this page was open
+  // every command seen running while this page was open, or else the last one that ended (`lastOutput`)
+  const shown = Object.entries(state.output);
   if (!shown.length) return null;
   return h("div", { class: "panel commands", id: "commands" }, h("h2", {}, "Command output"),
     shown.map(([key, out]) => h("div", { class: "command", "data-step": key },
-      h("div", {}, h("code", {}, out.command || key), " ", pill(out.running ? "running" : "done")),
+      h("div", {}, h("code", {}, out.command || key), " ", pill(out.running ? "running" : "done"),
+        !out.running && out.exit_code !== null && out.exit_code !== undefined
+          ? h("span", { class: `exit${out.exit_code ? " nonzero" : ""}` }, ` exit code ${out.exit_code}`) : null,
+        out.earlier ? h("span", { class: "muted" }, " (its last run, as the history kept it)") : null),
       ["stdout", "stderr"].map((name) => out[name] ? h("pre", { class: `stream ${name}`, "data-keep-scroll": `${key}:${name}` },
-                                                      out[name]) : null),
-      out.cut ? h("div", { class: "muted" }, "(the output was cut: only its end is kept)") : null)));
+                                                      plain(out[name])) : null),
+      out.cut ? h("div", { class: "muted" }, `(the output was cut: only its ${out.kept || "end"} is kept)`) : null)));
+}
+// A page opened after the command ended: its output, as the history kept it, read once (the
+// main thread's last command; nothing when it ran none).
+async function lastOutput(id) {
+  if (Object.keys(state.output).length || state.view.steps_in_hand.some((held) => held.waiting_for === "command")) return;
+  let got;
+  try { got = await api(`api/instances/${encodeURIComponent(id)}/output?limit=262144`); } catch (error) { return; }  // as much as a live run keeps
+  if (!state.view || state.view.workflow_id !== id || got.running || got.source !== "history" || !got.step_id) return;
+  const key = `/${got.step_id}`;
+  if (state.output[key] || !(got.stdout.text || got.stderr.text || got.command)) return;
+  state.output[key] = { stdout: got.stdout.text, stderr: got.stderr.text, since: [got.stdout.end, got.stderr.end],
+                        running: false, ended: true, earlier: true, command: got.command, exit_code: got.exit_code,
+                        cut: Boolean(got.stdout.cut || got.stderr.cut), kept: "start" };  // the history keeps a start
+  await redrawCommands();
+}
+async function redrawCommands() {
+  const panel = document.getElementById("commands");
+  const fresh = commandsPanel(state.view);
+  if (panel && fresh) panel.replaceWith(fresh);
+  else if (fresh) await renderInstance(state.view);  // drawn before the first output came
+  for (const pre of document.querySelectorAll("#commands pre")) pre.scrollTop = pre.scrollHeight;
 }
 function followOutput(view) {
   const running = view.steps_in_hand.filter((held) => held.waiting_for === "command");
   for (const held of running) {
     const key = outputKey(held);
-    if (!state.output[key]) state.output[key] = { stdout: "", stderr: "", since: [null, null], running: true, command: held.command };
+    const seen = state.output[key];  // a step that ran before (a loop, or the run shown at load) runs again: a new run
+    if (!seen || (!seen.running && seen.started !== held.since)) {
+      state.output[key] = { stdout: "", stderr: "", since: [null, null], running: true, command: held.command, started: held.since };
+    }
   }
   for (const [key, out] of Object.entries(state.output)) {
     if (!running.some((held) => outputKey(held) === key) && out.running) out.ending = true;  // read its last bytes once more
@@ -331,34 +481,32 @@ async function pollOutput(id) {
       out.cut = out.cut || Boolean(slice.cut);
     }
     out.command = got.command || out.command;
+    if (got.exit_code !== null && got.exit_code !== undefined) out.exit_code = got.exit_code;
     if (!got.running || out.ending) { out.running = false; out.ended = true; changed = true; }
   }
-  if (changed && state.view && state.view.workflow_id === id) {
-    const panel = document.getElementById("commands");
-    const fresh = commandsPanel(state.view);
-    if (panel && fresh) panel.replaceWith(fresh);
-    else if (fresh) await renderInstance(state.view);  // drawn before the first output came
-    for (const pre of document.querySelectorAll("#commands pre")) pre.scrollTop = pre.scrollHeight;
-  }
+  if (changed && state.view && state.view.workflow_id === id) await redrawCommands();
   if (!Object.values(state.output).some((out) => out.running) && state.outputTimer) {
     clearInterval(state.outputTimer);
     state.outputTimer = null;
   }
 }
+const FINISHED = ["completed", "failed", "cancelled"];  // their duration is start to end: it no longer moves
 function summary(view) {
   const facts = [["workflow", view.workflow], ["project", view.project_dir], ["started", when(view.created_at)],
-                 ["updated", when(view.updated_at)], ["duration", duration(view.duration_seconds)],
+                 ["updated", when(view.updated_at)],
+                 ["duration", FINISHED.includes(view.status) ? duration(view.duration_seconds) : clock(view.duration_seconds)],
                  ["current", view.current_steps.join(", ") || "–"], ["version", view.version]];
   return h("div", { class: "panel head" },
-    h("div", {},
-      h("h1", {}, h("code", {}, view.workflow_id), " ", pill(view.status), view.stalled ? [" ", pill("stalled")] : null),
-      h("div", { class: "facts" }, facts.map(([k, v]) => h("span", {}, `${k} `, h("b", {}, String(v))))),
+    h("div", { class: "title" },
+      h("h1", {}, h("code", {}, view.workflow_id), " ", pill(view.status),
+        view.stalled ? h("span", { class: "stall-mark" }, " ", pill("stalled")) : null),
+      h("div", { class: "facts" }, facts.map(([k, v]) => h("span", {}, `${k} `, h("b", {}, v instanceof Node ? v : String(v))))),
       view.error ? h("div", { class: "note error" }, view.error) : null,
       h("div", { id: "action-note", class: "note" })),
     state.config.actions ? actions(view) : null);
 }
 function actions(view) {
-  const finished = ["completed", "failed", "cancelled"].includes(view.status);
+  const finished = FINISHED.includes(view.status);
   return h("div", { class: "actions" },
     h("button", { onclick: () => act(view, "retry"), disabled: !["failed", "interrupted", "cancelled"].includes(view.status) }, "Retry"),
     h("button", { onclick: () => act(view, "fork") }, "Fork"),
@@ -554,11 +702,11 @@ function tracesSection(view) {
 }
 function traceTable(traces) {
   if (!traces.length) return h("p", { class: "empty" }, "No computed field has been recomputed.");
-  return h("table", {}, h("thead", {}, h("tr", {}, ["time", "field", "trigger", "input", "output", "ms"].map((t) => h("th", {}, t)))),
+  return h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, ["time", "field", "trigger", "input", "output", "ms"].map((t) => h("th", {}, t)))),
     h("tbody", {}, traces.slice(-200).reverse().map((t) => h("tr", {},
       h("td", { class: "num muted" }, when(t.timestamp)), h("td", { class: "mono" }, t.field), h("td", { class: "muted" }, t.trigger || ""),
       h("td", { class: "mono" }, short(t.input)), h("td", { class: "mono" }, t.error ? short(t.error) : short(t.output)),
-      h("td", { class: "num" }, t.duration_ms ?? "")))));
+      h("td", { class: "num" }, t.duration_ms ?? ""))))));
 }
 
 // -- logging in ---------------------------------------------------------------------------
