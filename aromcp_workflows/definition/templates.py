@@ -137,3 +137,25 @@ def unbalanced_braces(text: str) -> str | None:
     if depth:
         return NEVER_CLOSED
     return None
+
+
+def condition_problem(text: str) -> str | None:
+    """Why a condition written as a template inside text ("{{ count }} > 0") is a mistake: it
+    renders to text ("0 > 0"), and every text but the empty one is true, so the branch is
+    always taken (a `while` ends only at its max_iterations).  None for one whole template
+    or a template that does not parse (said by `template_problems`)."""
+    try:
+        from aromcp_workflows.expressions import ExpressionError, ExprPart, parse_template
+    except ImportError:  # the definition layer also works on its own
+        return None
+    try:
+        template = parse_template(text)
+    except ExpressionError:
+        return None
+    if template.whole or not template.expressions:
+        return None
+    meant = "".join(part.source.strip() if isinstance(part, ExprPart) else part for part in template.parts).strip()
+    return (f"this condition is a template inside text: it renders to text such as '0 > 0', and any text but "
+            f"the empty one is true, so it always holds; write one expression: {meant!r} (or "
+            f"'{{{{ {meant} }}}}')")
+

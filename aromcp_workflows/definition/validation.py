@@ -38,7 +38,7 @@ from aromcp_workflows.definition.steps import (
     WhileStep,
     child_step_lists,
 )
-from aromcp_workflows.definition.templates import command_problem, template_problems
+from aromcp_workflows.definition.templates import command_problem, condition_problem, template_problems
 from aromcp_workflows.definition.workflow import WorkflowDefinition
 from aromcp_workflows.definition.yaml_source import NodePath
 from aromcp_workflows.safety import pattern_problem
@@ -119,6 +119,10 @@ class _Checker:
         found = list(sites(data))
         for path, message in syntax_problems(found, self.engine):
             self.report(path, message, "error")
+        for site in (s for s in found if s.kind == "template" and s.path[-1] in ("condition", "when")):
+            problem = condition_problem(site.source)  # "{{ n }} > 0": text, always true
+            if problem is not None:
+                self.report(site.path, problem, "error")
         for path, message, severity in reference_problems(found, declared_names(data)):
             self.report(path, message, severity)
         for path, message, severity in secret_problems(self.definition, data, found):
