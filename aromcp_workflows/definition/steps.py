@@ -37,12 +37,30 @@ class StateUpdateSpec(Strict):
     operation: UpdateOperation = "set"
 
 
+def _check_increment(operation: str, value: Any) -> None:
+    """An `increment` by a literal that is no number (`value: "abc"`) can only fail when the
+    step runs: said when the file is read.  A template may give a number, so it is left."""
+    if operation != "increment" or value is None or (isinstance(value, str) and "{{" in value):
+        return
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return
+    raise PydanticCustomError(
+        "increment_value", "operation 'increment' adds a number, but the value {value} is not one: write a "
+        "number (value: 1, or -1 to count down) or a template that gives one (value: {example})",
+        {"key": "value", "value": repr(value), "example": '"{{ step_size }}"'})
+
+
 class UpdateItem(Strict):
     """One entry of a `state_update` step's `updates:` list."""
 
     path: str
     value: Any = None
     operation: UpdateOperation = "set"
+
+    @model_validator(mode="after")
+    def _number_to_add(self) -> UpdateItem:
+        _check_increment(self.operation, self.value)
+        return self
 
 
 class ValidationSpec(Strict):
@@ -316,6 +334,7 @@ class StateUpdateStep(StepBase):
                 "state_update_form",
                 "a state_update step takes either 'path' or an 'updates' list, not both; "
                 "move this update into the list", {"key": "path"})
+        _check_increment(self.operation, self.value)
         return self
 
     def as_updates(self) -> list[UpdateItem]:
