@@ -1,7 +1,8 @@
 """One question, one answer: answers sent at once (two tabs, a double click, the CLI beside
 the page, the client's own form after the page's) are told the truth — exactly one is
 recorded, and every other sender hears it was not.  Found by a person-at-the-page probe:
-of 12 answers sent together, 2–4 were told "answered" while one was kept.
+of 12 answers sent together, 2–4 were told "answered" while one was kept.  The same probe
+found the page's cancel saying "done" for a run that had completed: pinned here too.
 
 Each sender has a service of its own over one real SQLite file, as separate `ui`, `answer`
 and server processes do; the page's route is driven through the real app.
@@ -118,3 +119,19 @@ def test_the_reply_names_the_answer_as_it_was_recorded(project: Project) -> None
     wid = at_question(service, "ask-name")
     assert service.answer(wid, "  5\n").answer == "5"
     assert service.state_read(wid).state["release"] == "5"
+
+
+def test_a_cancel_from_the_page_of_a_completed_run_is_refused_not_said_done(project: Project) -> None:
+    """The page said "cancel: done" (200, success) while the run stayed completed."""
+    web, _, service = client(project, actions=True)
+    wid = service.start("watch-fail").workflow_id
+    service.complete(wid, "success")
+    csrf = web.get("/api/config").json()["csrf"]
+    headers = {"X-Aromcp-Token": csrf, "Origin": BASE}
+    refused = web.post(f"/api/instances/{wid}/cancel", headers=headers)
+    assert refused.status_code == 409 and "has already completed" in refused.json()["error"]
+    assert service.status(wid).status == "completed"
+    other = service.start("watch-fail").workflow_id
+    assert web.post(f"/api/instances/{other}/cancel", headers=headers).status_code == 200
+    assert web.post(f"/api/instances/{other}/cancel", headers=headers).status_code == 200  # cancelled already: so be it
+    assert service.status(other).status == "cancelled"
