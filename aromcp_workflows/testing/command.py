@@ -8,10 +8,14 @@ an invalid test file (each problem as `file:line:column: message`).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aromcp_workflows.testing.report import ReportStream
 
 HELP = "run workflow test files (<workflow>.test.yaml) offline, with branch coverage"
 DESCRIPTION = (
@@ -32,8 +36,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("-k", dest="keyword", metavar="PATTERN",
                         help="only cases whose file::name holds PATTERN (and, or, not as in pytest)")
     parser.add_argument("--coverage", action="store_true", help="report branches covered, per workflow")
-    parser.add_argument("--coverage-min", type=float, metavar="PCT",
-                        help="fail when a workflow's branch coverage is under PCT percent (implies --coverage)")
+    parser.add_argument("--coverage-min", type=_percentage, metavar="PCT",
+                        help="fail when a workflow's branch coverage is under PCT percent, 0 to 100 (implies "
+                             "--coverage)")
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
     parser.add_argument("--record", metavar="ID", help="write a case from this finished instance (with --out)")
     parser.add_argument("--out", metavar="FILE", help="with --record: the test file to add the case to")
@@ -42,11 +47,32 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(handler=cmd_test)
 
 
+def _percentage(text: str) -> float:
+    """`--coverage-min`'s value: 150 could never be reached and -5 never missed, so either is
+    a mistake said at once (argparse: a usage error, exit 2), not a run that cannot mean it."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 100:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
+    return value
+
+
 def cmd_test(args: argparse.Namespace) -> int:
+    from aromcp_workflows.testing.report import ReportStream
+
+    out = ReportStream(sys.stdout)
+    try:
+        return _record(args, out) if args.record or args.out else _test(args, out)
+    finally:
+        out.flush()  # here, where a reader gone is caught: at the CLI's own flush it would make `test` exit 0
+
+
+def _test(args: argparse.Namespace, out: ReportStream) -> int:
+    """Run the test files the arguments name (all of the project's without any)."""
     from aromcp_workflows.testing.session import TestCommandError, TestSession, find_test_files
 
-    if args.record or args.out:
-        return _record(args)
     try:
         paths = find_test_files(args.targets, args.project_dir)
     except TestCommandError as exc:
@@ -58,12 +84,12 @@ def cmd_test(args: argparse.Namespace) -> int:
         return 2
     session = TestSession(args.project_dir, coverage=args.coverage or args.coverage_min is not None)
     try:
-        return _run(session, paths, args, sys.stdout)
+        return _run(session, paths, args, out)
     finally:
         session.close()
 
 
-def _run(session: Any, paths: list[Path], args: argparse.Namespace, out: TextIO) -> int:
+def _run(session: Any, paths: list[Path], args: argparse.Namespace, out: ReportStream) -> int:
     from aromcp_workflows.testing import report
     from aromcp_workflows.testing.session import load_all
 
@@ -96,7 +122,7 @@ def _run(session: Any, paths: list[Path], args: argparse.Namespace, out: TextIO)
     return 1 if failed or under else 0
 
 
-def _coverage(session: Any, args: argparse.Namespace, out: TextIO) -> bool:
+def _coverage(session: Any, args: argparse.Namespace, out: ReportStream) -> bool:
     """Print the coverage report; True when a workflow is under `--coverage-min`."""
     from aromcp_workflows.testing import report
 
@@ -113,7 +139,7 @@ def _coverage(session: Any, args: argparse.Namespace, out: TextIO) -> bool:
     return bool(under)
 
 
-def _record(args: argparse.Namespace) -> int:
+def _record(args: argparse.Namespace, out: ReportStream) -> int:
     from aromcp_workflows.app import WorkflowService
     from aromcp_workflows.instances import ServiceError
     from aromcp_workflows.testing.record import record
@@ -136,12 +162,12 @@ def _record(args: argparse.Namespace) -> int:
         return 2
     finally:
         session.close()
-    print(f"wrote case {done.name!r} to {done.out}")
+    print(f"wrote case {done.name!r} to {done.out}", file=out)
     for item in done.left_out:
-        print(f"  left out {item}: it differs from run to run (now(), uuid(), the workflow id)")
+        print(f"  left out {item}: it differs from run to run (now(), uuid(), the workflow id)", file=out)
     if recording.masked:
-        print("  note: secret values were written as ***; the case may need them back to pass")
+        print("  note: secret values were written as ***; the case may need them back to pass", file=out)
     if not done.passes:
-        print("  the recorded case does not pass when run:", *done.problems, sep="\n    ")
+        print("  the recorded case does not pass when run:", *done.problems, sep="\n    ", file=out)
         return 1
     return 0

@@ -21,6 +21,37 @@ from aromcp_workflows.testing.session import WorkflowTotal
 WIDTH = 88
 
 
+class ReportStream:
+    """Where `test` prints: stdout that outlives its reader.  `test`'s exit status is its
+    verdict, so a reader that stops reading (`aromcp-workflows test | head -1`) must not cut
+    the run short, as it may a listing's: from the first broken pipe on, the rest of the
+    report goes to /dev/null, and the cases still run and decide the status."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+        except BrokenPipeError:
+            self._discard()
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._discard()
+
+    def _discard(self) -> None:
+        """Point the stream's file at /dev/null: what is still buffered, what is written next,
+        and the flush at exit go nowhere instead of failing again."""
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self.stream.fileno())
+        finally:
+            os.close(devnull)
+
+
 def shown_path(path: str | Path) -> str:
     """A path relative to the current folder when it is under it: shorter, still clickable."""
     try:
@@ -108,7 +139,7 @@ def coverage_lines(totals: list[WorkflowTotal]) -> list[str]:
     return lines
 
 
-def print_lines(lines: list[str], out: TextIO) -> None:
+def print_lines(lines: list[str], out: ReportStream) -> None:
     for line in lines:
         out.write(line + "\n")
 
