@@ -25,7 +25,7 @@ def read_definitions(path: Path) -> list[tuple[WorkflowDefinition, Positions]]:
     """The workflows of one file; whatever goes wrong is that file's DefinitionError, so one
     bad file never hides the others (workflow_list, `list`)."""
     try:
-        return _definitions_in(_read_text(path), str(path))
+        return _definitions_in(_read_bytes(path), str(path))
     except DefinitionError:
         raise
     except Exception as exc:
@@ -33,9 +33,9 @@ def read_definitions(path: Path) -> list[tuple[WorkflowDefinition, Positions]]:
                                        "please report it with the file", str(path))]) from None
 
 
-def _definitions_in(text: str, file: str) -> list[tuple[WorkflowDefinition, Positions]]:
+def _definitions_in(data: bytes, file: str) -> list[tuple[WorkflowDefinition, Positions]]:
     """A file holds one workflow, one wrapped in `workflow:`, a `workflows:` list, or a stream."""
-    documents = parse_yaml(text, file)
+    documents = parse_yaml(data, file)
     bodies: list[tuple[Any, Positions]] = []
     for document in documents:
         data, positions = document.data, document.positions
@@ -87,12 +87,10 @@ def stamp_or_none(path: Path) -> Stamp | None:
     return (info.st_mtime_ns, info.st_size)
 
 
-def _read_text(path: Path) -> str:
+def _read_bytes(path: Path) -> bytes:
+    """The file as it is on disk: `parse_yaml` decodes it, and points at a byte that is not UTF-8."""
     try:
         check_size(path.stat().st_size, str(path))  # before reading: a 50 MB file is refused unread
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        message = f"file is not UTF-8 text ({exc.reason} at byte {exc.start})"
-        raise DefinitionError([DefinitionProblem(message, str(path))]) from None
+        return path.read_bytes()
     except OSError as exc:
         raise DefinitionError([DefinitionProblem(f"cannot read workflow file: {exc.strerror}", str(path))]) from None

@@ -8,6 +8,7 @@ that later stages, which only see plain dicts, can still point at the source.
 from __future__ import annotations
 
 import io
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedKeyMap, CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from aromcp_workflows.definition.errors import DefinitionError, DefinitionProblem
 from aromcp_workflows.definition.yaml_limits import check_events
@@ -59,12 +61,15 @@ class SourceDocument:
     positions: Positions
 
 
-def parse_yaml(text: str, file: str | None = None) -> list[SourceDocument]:
+def parse_yaml(text: str | bytes, file: str | None = None) -> list[SourceDocument]:
     """Parse every document of a YAML stream; raise `DefinitionError` with a position.
 
     Never lets a parser exception escape: ruamel raises plain `ValueError`s for bad
     tagged scalars (`!!int zz`), and an author must see a position, not a traceback.
+    Bytes are decoded here, so a byte that is not UTF-8 is pointed at like any other mistake.
     """
+    if isinstance(text, bytes):
+        text = _utf8_text(text, file)
     check_events(text, file)  # size, depth, alias expansion and tags, before anything is built
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
@@ -74,8 +79,11 @@ def parse_yaml(text: str, file: str | None = None) -> list[SourceDocument]:
         raise DefinitionError([_marked_problem(exc, file, _duplicate_message(exc, text))]) from None
     except MarkedYAMLError as exc:
         raise DefinitionError([_yaml_problem(exc, file, text)]) from None
+    except ReaderError as exc:  # a character YAML does not allow: ruamel gives only its offset
+        raise DefinitionError([_reader_problem(exc, file, text)]) from None
     except YAMLError as exc:
-        raise DefinitionError([DefinitionProblem(f"invalid YAML: {exc}", file, None, None)]) from None
+        message = " ".join(str(exc).split())  # ruamel's text spans lines; a problem is one
+        raise DefinitionError([DefinitionProblem(f"invalid YAML: {message}", file, None, None)]) from None
     except (ValueError, TypeError, OverflowError) as exc:  # a bad `!!int`/`!!float` etc.
         raise DefinitionError([DefinitionProblem(f"invalid YAML: cannot read a tagged value ({exc}); "
                                        "fix the value or remove its '!!' tag", file)]) from None
@@ -91,6 +99,41 @@ def parse_yaml(text: str, file: str | None = None) -> list[SourceDocument]:
     if problems:
         raise DefinitionError(problems)
     return documents
+
+
+def _utf8_text(data: bytes, file: str | None) -> str:
+    """The file's text; the first byte that is not UTF-8 is a problem at its line and column
+    (an offset in bytes is no place an editor can go to)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start].decode("utf-8")  # all UTF-8: the first bad byte is at `start`
+        line, column = _line_column(before, len(before))
+        raise DefinitionError([DefinitionProblem(f"file is not UTF-8 text ({exc.reason}); save it as UTF-8",
+                                                 file, line, column)]) from None
+
+
+def _reader_problem(exc: ReaderError, file: str | None, text: str) -> DefinitionProblem:
+    """A character YAML does not allow (NUL, another control character), at its line and
+    column, with the escape that writes it when it is meant."""
+    line, column = _line_column(text, exc.position)
+    if not isinstance(exc.character, int):  # a byte ruamel could not decode: it is given text, never bytes
+        return DefinitionProblem(f"invalid YAML: {' '.join(str(exc).split())}", file, line, column)
+    code = exc.character
+    kind = "control character" if unicodedata.category(chr(code)) == "Cc" else "character"
+    escape = f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    return DefinitionProblem(f"invalid YAML: {kind} U+{code:04X} is not allowed; remove it, or write it as "
+                             f'"{escape}" inside a double-quoted string', file, line, column)
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    """Line and column (1-based, as editors count: a byte-order mark is no column) of the
+    character at `offset` in `text`; past the end, the end."""
+    before = text[:offset]
+    line, start = before.count("\n") + 1, before.rfind("\n") + 1
+    if line == 1 and before.startswith("\ufeff"):
+        start = 1
+    return line, len(before) - start + 1
 
 
 def _root_position(node: Any) -> tuple[int, int]:

@@ -26,9 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 RESERVED = frozenset({"result", "error", "when", "when_params"})
 _SUFFIX = re.compile(r"#\d+$")
 _MISSING = object()
@@ -215,15 +212,24 @@ class AnswerBook:
 
     @classmethod
     def load(cls, path: str | Path) -> AnswerBook:
+        """Read an answers file as the workflow loader reads a workflow (the test files'
+        `answers:` are read so too): its bounds, and a mistake in it said once, in one line,
+        as `FILE:LINE:COLUMN: message` — bytes that are not UTF-8, a YAML error, a duplicate key."""
+        from aromcp_workflows.definition import DefinitionError, parse_yaml
+
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            data = Path(path).read_bytes()
         except OSError as exc:
             raise AnswersFileError(f"cannot read answers file {path}: {exc.strerror or exc}") from None
         try:
-            data = YAML(typ="safe", pure=True).load(text)
-        except YAMLError as exc:
-            raise AnswersFileError(f"answers file {path} is not valid YAML: {exc}") from None
-        return cls(data if data is not None else {}, origin=str(path))
+            documents = parse_yaml(data, str(path))
+        except DefinitionError as exc:
+            raise AnswersFileError(str(exc.problems[0]) if exc.problems else str(exc)) from None
+        if len(documents) > 1:
+            raise AnswersFileError(f"{path}: the answers file holds {len(documents)} YAML documents; give one "
+                                   "mapping of step ids or MCP method names to answers (no `---` between them)")
+        content = documents[0].data if documents else None
+        return cls(content if content is not None else {}, origin=str(path))
 
     def take(self, step: dict[str, Any], task_id: str | None) -> ScriptedAnswer | None:
         """The answer for a delivered step, or None when the file has none (left)."""

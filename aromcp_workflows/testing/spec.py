@@ -104,14 +104,11 @@ def load_test_file(path: Path) -> TestFile:
     """Read and check a test file; `TestFileError` lists every problem."""
     shown = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-        documents = parse_yaml(text, shown)
+        documents = parse_yaml(path.read_bytes(), shown)  # text that is not UTF-8: a problem at its line
     except OSError as exc:
         raise TestFileError([DefinitionProblem(f"cannot read test file: {exc.strerror or exc}", shown)]) from None
-    except (UnicodeDecodeError, DefinitionError) as exc:
-        problems = (exc.problems if isinstance(exc, DefinitionError)
-                    else [DefinitionProblem(f"not UTF-8 text: {exc}", shown)])
-        raise TestFileError(problems) from None
+    except DefinitionError as exc:
+        raise TestFileError(exc.problems) from None
     if len(documents) != 1 or not isinstance(documents[0].data, dict):
         raise TestFileError([DefinitionProblem("a test file is one YAML mapping with `cases:` (docs/testing.md)",
                                                shown, 1, 1)])
