@@ -46,6 +46,7 @@ SLOW_PREFIXES = (
     "explain/test_transformation_tool.py",
     "test_cli_ops.py",
     "test_cli_definition.py",
+    "test_cli_authoring_mistakes.py",
     "test_runner_shell.py",  # a timeout that waits out its bound (5 s) on purpose
 )
 

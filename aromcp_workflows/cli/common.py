@@ -1,5 +1,5 @@
-"""What the CLI's commands share: the service they call, how a refusal ends a command, JSON
-output, `--input` pairs, and a reader that stops early."""
+"""What the CLI's commands share: the service they call, how a refusal or a usage error ends
+a command, JSON output, `--input` pairs, and a reader that stops early."""
 
 from __future__ import annotations
 
@@ -45,7 +45,14 @@ def parse_inputs(pairs: list[str]) -> dict[str, Any]:
     try:
         return parse(pairs)
     except UsageError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise SystemExit(usage_error(str(exc))) from None
+
+
+def usage_error(message: str) -> int:
+    """Say a command line that cannot be followed (`--input noequals`) on stderr, as one line;
+    its exit status, 2, as argparse's own and `run`'s for the same mistake."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
 
 def pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

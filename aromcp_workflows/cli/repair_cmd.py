@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from typing import Any
+
+from aromcp_workflows.cli.common import usage_error
 
 
 def register_repair_commands(commands: Any) -> None:
@@ -62,15 +63,15 @@ def parse_edits(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         path, sep, text = pair.partition("=")
         if not sep or not path.strip():
-            raise SystemExit(_usage(f"--set {pair!r} is not PATH=JSON (for example --set raw.count=3 or "
-                                    "--set 'raw.note=\"text\"')"))
+            raise SystemExit(usage_error(f"--set {pair!r} is not PATH=JSON (for example --set raw.count=3 or "
+                                         "--set 'raw.note=\"text\"')"))
         try:
             edits[path.strip()] = _stored_json(text)
         except json.JSONDecodeError as exc:
-            raise SystemExit(_usage(f"--set {path.strip()}: {text!r} is not JSON ({exc.msg}); a text value needs "
-                                    f"its quotes: --set '{path.strip()}=\"{text}\"'")) from None
+            raise SystemExit(usage_error(f"--set {path.strip()}: {text!r} is not JSON ({exc.msg}); a text value "
+                                         f"needs its quotes: --set '{path.strip()}=\"{text}\"'")) from None
         except ValueError as exc:
-            raise SystemExit(_usage(f"--set {path.strip()}: {exc}")) from None
+            raise SystemExit(usage_error(f"--set {path.strip()}: {exc}")) from None
     return edits
 
 
@@ -97,11 +98,6 @@ def _stored_json(text: str) -> Any:
     if half is not None:
         raise ValueError(f"{half} holds half of a UTF-16 surrogate pair (a lone \\udXXX escape), which is not text")
     return value
-
-
-def _usage(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def cmd_retry(args: argparse.Namespace) -> int:

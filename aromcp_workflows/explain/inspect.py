@@ -8,7 +8,6 @@ passes through the masker on its way out.
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -110,7 +109,12 @@ _TYPES: dict[int, tuple[Any, dict[str, str]]] = {}
 def step_type(bundle: WorkflowBundle, step_id: str) -> str | None:
     """The type of a delivered step (`fix_1.retry1.files.apply#2` → `agent_prompt`): its
     loop iterations dropped, then its task, include and attempt prefixes one by one."""
-    types = bundle_step_types(bundle)
+    return _type_in(bundle_step_types(bundle), step_id)
+
+
+def _type_in(types: dict[str, str], step_id: str) -> str | None:
+    """A run's step id looked up in `types`: every loop iteration dropped (`#2`, and `#2.1`
+    in nested loops), then its task, include and attempt prefixes one by one."""
     parts = step_id.split("#", 1)[0].split(".")
     for start in range(len(parts)):
         found = types.get(".".join(parts[start:]))
@@ -133,7 +137,7 @@ def step_history(events: list[HistoryEvent], types: dict[str, str] | None = None
     types = types or {}
 
     def kind_of(step_id: str | None, data: dict[str, Any]) -> str | None:
-        return data.get("type") or types.get(re.sub(r"#\d+$", "", step_id or ""))
+        return data.get("type") or _type_in(types, step_id or "")
 
     open_steps: dict[tuple[str | None, str], dict[str, Any]] = {}
     last: dict[tuple[str | None, str], dict[str, Any]] = {}

@@ -295,15 +295,16 @@ def test_cli_explain_json_with_inputs(cli: Any) -> None:
     assert {"steps", "estimated_sub_agents", "required_tools", "program", "state_paths_written"} <= set(plan)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["explain", "examples/examples:parallel-batches.yaml"], "'files' is required"),
-    (["explain", "standards:fix", "-i", "batch_size=three"], "batch_size"),
-    (["explain", "no:such"], "not found"),
-    (["explain", "standards:fix", "-i", "oops"], "KEY=VALUE"),
+@pytest.mark.parametrize("args, message, status", [
+    (["explain", "examples/examples:parallel-batches.yaml"], "'files' is required", 1),
+    (["explain", "standards:fix", "-i", "batch_size=three"], "batch_size", 1),
+    (["explain", "no:such"], "not found", 1),
+    (["explain", "standards:fix", "-i", "oops"], "KEY=VALUE", 2),  # a usage error, as for `run`
 ])
-def test_cli_explain_errors(cli: Any, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_explain_errors(cli: Any, args: list[str], message: str, status: int,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     code, out, err = cli(*args)
-    assert code == 1
+    assert code == status
     assert message in err + out
     assert "Traceback" not in err
