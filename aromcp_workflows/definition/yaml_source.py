@@ -222,6 +222,36 @@ def _first_occurrence(key: str, exc: DuplicateKeyError, text: str) -> int | None
     return None
 
 
+def _unclosed(text: str, upto: int, otherwise: str) -> tuple[str, str]:
+    """The closer the innermost `[` or `{` left open before `upto` needs, and where it was
+    opened ("line L, column C"); quoted text and comments are skipped.  `otherwise`: the
+    place to name when none is found (the closer is then `}`)."""
+    stack: list[tuple[str, int]] = []
+    quote, index = "", 0
+    while index < min(upto, len(text)):
+        char = text[index]
+        if quote:
+            if char == "\\" and quote == '"':
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or text[index - 1] in " \t\n"):
+            index = text.find("\n", index) if "\n" in text[index:] else len(text)
+            continue
+        elif char in "[{":
+            stack.append((char, index))
+        elif char in "]}" and stack:
+            stack.pop()
+        index += 1
+    if not stack:
+        return "}", otherwise
+    opener, at = stack[-1]
+    line = text.count("\n", 0, at) + 1
+    return ("]" if opener == "[" else "}"), f"line {line}, column {at - (text.rfind(chr(10), 0, at) + 1) + 1}"
+
+
 def _yaml_problem(exc: MarkedYAMLError, file: str | None, text: str) -> DefinitionProblem:
     """Turn ruamel's parser jargon into what the author should fix, at the right place."""
     problem = (exc.problem or "").strip()
@@ -237,8 +267,10 @@ def _yaml_problem(exc: MarkedYAMLError, file: str | None, text: str) -> Definiti
                        f"add the closing {quote!r}", file, opened.line + 1, opened.column + 1)
     if context.startswith("while parsing a flow"):
         closer = "]" if "sequence" in context else "}"
+        if "node" in context:  # ruamel does not say which: the innermost bracket left open says
+            closer, opened_at = _unclosed(text, exc.problem_mark.index if exc.problem_mark else len(text), opened_at)
         opener = "[" if closer == "]" else "{"
-        found = problem.rsplit("but got", 1)[-1].strip()
+        found = problem.rsplit("but got", 1)[-1].rsplit("but found", 1)[-1].strip()
         message = (f"invalid YAML: expected ',' or '{closer}' but found {found}; "
                    f"is the '{opener}' on {opened_at} missing its '{closer}'?")
         return _marked_problem(exc, file, message)

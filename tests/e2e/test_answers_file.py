@@ -67,7 +67,8 @@ def test_missing_hint_names_method_for_mcp_calls():
 
 @pytest.mark.parametrize("text, problem", [
     ("- a\n- b\n", "must be a mapping"),
-    ("x: [\n", r"answers\.yaml:2:1: invalid YAML: "),  # file:line:column, as a workflow's
+    ("x: [\n", r"answers\.yaml:2:1: invalid YAML: expected ',' or '\]' but found '<stream end>'; is the '\[' on "
+                r"line 1, column 4 missing its '\]'\?"),  # file:line:column, as a workflow's
     ("x:\n  result: 1\n  error: e\n", "either `result` or `error`"),
     ("x:\n  - when_params: {a: 1}\n", "needs `result`"),
 ])
