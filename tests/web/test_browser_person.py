@@ -247,3 +247,21 @@ def test_a_400_px_window(project: Project, site: Site, page: Any) -> None:
     assert max(widths) <= 400, f"a panel reaches past the window: {widths}"
     shoot(page, project, "narrow-instance.png")
     page.screenshot(path=str(project.root.parent / "screenshots" / "narrow-instance-full.png"), full_page=True)
+
+
+def test_after_the_ui_restarts_an_open_page_asks_to_log_in_again(project: Project, site: Site, page: Any) -> None:
+    """A restarted `ui` has forgotten the session: the page said "reconnecting" until the
+    person acted (and then dropped what they did); it now shows the login panel by itself."""
+    service = project.service()
+    wid = asking(service)
+    log_in(page, site)
+    page.goto(f"{site.base}/instances/{wid}")
+    expect(page.locator("#live")).to_have_text("live")
+    port = site.base.rsplit(":", 1)[1]
+    site.stop()
+    again = Site.start(project, "--actions", "--port", port)  # the same address, a new process
+    try:
+        expect(page.locator(".login-panel")).to_be_visible(timeout=15_000)
+        assert "one-time login URL" in page.inner_text(".login-panel")
+    finally:
+        again.stop()

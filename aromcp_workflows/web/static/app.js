@@ -210,11 +210,24 @@ function follow(id) {
       setLive(true);
       if (!state.view || Number(e.data) !== state.view.version) loadInstance(id, true);
     });
-    source.addEventListener("error", () => setLive(false));
+    source.addEventListener("error", () => {
+      setLive(false);
+      // The browser tries again by itself, unless the server refused the stream: a restarted
+      // server has forgotten the session (401), so ask once more as a read does: a refusal
+      // shows the login panel; anything else, follow again.
+      if (source.readyState === EventSource.CLOSED) setTimeout(() => followAgain(id, source), 2000);
+    });
   } else {
     state.timer = setInterval(() => loadInstance(id, true), 1000);
     setLive(true);
   }
+}
+async function followAgain(id, closed) {
+  if (state.source !== closed) return;  // the page moved on meanwhile
+  try { await api(`api/instances/${encodeURIComponent(id)}`); } catch (error) {
+    if (document.querySelector(".login-panel")) return;  // logged out: the login panel is up
+  }
+  if (state.source === closed) follow(id);
 }
 function stopLive() {
   if (state.source) state.source.close();
