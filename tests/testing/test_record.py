@@ -137,3 +137,24 @@ def test_recording_refuses_what_it_cannot_write(project: Project) -> None:
     done = project.cli("test", "--record", waiting, "--out", out, *store)
     assert done.code == 2 and "is not a valid test file; fix it first" in done.err
     assert (project.workflows / "demo:rec.test.yaml").read_text() == "cases: oops\n"
+
+
+def test_a_replay_that_went_elsewhere_leaves_nothing_out(project: Project) -> None:
+    """A command holding a secret is recorded as `***`, so its stub matches nothing and the
+    replay fails: what it ended with is not run-to-run noise, and `answers` (the same on
+    every run) was left out as if it were.  Found by an author-at-the-command-line probe."""
+    project.write("demo:sec.yaml", 'name: "demo:sec"\nsteps:\n  - id: stamp\n    type: shell_command\n'
+                                   '    command: "echo token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"\n'
+                                   '  - id: ask\n    type: user_input\n    prompt: "Ship?"\n'
+                                   '    state_update: { path: raw.answer }\n')
+    service = project.service()
+    workflow_id = service.start("demo:sec").workflow_id
+    assert service.next_step(workflow_id).step["id"] == "ask"
+    assert service.step_complete(workflow_id, "ask", result="yes").status == "completed"
+    out = project.workflows / "demo:sec.test.yaml"
+    done = project.cli("test", "--record", workflow_id, "--out", str(out), "--store", str(project.store))
+    assert done.code == 1, done.out + done.err
+    assert "left out" not in done.out, done.out
+    assert "note: secret values were written as ***" in done.out
+    assert "command matched no stub: echo token=" in done.out
+    assert load(out)["cases"][0]["expect"]["state"]["answer"] == "yes"
