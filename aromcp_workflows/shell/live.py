@@ -39,23 +39,40 @@ class Slice:
 
 
 def read_slice(run_dir: RunDir, stream: str, since: int | None = None, limit: int = SLICE_BYTES) -> Slice:
-    """From byte `since` on (at most `limit` bytes), or the last `limit` bytes (`since` None)."""
-    base = run_dir.cut_before(stream)
-    try:
-        fd = os.open(run_dir.file(stream), os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return Slice("", base, base, bool(since and since < base))
-    try:
-        size = os.fstat(fd).st_size
-        end = base + size
-        start = max(base, end - limit) if since is None else min(max(since, base), end)
-        data = os.pread(fd, min(limit, end - start), start - base)
-    finally:
-        os.close(fd)
+    """From byte `since` on (at most `limit` bytes), or the last `limit` bytes (`since` None).
+    Right after a cut the file holds little or nothing: what it held last before the cut
+    (`RunDir.tail_before_cut`) comes first then.  A cut made while reading: read again."""
+    for _ in range(3):
+        base = run_dir.cut_before(stream)
+        found = _read_at(run_dir, stream, base, since, limit)
+        if run_dir.cut_before(stream) == base:
+            break
+    data, start = found
     wanted = 0 if since is None else since
     data, skipped = whole_characters(data, inside=start != wanted)
     start += skipped
     return Slice(data.decode("utf-8", errors="replace"), start, start + len(data), start > wanted)
+
+
+def _read_at(run_dir: RunDir, stream: str, base: int, since: int | None, limit: int) -> tuple[bytes, int]:
+    """The bytes of the slice and the absolute offset of the first, the file's start being
+    byte `base` and the kept tail ending there."""
+    try:
+        fd = os.open(run_dir.file(stream), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return b"", max(base, since or 0) if since is not None else base
+    try:
+        end = base + os.fstat(fd).st_size
+        start = max(0, end - limit) if since is None else min(since, end)
+        before = b""
+        if start < base:  # the slice begins before the cut: from the tail kept, as far as it goes
+            tail = run_dir.tail_before_cut(stream) if base else b""
+            before = tail[len(tail) - min(len(tail), base - start):]
+            start = base - len(before)
+        data = os.pread(fd, min(limit - len(before), end - max(start, base)), max(start, base) - base)
+    finally:
+        os.close(fd)
+    return before + data, start
 
 
 def whole_characters(data: bytes, inside: bool) -> tuple[bytes, int]:

@@ -29,7 +29,9 @@ command of the machine — empties it.  Output beyond `OUTPUT_CAP` is cut out of
 while a server waits (`trim`: every 0.25 s, every 20 ms while the command writes fast; how
 many bytes a file lost from its start is kept in `<stream>.cut`, so readers of the live
 output count absolute offsets, and a server that adopts the command says how much of its
-output was not kept), so a chatty command cannot fill that memory.
+output was not kept; its last bytes before the cut are kept in `<stream>.tail`, so a
+reader of a command that prints faster than it looks still sees its latest output), so
+a chatty command cannot fill that memory.
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ if TYPE_CHECKING:
 
 OUTPUT_CAP = 256 * 1024  # bytes kept per stream: both streams, JSON-escaped, fit a reply under 1 MB
 STREAMS = ("out", "err")
-FILES = (*STREAMS, "status", "meta", "pid", "claimed", "out.head", "err.head", "out.cut", "err.cut")
+FILES = (*STREAMS, "status", "meta", "pid", "claimed", "out.head", "err.head", "out.cut", "err.cut", "out.tail",
+         "err.tail")
+TAIL_BYTES = 16 * 1024  # what a cut keeps of a stream's end for its live readers (a page's slice)
 RunState = Literal["finished", "running", "never_started", "killed"]
 Output = tuple[tuple[str, bool], tuple[str, bool]]  # (text, cut) of stdout and of stderr
 
@@ -280,16 +284,32 @@ class RunDir:
                 continue
             if size <= 2 * OUTPUT_CAP:
                 continue
-            head = self.file(f"{name}.head")
-            if not head.exists():
-                with path.open("rb") as source:
-                    head.write_bytes(source.read(OUTPUT_CAP))
-                dropped[name] = dropped.get(name, 0) - OUTPUT_CAP
-            _write(self.file(f"{name}.cut"), b"%d" % (self.cut_before(name) + size))
-            os.truncate(path, 0)
-            dropped[name] = dropped.get(name, 0) + size
+            self._cut(name, path, size, dropped)
             cut = True
         return cut
+
+    def _cut(self, name: str, path: Path, size: int, dropped: dict[str, int]) -> None:
+        """Empty one stream's file of its first `size` bytes: its start is kept once (the
+        head, what the result keeps), its last `TAIL_BYTES` before the cut until the next
+        cut (`<stream>.tail`, so a live reader is never left with an empty file)."""
+        head = self.file(f"{name}.head")
+        with path.open("rb") as source:
+            if not head.exists():
+                head.write_bytes(source.read(OUTPUT_CAP))
+                dropped[name] = dropped.get(name, 0) - OUTPUT_CAP
+            source.seek(size - min(size, TAIL_BYTES))
+            _write(self._at(f"{name}.tail"), source.read(min(size, TAIL_BYTES)))
+        _write(self.file(f"{name}.cut"), b"%d" % (self.cut_before(name) + size))
+        os.truncate(path, 0)
+        dropped[name] = dropped.get(name, 0) + size
+
+    def tail_before_cut(self, name: str) -> bytes:
+        """The last bytes a stream's file held before its latest cut (empty: never cut)."""
+        try:
+            with open(self._at(f"{name}.tail"), "rb") as kept:
+                return kept.read()
+        except OSError:
+            return b""
 
     def output(self, name: str, dropped: dict[str, int] | None = None) -> tuple[str, bool]:
         """A stream's text (at most `OUTPUT_CAP` bytes kept, with a note of the rest) and

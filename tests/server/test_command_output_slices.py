@@ -103,3 +103,28 @@ def test_whole_characters_never_splits_one(inside: bool) -> None:
             text = part.decode("utf-8")  # raises on a split character
             assert not text or data[start + skipped:].decode("utf-8").startswith(text)
             assert end - start - skipped - len(part) < 3  # at most one character held back
+
+
+def test_right_after_a_cut_a_live_reader_still_sees_the_latest_output(tmp_path: Path) -> None:
+    """A command printing faster than a page looks: its file is cut back to the cap every
+    20 ms and may be empty at each look, so the page showed nothing while it printed."""
+    from aromcp_workflows.shell.rundir import OUTPUT_CAP
+
+    run_dir = RunDir(tmp_path / "run")
+    run_dir.path.mkdir()
+    written = "".join(f"n{i:07d}\n" for i in range(80_000)).encode()  # 720,000 bytes: past twice the cap
+    assert len(written) > 2 * OUTPUT_CAP
+    run_dir.file("out").write_bytes(written)
+    assert run_dir.trim({}) and run_dir.file("out").stat().st_size == 0
+    latest = live.read_slice(run_dir, "out", None)
+    assert latest.end == len(written) and latest.text.endswith("n0079999\n") and latest.cut
+    assert latest.text == written[latest.start:].decode()
+    with open(run_dir.file("out"), "ab") as more:
+        more.write(b"after the cut\n")
+    across = live.read_slice(run_dir, "out", None)  # the tail kept and the file's new bytes, as one slice
+    assert across.text.endswith("n0079999\nafter the cut\n") and across.end == len(written) + 14
+    follower = live.read_slice(run_dir, "out", latest.end)
+    assert (follower.text, follower.start, follower.cut) == ("after the cut\n", len(written), False)
+    behind = live.read_slice(run_dir, "out", 1000)  # far behind the cut: from what is kept, marked cut
+    assert behind.cut and behind.start == len(written) - live.SLICE_BYTES
+    assert behind.text == written[behind.start:].decode()
