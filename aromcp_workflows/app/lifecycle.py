@@ -14,7 +14,7 @@ from aromcp_workflows.app.page_results import PendingQuestion
 from aromcp_workflows.app.results import Answered, CheckpointInfo, Completed, Resumed, StatusChanged
 from aromcp_workflows.app.views import questions
 from aromcp_workflows.definition import UserInputStep
-from aromcp_workflows.expressions import lone_surrogate_in
+from aromcp_workflows.expressions import not_text
 from aromcp_workflows.instances import InstanceRegistry, ServiceError, refusals
 from aromcp_workflows.interpreter import Busy, Completion, Rejected, WorkflowRun, Writer, accept_result
 
@@ -98,11 +98,9 @@ def question_for(instances: InstanceRegistry, workflow_id: str, step_id: str | N
     is checked (`choices`, `validation`), with the answer as it will be recorded (trimmed):
     a wrong value, no question pending, or one already answered is refused whole — nothing
     is recorded, no attempt is counted."""
-    half = lone_surrogate_in(value)  # from a page's JSON, or argv's undecodable bytes: no store takes it
-    if half is not None:
-        raise ServiceError("the answer holds half of a UTF-16 surrogate pair (a lone \\udXXX escape, or bytes "
-                           "that are not UTF-8), which is not text and cannot be stored; nothing was recorded",
-                           "invalid")
+    problem = not_text({"the answer": value})  # from a page's JSON, or argv's undecodable bytes: no store takes it
+    if problem is not None:
+        raise ServiceError(f"{problem}; nothing was recorded", "invalid")
 
     def look(run: WorkflowRun, _record: Any) -> tuple[list[PendingQuestion], str | None, str]:
         asked = questions(run)

@@ -106,11 +106,7 @@ def _runs_nowhere(data: Mapping[str, Any]) -> bool:
     from aromcp_workflows.shell import owner as owners
 
     claim, me = ShellClaim.from_data(data), owners.current()
-    found = owners.Owner.from_data(claim.owner)
-    if (found is not None and me.shares_pids_with(found) and (found.pid, found.started) == (me.pid, me.started)) \
-            or (found is None and claim.owner_pid == me.pid):
-        return False
-    return owners.abandoned(claim, me, time.time()) is not None
+    return not owners.started_here(claim, me) and owners.abandoned(claim, me, time.time()) is not None
 
 
 def _masked(masker: Masker, held: StepInHand) -> StepInHand:

@@ -63,9 +63,19 @@ def pipe_safe(handler: Callable[[argparse.Namespace], int]) -> Callable[[argpars
         try:
             return handler(args)
         except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            discard_stdout()
             return 0
     return run
+
+
+def discard_stdout() -> None:
+    """Point stdout at /dev/null once its reader is gone: what is still buffered, and the
+    flush at exit, go nowhere instead of raising a second error."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 def said(exc: BaseException) -> str:

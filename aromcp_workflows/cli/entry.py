@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -42,7 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe prints a traceback
         return code
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        from aromcp_workflows.cli.common import discard_stdout
+
+        discard_stdout()
         return 0
 
 
@@ -213,7 +214,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 _print_report(report)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped (`validate --all | head` in CI): the verdict stands
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        from aromcp_workflows.cli.common import discard_stdout
+
+        discard_stdout()
     return verdict
 
 

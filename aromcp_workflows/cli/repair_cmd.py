@@ -92,11 +92,11 @@ def _stored_json(text: str) -> Any:
         value = json.loads(text, parse_float=finite, parse_constant=refused)
     except RecursionError:
         raise ValueError("the value is nested too deeply to store") from None
-    from aromcp_workflows.expressions import lone_surrogate_in  # here: the package brings the engine
+    from aromcp_workflows.expressions import not_text  # here: the package brings the engine
 
-    half = lone_surrogate_in(value)
-    if half is not None:
-        raise ValueError(f"{half} holds half of a UTF-16 surrogate pair (a lone \\udXXX escape), which is not text")
+    problem = not_text(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 

@@ -248,8 +248,8 @@ def _unclosed(text: str, upto: int, otherwise: str) -> tuple[str, str]:
     if not stack:
         return "}", otherwise
     opener, at = stack[-1]
-    line = text.count("\n", 0, at) + 1
-    return ("]" if opener == "[" else "}"), f"line {line}, column {at - (text.rfind(chr(10), 0, at) + 1) + 1}"
+    line, column = _line_column(text, at)
+    return ("]" if opener == "[" else "}"), f"line {line}, column {column}"
 
 
 def _yaml_problem(exc: MarkedYAMLError, file: str | None, text: str) -> DefinitionProblem:

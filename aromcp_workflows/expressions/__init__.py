@@ -14,7 +14,7 @@ from aromcp_workflows.expressions.runtime import EngineStats, EngineUnavailable
 from aromcp_workflows.expressions.shell_context import ShellContextError
 from aromcp_workflows.expressions.simple_eval import evaluate, is_number
 from aromcp_workflows.expressions.template import ExprPart, NeedsV8, classify, parse_template, path_to_key, to_text
-from aromcp_workflows.expressions.text import lone_surrogate_in, well_formed
+from aromcp_workflows.expressions.text import lone_surrogate_in, not_text, well_formed
 
 __all__ = [
     "MISSING",
@@ -42,6 +42,7 @@ __all__ = [
     "is_number",
     "js_truthy",
     "lone_surrogate_in",
+    "not_text",
     "parse_template",
     "path_to_key",
     "reads_of",

@@ -46,6 +46,14 @@ def lone_surrogate_in(value: object) -> str | None:
     return None if found is None else ("".join(reversed(found)).lstrip(".") or "the value")
 
 
+def not_text(value: object) -> str | None:
+    """Why a value given from outside cannot be kept (half of a surrogate pair, and where),
+    in the words every surface says it with; None when all its text is well formed."""
+    half = lone_surrogate_in(value)
+    return None if half is None else (f"{half} holds half of a UTF-16 surrogate pair (a lone \\udXXX escape, or "
+                                      "bytes that are not UTF-8), which is not text and cannot be stored")
+
+
 def _half_at(value: object) -> list[str] | None:
     """The path to the first half found, innermost piece first; None when there is none."""
     if isinstance(value, str):  # `isascii` reads a flag of the string: most text is never scanned

@@ -181,7 +181,9 @@ def _is_file(stream: TextIO) -> bool:
 
 def _is_url(store: str | Path) -> bool:
     """A URL of any scheme goes to the server as it is (one it cannot use, it refuses)."""
-    return "://" in str(store) and str(store).split("://", 1)[0].isidentifier()
+    from aromcp_workflows.store import is_url
+
+    return is_url(str(store))
 
 
 def _server_params(workflow: str, project: Path, store: str | Path | None, env: dict[str, str] | None,

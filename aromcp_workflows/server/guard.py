@@ -67,12 +67,11 @@ class GuardedServer(MCPServer):
         this time waiting for each save (its conflicts retried inside, with back-off)."""
         if self.observer is not None:
             self.observer.tool_call(name, arguments)
-        from aromcp_workflows.expressions import lone_surrogate_in  # not at start: it brings the engine
+        from aromcp_workflows.expressions import not_text  # not at start: it brings the engine
 
-        half = lone_surrogate_in(arguments)
-        if half is not None:  # text no store can encode: refused here, before anything is changed
-            raise ToolError(f"{name}: {half} holds half of a UTF-16 surrogate pair (a lone \\udXXX escape), which "
-                            "is not text and cannot be stored; send well-formed text. Nothing was changed.")
+        problem = not_text(arguments)
+        if problem is not None:  # text no store can encode: refused here, before anything is changed
+            raise ToolError(f"{name}: {problem}; send well-formed text. Nothing was changed.")
         for defer in (True, False):
             with collecting(defer) as pending:
                 try:

@@ -60,7 +60,7 @@ def _read_at(run_dir: RunDir, stream: str, base: int, since: int | None, limit: 
     try:
         fd = os.open(run_dir.file(stream), os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        return b"", max(base, since or 0) if since is not None else base
+        return b"", base if since is None else max(base, since)
     try:
         end = base + os.fstat(fd).st_size
         start = max(0, end - limit) if since is None else min(since, end)

@@ -126,12 +126,12 @@ def abandoned(claim: ShellClaim, me: Owner, now: float) -> str | None:
     """Why a busy command runs nowhere (so it must be adopted, or released and run again),
     or None while its owner may still be running it.  A claim stored by an older version
     has only `owner_pid`.  The caller has already found that this process is not running it."""
+    if started_here(claim, me):
+        return "this server process started it and no longer runs it"
     owner = Owner.from_data(claim.owner)
     if owner is None:
         return _abandoned_legacy(claim.owner_pid, me)
     local = me.shares_pids_with(owner)
-    if local and (owner.pid, owner.started) == (me.pid, me.started):  # even if the host was renamed since
-        return "this server process started it and no longer runs it"
     lease_until = claim.lease_until
     expired = lease_until is None or lease_until < now
     if local and not runs(owner):
@@ -142,12 +142,19 @@ def abandoned(claim: ShellClaim, me: Owner, now: float) -> str | None:
     return None
 
 
+def started_here(claim: ShellClaim, me: Owner) -> bool:
+    """Whether this very process started the claim's command (even if the host was renamed
+    since; a claim of an older version names only a pid)."""
+    owner = Owner.from_data(claim.owner)
+    if owner is None:
+        return claim.owner_pid == me.pid
+    return me.shares_pids_with(owner) and (owner.pid, owner.started) == (me.pid, me.started)
+
+
 def _abandoned_legacy(pid: Any, me: Owner) -> str | None:
     """A claim stored before owners and leases: a pid on this host, as it was judged then."""
     if not isinstance(pid, int):
         return "no server process is recorded as running it"
-    if pid == me.pid:
-        return "this server process started it and no longer runs it"
     if pid_exists(pid):
         return None
     return f"the server process {pid} that ran it is gone"

@@ -94,6 +94,7 @@ __all__ = [
     "default_store_path",
     "has_password",
     "is_postgres_url",
+    "is_url",
     "named_store",
     "note_caught_up",
     "open_store",
@@ -126,6 +127,12 @@ def resolve_store_path(path: str | os.PathLike[str] | None = None) -> Path:
         return default_store_path()
     _refuse_other_urls(chosen, "--store" if path else ENV_VAR)
     return Path(chosen).expanduser().absolute()
+
+
+def is_url(text: str) -> bool:
+    """Whether `text` is a URL (`scheme://…`) rather than a file path: a store names a
+    PostgreSQL database so, and any other scheme is refused, never taken as a path."""
+    return _URL_SCHEME.match(text) is not None
 
 
 def _refuse_other_urls(chosen: str, source: str) -> None:
